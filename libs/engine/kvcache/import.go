@@ -1,0 +1,54 @@
+package kvcache
+
+import (
+	"fmt"
+
+	"switchyard.dev/libs/kvhash"
+)
+
+// Region is where a block's KV lives in the arena.
+type Region struct {
+	Block  int
+	Offset int
+	Length int
+}
+
+// AllocateForImport reserves n blocks whose KV another process will write
+// (disaggregated prefill): it returns their arena regions, each held with
+// one reference. Finish with CommitImported, or Release the ids to abort.
+func (m *Manager) AllocateForImport(n int) ([]Region, error) {
+	ids, err := m.Allocate(n)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Region, len(ids))
+	for i, id := range ids {
+		off, ln := m.BlockRegion(id)
+		out[i] = Region{Block: id, Offset: off, Length: ln}
+	}
+	return out, nil
+}
+
+// CommitImported marks imported blocks as computed: blocks[i] holds the KV
+// of tokens[i*BlockSize:(i+1)*BlockSize], chained from parent (kvhash.Root
+// for a sequence start) with salt. It emits Stored events and drops the
+// import's references, leaving the blocks cached for the request that
+// will hit them. It returns the blocks' chained hashes.
+func (m *Manager) CommitImported(blocks []int, parent uint64, tokens []uint32, salt uint64) ([]uint64, error) {
+	bs := m.cfg.BlockSize
+	if len(tokens) != len(blocks)*bs {
+		return nil, fmt.Errorf("kvcache: commit import: %d tokens for %d blocks of %d", len(tokens), len(blocks), bs)
+	}
+	for _, id := range blocks {
+		if id < 0 || id >= len(m.blocks) || m.blocks[id].ref <= 0 {
+			return nil, fmt.Errorf("kvcache: commit import: block %d is not reserved", id)
+		}
+	}
+	hashes := kvhash.AppendBlockHashes(make([]uint64, 0, len(blocks)), parent, tokens, bs, salt)
+	for i, id := range blocks {
+		m.Commit(id, parent, hashes[i], tokens[i*bs:(i+1)*bs])
+		parent = hashes[i]
+	}
+	m.Release(blocks)
+	return hashes, nil
+}

@@ -1,0 +1,177 @@
+// Package kvevent describes changes to a worker's KV cache and keeps a
+// bounded, sequence-numbered history of them.
+//
+// The router builds its prefix index from these events, so the stream must
+// be gap-free or say when it is not: every batch (one per scheduler step
+// that changed the cache) gets the next sequence number, a subscriber
+// resumes after the last number it saw, and one that fell off the replay
+// buffer gets ErrGap and should ask for a dump (Stored events for every
+// cached block, parents before children, tagged with the current number).
+package kvevent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+)
+
+// Kind says what happened to the blocks of an event.
+type Kind uint8
+
+// Event kinds.
+const (
+	Stored Kind = iota + 1
+	Removed
+	Cleared
+)
+
+func (k Kind) String() string {
+	switch k {
+	case Stored:
+		return "stored"
+	case Removed:
+		return "removed"
+	case Cleared:
+		return "cleared"
+	}
+	return fmt.Sprintf("kind(%d)", uint8(k))
+}
+
+// Tier names the memory holding the blocks.
+type Tier string
+
+// TierDevice is the engine's own KV arena (GPU memory on a real GPU
+// worker).
+const TierDevice Tier = "device"
+
+// Event is one change. Stored carries a chain of blocks: BlockHashes[0]'s
+// parent is ParentHash (kvhash.Root for a sequence's first block) and each
+// later hash's parent is the one before it; TokenIDs holds BlockSize tokens
+// per hash. Removed carries only hashes; Cleared only its kind.
+type Event struct {
+	Kind        Kind
+	BlockHashes []uint64
+	ParentHash  uint64
+	TokenIDs    []uint32
+	BlockSize   int
+	Tier        Tier
+}
+
+// Batch is the events of one step under one sequence number.
+type Batch struct {
+	Seq    uint64
+	Events []Event
+}
+
+// ErrGap reports that the requested history is no longer buffered.
+var ErrGap = errors.New("kvevent: events were dropped from the replay buffer; take a dump")
+
+// Journal numbers batches and keeps the last capacity of them. It is safe
+// for concurrent use.
+type Journal struct {
+	mu      sync.Mutex
+	buf     []Batch // ring, oldest at start
+	start   int
+	n       int
+	last    uint64
+	changed chan struct{}
+}
+
+// NewJournal returns an empty journal keeping at most capacity batches.
+func NewJournal(capacity int) *Journal {
+	return &Journal{buf: make([]Batch, max(capacity, 1)), changed: make(chan struct{})}
+}
+
+// Append records events as the next batch and returns its sequence number.
+// An empty slice records nothing and returns the current number.
+func (j *Journal) Append(events []Event) uint64 {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if len(events) == 0 {
+		return j.last
+	}
+	j.last++
+	b := Batch{Seq: j.last, Events: events}
+	if j.n < len(j.buf) {
+		j.buf[(j.start+j.n)%len(j.buf)] = b
+		j.n++
+	} else {
+		j.buf[j.start] = b
+		j.start = (j.start + 1) % len(j.buf)
+	}
+	close(j.changed)
+	j.changed = make(chan struct{})
+	return j.last
+}
+
+// Last returns the sequence number of the newest batch (0 before any).
+func (j *Journal) Last() uint64 {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.last
+}
+
+// Since returns the buffered batches numbered above after, or ErrGap when
+// some of them were already dropped.
+func (j *Journal) Since(after uint64) ([]Batch, error) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	out, _, err := j.sinceLocked(after)
+	return out, err
+}
+
+func (j *Journal) sinceLocked(after uint64) ([]Batch, <-chan struct{}, error) {
+	if after >= j.last {
+		return nil, j.changed, nil
+	}
+	oldest := j.last - uint64(j.n) + 1
+	if after+1 < oldest {
+		return nil, nil, fmt.Errorf("%w: resume after %d, oldest buffered is %d", ErrGap, after, oldest)
+	}
+	skip := int(after + 1 - oldest)
+	out := make([]Batch, 0, j.n-skip)
+	for i := skip; i < j.n; i++ {
+		out = append(out, j.buf[(j.start+i)%len(j.buf)])
+	}
+	return out, j.changed, nil
+}
+
+// Subscription reads batches in order from a journal.
+type Subscription struct {
+	j       *Journal
+	after   uint64
+	pending []Batch
+}
+
+// Subscribe starts reading after sequence number after (0 for everything
+// still buffered from the start).
+func (j *Journal) Subscribe(after uint64) *Subscription {
+	return &Subscription{j: j, after: after}
+}
+
+// Next blocks until the next batch, ctx is done, or the subscriber fell
+// behind the buffer (ErrGap; resubscribe from a dump's sequence number).
+func (s *Subscription) Next(ctx context.Context) (Batch, error) {
+	for len(s.pending) == 0 {
+		s.j.mu.Lock()
+		got, changed, err := s.j.sinceLocked(s.after)
+		s.j.mu.Unlock()
+		if err != nil {
+			return Batch{}, err
+		}
+		if len(got) > 0 {
+			s.pending = got
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return Batch{}, ctx.Err()
+		case <-changed:
+		}
+	}
+	b := s.pending[0]
+	s.pending = s.pending[1:]
+	s.after = b.Seq
+	return b, nil
+}

@@ -1,0 +1,150 @@
+// Package sample picks the next token from logits: greedy, temperature,
+// top-k and top-p, with a per-request seeded generator so that a seeded
+// sampled run is reproducible no matter how requests are batched or
+// preempted (recomputed prefixes never draw from the generator).
+package sample
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+)
+
+// ErrInvalid is wrapped by every invalid-parameter error.
+var ErrInvalid = errors.New("invalid sampling parameters")
+
+// Params are the sampling knobs of one request.
+type Params struct {
+	// Temperature 0 means greedy (argmax, first index on ties).
+	Temperature float32
+	// TopP keeps the smallest set of tokens whose probability reaches TopP;
+	// 0 or 1 disables it.
+	TopP float32
+	// TopK keeps the K most likely tokens; 0 disables it.
+	TopK int
+	// Seed makes sampling reproducible; nil lets the engine pick one.
+	Seed *uint64
+}
+
+// Validate reports whether p is usable.
+func (p Params) Validate() error {
+	switch {
+	case math.IsNaN(float64(p.Temperature)) || p.Temperature < 0 || math.IsInf(float64(p.Temperature), 0):
+		return fmt.Errorf("%w: temperature %v must be finite and >= 0", ErrInvalid, p.Temperature)
+	case math.IsNaN(float64(p.TopP)) || p.TopP < 0 || p.TopP > 1:
+		return fmt.Errorf("%w: top_p %v must be in [0, 1]", ErrInvalid, p.TopP)
+	case p.TopK < 0:
+		return fmt.Errorf("%w: top_k %d must be >= 0", ErrInvalid, p.TopK)
+	}
+	return nil
+}
+
+// Greedy reports whether p always picks the argmax.
+func (p Params) Greedy() bool { return p.Temperature == 0 || p.TopK == 1 }
+
+// Sampler draws tokens for one request. It is not safe for concurrent use;
+// the engine gives each sequence its own.
+type Sampler struct {
+	p     Params
+	rng   *rand.Rand
+	probs []float32
+	idx   []int32
+}
+
+// New returns a sampler for p whose generator is seeded with seed.
+func New(p Params, seed uint64) *Sampler {
+	return &Sampler{p: p, rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))}
+}
+
+// Uint64 draws from the request's generator (used by executors that do not
+// compute logits, such as the simulator).
+func (s *Sampler) Uint64() uint64 { return s.rng.Uint64() }
+
+// Argmax returns the index of the largest logit (the first on ties).
+func Argmax(logits []float32) uint32 {
+	best, bi := float32(math.Inf(-1)), 0
+	for i, v := range logits {
+		if v > best {
+			best, bi = v, i
+		}
+	}
+	return uint32(bi)
+}
+
+// Sample picks a token from logits; logits is used as scratch.
+func (s *Sampler) Sample(logits []float32) uint32 {
+	if s.p.Greedy() || len(logits) == 0 {
+		return Argmax(logits)
+	}
+	probs := s.softmax(logits)
+	idx := s.candidates(probs)
+	if k := s.p.TopK; k > 0 && k < len(idx) {
+		idx = idx[:k]
+	}
+	if p := s.p.TopP; p > 0 && p < 1 {
+		var cum float32
+		for i, j := range idx {
+			cum += probs[j]
+			if cum >= p {
+				idx = idx[:i+1]
+				break
+			}
+		}
+	}
+	var total float32
+	for _, j := range idx {
+		total += probs[j]
+	}
+	r := float32(s.rng.Float64()) * total
+	var cum float32
+	for _, j := range idx {
+		cum += probs[j]
+		if r < cum {
+			return uint32(j)
+		}
+	}
+	return uint32(idx[len(idx)-1])
+}
+
+func (s *Sampler) softmax(logits []float32) []float32 {
+	s.probs = slices.Grow(s.probs[:0], len(logits))[:len(logits)]
+	maxv := logits[Argmax(logits)]
+	var sum float32
+	for i, v := range logits {
+		e := float32(math.Exp(float64((v - maxv) / s.p.Temperature)))
+		s.probs[i] = e
+		sum += e
+	}
+	for i := range s.probs {
+		s.probs[i] /= sum
+	}
+	return s.probs
+}
+
+// candidates returns token indices sorted by probability (descending, ties
+// by index). With top-p alone, tokens below (1-p)/(n-1) cannot be in the
+// nucleus and are dropped before sorting, as llama2.c does.
+func (s *Sampler) candidates(probs []float32) []int32 {
+	s.idx = s.idx[:0]
+	cutoff := float32(0)
+	if s.p.TopK == 0 && s.p.TopP > 0 && s.p.TopP < 1 && len(probs) > 1 {
+		cutoff = (1 - s.p.TopP) / float32(len(probs)-1)
+	}
+	for i, p := range probs {
+		if p >= cutoff {
+			s.idx = append(s.idx, int32(i))
+		}
+	}
+	slices.SortFunc(s.idx, func(a, b int32) int {
+		switch {
+		case probs[a] > probs[b]:
+			return -1
+		case probs[a] < probs[b]:
+			return 1
+		}
+		return int(a - b)
+	})
+	return s.idx
+}
