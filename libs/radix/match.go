@@ -1,0 +1,197 @@
+package radix
+
+import "math/bits"
+
+// WorkerMatch is one worker's matched prefix.
+type WorkerMatch struct {
+	Worker string
+	// Depth[t] is the number of leading blocks the worker holds, each in
+	// some tier no slower than t. So Depth[TierDevice] counts the prefix
+	// already in GPU memory, and Depth[TierExternal] the prefix available
+	// anywhere; a router can weight the differences. Depth is non-decreasing
+	// in t and Depth[TierExternal] >= 1 for every reported worker.
+	Depth [NumTiers]int
+}
+
+// Result holds the outcome of a Match. Reuse one Result across calls (one
+// per goroutine) so Match allocates nothing once the buffers have grown.
+type Result struct {
+	// Workers lists every worker holding at least the first block, in no
+	// particular order. It is overwritten by the next MatchInto.
+	Workers []WorkerMatch
+	// Longest is the largest Depth[TierExternal]: the leading blocks that
+	// some single worker holds.
+	Longest int
+
+	// Scratch, indexed by dense id. act[t] has bit id set while worker id
+	// still holds every block so far in a tier no slower than t; nxt is the
+	// next step's act under construction. Between calls act is all zero.
+	act, nxt [NumTiers][]uint64
+	depth    [][NumTiers]int32
+	ids      []uint32
+}
+
+// Match returns the matched prefix depths for the chained block hashes of
+// a request. It allocates; hot paths use MatchInto.
+func (ix *Index) Match(hashes []uint64) *Result {
+	r := new(Result)
+	ix.MatchInto(r, hashes)
+	return r
+}
+
+// matchAttempts bounds how often MatchInto restarts because a whole-worker
+// operation (Cleared, Resync, RemoveWorker) was published while it walked.
+const matchAttempts = 8
+
+// MatchInto is Match writing into r. It never blocks: it reads the tables
+// through atomic loads while writers keep going, so a concurrent batch may
+// be seen partly applied. Whole-worker operations are seen atomically: if
+// one is published during the walk (the view changed), the walk restarts,
+// at most matchAttempts times.
+func (ix *Index) MatchInto(r *Result, hashes []uint64) {
+	for range matchAttempts {
+		v := ix.view.Load()
+		ix.walk(r, v, hashes)
+		if ix.view.Load() == v {
+			return
+		}
+	}
+}
+
+func (ix *Index) walk(r *Result, v *view, hashes []uint64) {
+	r.Workers = r.Workers[:0]
+	r.Longest = 0
+	if len(hashes) == 0 {
+		return
+	}
+	first := ix.lookup(hashes[0])
+	if first == nil {
+		return
+	}
+	r.grow(len(v.names))
+	lo, hi := r.seed(v, first)
+	if lo > hi {
+		return
+	}
+	n := 1
+	for ; n < len(hashes); n++ {
+		s := ix.lookup(hashes[n])
+		if s == nil || !r.step(s, int32(n), lo, hi) {
+			break
+		}
+	}
+	r.finish(v, int32(n), lo, hi)
+}
+
+// grow sizes the scratch for ids < n.
+func (r *Result) grow(n int) {
+	words := (n + 63) / 64
+	if len(r.act[0]) < words {
+		for t := range r.act {
+			r.act[t] = make([]uint64, words)
+			r.nxt[t] = make([]uint64, words)
+		}
+	}
+	if len(r.depth) < n {
+		r.depth = make([][NumTiers]int32, n)
+	}
+}
+
+// seed starts the walk from the holders of the first block, keeping only
+// workers visible in v. It returns the range of act words in use.
+func (r *Result) seed(v *view, s *holderSet) (lo, hi int) {
+	lo, hi = len(r.act[0]), -1
+	r.ids = r.ids[:0]
+	for _, h := range s.hs {
+		id := h.id()
+		if int(id) >= len(v.names) || v.names[id] == "" {
+			continue
+		}
+		r.ids = append(r.ids, id)
+		r.depth[id] = [NumTiers]int32{}
+		w, bit := int(id/64), uint64(1)<<(id%64)
+		for t := Tier(0); t < NumTiers; t++ {
+			if h.mask()&upTo(t) != 0 {
+				r.act[t][w] |= bit
+			}
+		}
+		lo, hi = min(lo, w), max(hi, w)
+	}
+	return lo, hi
+}
+
+// step intersects the active sets with the holders of block n, recording
+// depth n for every worker that drops out. It reports whether any worker
+// is still active.
+func (r *Result) step(s *holderSet, n int32, lo, hi int) bool {
+	if s.cum != nil {
+		for t := range r.act {
+			cum := s.cum[t]
+			for j := lo; j <= hi; j++ {
+				var c uint64
+				if j < len(cum) {
+					c = cum[j]
+				}
+				r.advance(t, j, r.act[t][j]&c, n)
+			}
+		}
+	} else {
+		for t := range r.nxt {
+			clear(r.nxt[t][lo : hi+1])
+		}
+		for _, h := range s.hs {
+			id := h.id()
+			w := int(id / 64)
+			if w < lo || w > hi {
+				continue
+			}
+			bit := uint64(1) << (id % 64)
+			for t := Tier(0); t < NumTiers; t++ {
+				if h.mask()&upTo(t) != 0 {
+					r.nxt[t][w] |= r.act[t][w] & bit
+				}
+			}
+		}
+		for t := range r.act {
+			for j := lo; j <= hi; j++ {
+				r.advance(t, j, r.nxt[t][j], n)
+			}
+		}
+	}
+	alive := uint64(0)
+	for j := lo; j <= hi; j++ {
+		alive |= r.act[NumTiers-1][j]
+	}
+	return alive != 0
+}
+
+// advance replaces act word j of tier t with next, recording depth n for
+// the workers that dropped out.
+func (r *Result) advance(t, j int, next uint64, n int32) {
+	dropped := r.act[t][j] &^ next
+	r.act[t][j] = next
+	for dropped != 0 {
+		id := j*64 + bits.TrailingZeros64(dropped)
+		dropped &= dropped - 1
+		r.depth[id][t] = n
+	}
+}
+
+// finish records depth n for the workers still active, clears the scratch
+// for the next call and fills r.Workers.
+func (r *Result) finish(v *view, n int32, lo, hi int) {
+	for t := range r.act {
+		for j := lo; j <= hi; j++ {
+			r.advance(t, j, 0, n)
+		}
+	}
+	for _, id := range r.ids {
+		d := r.depth[id]
+		wm := WorkerMatch{Worker: v.names[id]}
+		for t := range d {
+			wm.Depth[t] = int(d[t])
+		}
+		r.Longest = max(r.Longest, wm.Depth[NumTiers-1])
+		r.Workers = append(r.Workers, wm)
+	}
+}
