@@ -1,0 +1,225 @@
+package llama
+
+import (
+	"fmt"
+	"math"
+	"slices"
+
+	"switchyard.dev/libs/engine/executor"
+	"switchyard.dev/libs/engine/sample"
+)
+
+// scratch holds per-step activations, one row per token of the step.
+type scratch struct {
+	rows    int
+	tok     []uint32
+	pos     []int
+	item    []int
+	x, xb   []float32
+	xb2, q  []float32
+	k, v    []float32
+	hb, hb2 []float32
+	att     []float32
+	xs      []float32
+	logits  []float32
+	sampled []int // rows to classify
+}
+
+func grow(s []float32, n int) []float32 { return slices.Grow(s[:0], n)[:n] }
+
+// plan validates the batch and lays its tokens out as rows.
+func (e *Executor) plan(b *executor.Batch) error {
+	s := &e.s
+	s.tok, s.pos, s.item, s.sampled = s.tok[:0], s.pos[:0], s.item[:0], s.sampled[:0]
+	for i := range b.Items {
+		it := &b.Items[i]
+		if it.Start < 0 || it.End <= it.Start || it.End > len(it.Tokens) || it.End > e.c.SeqLen {
+			return fmt.Errorf("llama: item %d: positions [%d, %d) invalid for %d tokens, context %d", i, it.Start, it.End, len(it.Tokens), e.c.SeqLen)
+		}
+		if len(it.Blocks)*e.blockSize < it.End {
+			return fmt.Errorf("llama: item %d: %d blocks cannot hold %d positions", i, len(it.Blocks), it.End)
+		}
+		for p := it.Start; p < it.End; p++ {
+			if int(it.Tokens[p]) >= e.c.VocabSize {
+				return fmt.Errorf("llama: item %d: token %d at %d out of vocab %d", i, it.Tokens[p], p, e.c.VocabSize)
+			}
+			s.tok = append(s.tok, it.Tokens[p])
+			s.pos = append(s.pos, p)
+			s.item = append(s.item, i)
+		}
+		if it.Sample {
+			s.sampled = append(s.sampled, len(s.tok)-1)
+		}
+	}
+	n, d, kvd, h := len(s.tok), e.c.Dim, e.c.KVDim(), e.c.HiddenDim
+	s.rows = n
+	s.x, s.xb, s.xb2, s.q = grow(s.x, n*d), grow(s.xb, n*d), grow(s.xb2, n*d), grow(s.q, n*d)
+	s.k, s.v = grow(s.k, n*kvd), grow(s.v, n*kvd)
+	s.hb, s.hb2 = grow(s.hb, n*h), grow(s.hb2, n*h)
+	s.att = grow(s.att, e.c.SeqLen)
+	for r, t := range s.tok {
+		copy(s.x[r*d:(r+1)*d], e.m.Weights.Embedding[int(t)*d:])
+	}
+	return nil
+}
+
+func (e *Executor) layer(b *executor.Batch, l int) {
+	s, w, c := &e.s, &e.m.Weights, e.c
+	n, d, kvd, h := s.rows, c.Dim, c.KVDim(), c.HiddenDim
+	for r := range n {
+		rmsnorm(s.xb[r*d:(r+1)*d], s.x[r*d:(r+1)*d], w.RMSAtt[l*d:(l+1)*d])
+	}
+	e.mm(s.q, s.xb, w.WqT[l*d*d:], n, d, d)
+	e.mm(s.k, s.xb, w.WkT[l*d*kvd:], n, d, kvd)
+	e.mm(s.v, s.xb, w.WvT[l*d*kvd:], n, d, kvd)
+	for r := range n {
+		e.rope(s.q[r*d:(r+1)*d], s.k[r*kvd:(r+1)*kvd], s.pos[r])
+		blocks := b.Items[s.item[r]].Blocks
+		copy(e.kvRow(blocks, l, 0, s.pos[r]), s.k[r*kvd:(r+1)*kvd])
+		copy(e.kvRow(blocks, l, 1, s.pos[r]), s.v[r*kvd:(r+1)*kvd])
+	}
+	for r := range n {
+		e.attention(s.xb[r*d:(r+1)*d], s.q[r*d:(r+1)*d], b.Items[s.item[r]].Blocks, l, s.pos[r])
+	}
+	e.mm(s.xb2, s.xb, w.WoT[l*d*d:], n, d, d)
+	addInto(s.x[:n*d], s.xb2[:n*d])
+	for r := range n {
+		rmsnorm(s.xb[r*d:(r+1)*d], s.x[r*d:(r+1)*d], w.RMSFFN[l*d:(l+1)*d])
+	}
+	e.mm(s.hb, s.xb, w.W1T[l*d*h:], n, d, h)
+	e.mm(s.hb2, s.xb, w.W3T[l*d*h:], n, d, h)
+	swiglu(s.hb[:n*h], s.hb2[:n*h])
+	e.mm(s.xb, s.hb, w.W2T[l*h*d:], n, h, d)
+	addInto(s.x[:n*d], s.xb[:n*d])
+}
+
+// classify computes logits for the rows that sample and draws tokens.
+func (e *Executor) classify(b *executor.Batch) {
+	s, w, d, v := &e.s, &e.m.Weights, e.c.Dim, e.c.VocabSize
+	m := len(s.sampled)
+	if m == 0 {
+		return
+	}
+	s.xs, s.logits = grow(s.xs, m*d), grow(s.logits, m*v)
+	for i, r := range s.sampled {
+		rmsnorm(s.xs[i*d:(i+1)*d], s.x[r*d:(r+1)*d], w.RMSFinal)
+	}
+	e.mm(s.logits, s.xs, w.WclsT, m, d, v)
+	for i, r := range s.sampled {
+		it := &b.Items[s.item[r]]
+		logits := s.logits[i*v : (i+1)*v]
+		if it.Sampler == nil {
+			it.Out = sample.Argmax(logits)
+		} else {
+			it.Out = it.Sampler.Sample(logits)
+		}
+	}
+}
+
+// rope rotates q (all heads) and k (kv heads) in place as run.c does.
+func (e *Executor) rope(q, k []float32, pos int) {
+	hs := e.c.HeadSize()
+	half := hs / 2
+	cos, sin := e.cos[pos*half:(pos+1)*half], e.sin[pos*half:(pos+1)*half]
+	for i := 0; i < len(q); i += 2 {
+		j := (i % hs) / 2
+		fcr, fci := cos[j], sin[j]
+		v0, v1 := q[i], q[i+1]
+		q[i], q[i+1] = v0*fcr-v1*fci, v0*fci+v1*fcr
+		if i < len(k) {
+			v0, v1 = k[i], k[i+1]
+			k[i], k[i+1] = v0*fcr-v1*fci, v0*fci+v1*fcr
+		}
+	}
+}
+
+// attention writes the multi-head attention output for one token at pos,
+// reading every earlier position's K and V from the paged cache one block
+// at a time (positions in a block are KVDim floats apart).
+func (e *Executor) attention(out, q []float32, blocks []int, l, pos int) {
+	c, bs := e.c, e.blockSize
+	hs, kvd := c.HeadSize(), c.KVDim()
+	group := c.NHeads / c.NKVHeads
+	scale := float32(math.Sqrt(float64(hs)))
+	att := e.s.att[:pos+1]
+	kOff, vOff := l*2*bs*kvd, (l*2+1)*bs*kvd
+	for h := range c.NHeads {
+		qh := q[h*hs : (h+1)*hs]
+		head := (h / group) * hs
+		for t0 := 0; t0 <= pos; t0 += bs {
+			n := min(bs, pos+1-t0)
+			base := blocks[t0/bs]*e.blockFloats + kOff + head
+			kb := e.kv[base : base+(n-1)*kvd+hs]
+			for s := range n {
+				kt := kb[s*kvd : s*kvd+hs]
+				kt = kt[:len(qh)]
+				var score float32
+				for i, qv := range qh {
+					score += qv * kt[i]
+				}
+				att[t0+s] = score / scale
+			}
+		}
+		softmax(att)
+		oh := out[h*hs : (h+1)*hs]
+		clear(oh)
+		for t0 := 0; t0 <= pos; t0 += bs {
+			n := min(bs, pos+1-t0)
+			base := blocks[t0/bs]*e.blockFloats + vOff + head
+			vb := e.kv[base : base+(n-1)*kvd+hs]
+			for s := range n {
+				vt := vb[s*kvd : s*kvd+hs]
+				vt = vt[:len(oh)]
+				a := att[t0+s]
+				for i := range oh {
+					oh[i] += a * vt[i]
+				}
+			}
+		}
+	}
+}
+
+func rmsnorm(o, x, weight []float32) {
+	var ss float32
+	for _, v := range x {
+		ss += v * v
+	}
+	ss /= float32(len(x))
+	ss += 1e-5
+	ss = 1 / float32(math.Sqrt(float64(ss)))
+	for j := range o {
+		o[j] = weight[j] * (ss * x[j])
+	}
+}
+
+func softmax(x []float32) {
+	maxv := x[0]
+	for _, v := range x[1:] {
+		if v > maxv {
+			maxv = v
+		}
+	}
+	var sum float32
+	for i, v := range x {
+		x[i] = expf(v - maxv)
+		sum += x[i]
+	}
+	for i := range x {
+		x[i] /= sum
+	}
+}
+
+func swiglu(hb, hb2 []float32) {
+	for i, v := range hb {
+		v *= 1 / (1 + expf(-v))
+		hb[i] = v * hb2[i]
+	}
+}
+
+func addInto(x, y []float32) {
+	for i := range x {
+		x[i] += y[i]
+	}
+}
+
+func expf(x float32) float32 { return float32(math.Exp(float64(x))) }

@@ -1,0 +1,80 @@
+package llama
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+)
+
+func randSlice(rng *rand.Rand, n int) []float32 {
+	out := make([]float32, n)
+	for i := range out {
+		out[i] = rng.Float32()*2 - 1
+	}
+	return out
+}
+
+// TestMatmulBatchInvariant checks that a row's result is bit-identical
+// whether it is computed alone or inside a batch, for both kernels.
+func TestMatmulBatchInvariant(t *testing.T) {
+	t.Parallel()
+	rng := rand.New(rand.NewPCG(1, 2))
+	const n, p = 64, 172
+	w := randSlice(rng, n*p)
+	for _, k := range []Kernel{KernelSIMD, KernelGo} {
+		for _, m := range []int{1, 2, 3, 5, 16, 33} {
+			t.Run(fmt.Sprintf("%v/m%d", k, m), func(t *testing.T) {
+				t.Parallel()
+				x := randSlice(rng, m*n)
+				all := make([]float32, m*p)
+				k.matmul()(all, x, w, m, n, p)
+				one := make([]float32, p)
+				for i := range m {
+					k.matmul()(one, x[i*n:(i+1)*n], w, 1, n, p)
+					for j := range p {
+						if one[j] != all[i*p+j] {
+							t.Fatalf("row %d col %d: alone %v, batched %v", i, j, one[j], all[i*p+j])
+						}
+					}
+				}
+			})
+		}
+	}
+}
+
+func TestMatmulKernelsAgree(t *testing.T) {
+	t.Parallel()
+	rng := rand.New(rand.NewPCG(3, 4))
+	const m, n, p = 4, 64, 64
+	x, w := randSlice(rng, m*n), randSlice(rng, n*p)
+	a, b := make([]float32, m*p), make([]float32, m*p)
+	matmulSIMD(a, x, w, m, n, p)
+	matmulGo(b, x, w, m, n, p)
+	for i := range a {
+		d := a[i] - b[i]
+		if d > 1e-4 || d < -1e-4 {
+			t.Fatalf("element %d: simd %v go %v", i, a[i], b[i])
+		}
+	}
+	if KernelGo.String() != "go" || Kernel(7).String() != "kernel(7)" {
+		t.Fatal("kernel names")
+	}
+}
+
+func BenchmarkMatmul(b *testing.B) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	const n, p = 64, 172
+	w := randSlice(rng, n*p)
+	for _, k := range []Kernel{KernelSIMD, KernelGo} {
+		for _, m := range []int{1, 16, 64} {
+			b.Run(fmt.Sprintf("%v/m%d", k, m), func(b *testing.B) {
+				x, dst := randSlice(rng, m*n), make([]float32, m*p)
+				mm := k.matmul()
+				for b.Loop() {
+					mm(dst, x, w, m, n, p)
+				}
+				b.ReportMetric(float64(2*m*n*p)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
+			})
+		}
+	}
+}
