@@ -119,7 +119,7 @@ func TestSharedTraces(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.file, func(t *testing.T) {
 			t.Parallel()
-			path := filepath.Join("..", "..", "..", "shared", "traces", tt.file)
+			path := filepath.Join("..", "..", "..", "..", "shared", "traces", tt.file)
 			if _, err := os.Stat(path); err != nil {
 				t.Skipf("shared trace %s absent: %v", path, err)
 			}
