@@ -52,3 +52,17 @@ func (m *Manager) CommitImported(blocks []int, parent uint64, tokens []uint32, s
 	m.Release(blocks)
 	return hashes, nil
 }
+
+// Pin takes a reference on the cached blocks of the leading hashes (the
+// source side of a transfer) and returns their regions; blocks stay put
+// until Release. It stops at the first hash that is not cached.
+func (m *Manager) Pin(hashes []uint64) []Region {
+	n, _ := m.Probe(hashes)
+	ids, _ := m.Acquire(hashes[:n])
+	out := make([]Region, len(ids))
+	for i, id := range ids {
+		off, ln := m.BlockRegion(id)
+		out[i] = Region{Block: id, Offset: off, Length: ln}
+	}
+	return out
+}

@@ -1,0 +1,229 @@
+// Package engine is Switchyard's inference engine library: it accepts
+// generation requests, schedules them with continuous batching over a paged,
+// prefix-cached KV store, drives an Executor (a real model or a timing
+// simulation) from one loop goroutine, streams outputs, and publishes KV
+// cache events for the router.
+//
+// Worker services construct an Executor (llama.Open, llama.NewTinyRandom or
+// sim.New), call New, start Run in a goroutine, then Submit requests and
+// read their Streams. Everything the loop touches is guarded by one mutex
+// that the loop releases while the executor computes, so Submit, Metrics,
+// Dump and cancellation never wait for a model step. See README.md for the
+// design, the KV layout and the timing model.
+package engine
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+
+	"switchyard.dev/libs/engine/executor"
+	"switchyard.dev/libs/engine/kvcache"
+	"switchyard.dev/libs/engine/kvevent"
+	"switchyard.dev/libs/engine/sched"
+	"switchyard.dev/libs/engine/tokenizer"
+)
+
+// Config sizes the engine. Zero fields take the defaults noted.
+type Config struct {
+	BlockSize int // tokens per KV block; default 16
+	// NumBlocks is the KV pool size; default enough for 16 full-context
+	// sequences (or KVCacheBytes / block bytes when that is set).
+	NumBlocks    int
+	KVCacheBytes int64
+	// MaxBatchTokens is the per-step token budget; default 512. Prompts
+	// longer than the remaining budget are prefilled in chunks.
+	MaxBatchTokens int
+	MaxRunning     int // cap on running sequences; default 64
+	// WatermarkFraction of blocks stays free after admitting a request;
+	// default 0.01.
+	WatermarkFraction float64
+	EventBuffer       int // KV event batches kept for replay; default 1024
+}
+
+func (c *Config) fill(m executor.Model) error {
+	if c.BlockSize < 0 || c.NumBlocks < 0 || c.KVCacheBytes < 0 || c.MaxBatchTokens < 0 ||
+		c.MaxRunning < 0 || c.WatermarkFraction < 0 || c.WatermarkFraction >= 1 || c.EventBuffer < 0 {
+		return fmt.Errorf("engine: invalid config %+v", *c)
+	}
+	if c.BlockSize == 0 {
+		c.BlockSize = 16
+	}
+	if c.NumBlocks == 0 {
+		c.NumBlocks = 16 * ((m.ContextLen + c.BlockSize - 1) / c.BlockSize)
+		if bb := int64(c.BlockSize * m.KVBytesPerToken); c.KVCacheBytes > 0 && bb > 0 {
+			c.NumBlocks = int(c.KVCacheBytes / bb)
+		}
+	}
+	if c.MaxBatchTokens == 0 {
+		c.MaxBatchTokens = 512
+	}
+	if c.MaxRunning == 0 {
+		c.MaxRunning = 64
+	}
+	if c.WatermarkFraction == 0 {
+		c.WatermarkFraction = 0.01
+	}
+	if c.EventBuffer == 0 {
+		c.EventBuffer = 1024
+	}
+	return nil
+}
+
+// Engine serves one model.
+type Engine struct {
+	cfg     Config
+	exec    executor.Executor
+	log     *slog.Logger
+	model   executor.Model
+	tok     tokenizer.Tokenizer
+	maxLen  int
+	journal *kvevent.Journal
+	wake    chan struct{}
+	running atomic.Bool
+
+	mu        sync.Mutex // guards everything below
+	kv        *kvcache.Manager
+	sched     *sched.Scheduler
+	reqs      map[uint64]*request
+	nextID    uint64
+	cancelled []uint64
+	stopped   bool
+	stats     stepStats
+}
+
+// New builds an engine around exec. The logger may be nil.
+func New(cfg Config, exec executor.Executor, logger *slog.Logger) (*Engine, error) {
+	if exec == nil {
+		return nil, fmt.Errorf("engine: nil executor")
+	}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	m := exec.Model()
+	if err := cfg.fill(m); err != nil {
+		return nil, err
+	}
+	kv, err := kvcache.New(kvcache.Config{NumBlocks: cfg.NumBlocks, BlockSize: cfg.BlockSize, BlockBytes: cfg.BlockSize * m.KVBytesPerToken})
+	if err != nil {
+		return nil, fmt.Errorf("engine: %w", err)
+	}
+	watermark := int(cfg.WatermarkFraction*float64(cfg.NumBlocks) + 0.5)
+	s, err := sched.New(sched.Config{MaxBatchTokens: cfg.MaxBatchTokens, MaxRunning: cfg.MaxRunning, WatermarkBlocks: watermark}, kv)
+	if err == nil {
+		err = exec.Bind(executor.KV{Arena: kv.Arena(), BlockSize: cfg.BlockSize, BlockBytes: cfg.BlockSize * m.KVBytesPerToken, NumBlocks: cfg.NumBlocks})
+	}
+	if err != nil {
+		_ = kv.Close()
+		return nil, fmt.Errorf("engine: %w", err)
+	}
+	return &Engine{
+		cfg: cfg, exec: exec, log: logger, model: m, tok: exec.Tokenizer(),
+		maxLen:  min(m.ContextLen, cfg.NumBlocks*cfg.BlockSize),
+		journal: kvevent.NewJournal(cfg.EventBuffer),
+		wake:    make(chan struct{}, 1),
+		kv:      kv, sched: s, reqs: make(map[uint64]*request),
+	}, nil
+}
+
+// Close releases the KV arena. Call it after Run has returned.
+func (e *Engine) Close() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.stopped = true
+	return e.kv.Close()
+}
+
+// Config returns the effective configuration (defaults filled in).
+func (e *Engine) Config() Config { return e.cfg }
+
+// Tokenizer returns the model's tokenizer.
+func (e *Engine) Tokenizer() tokenizer.Tokenizer { return e.tok }
+
+func (e *Engine) signal() {
+	select {
+	case e.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Submit validates r and queues it. The request is cancelled when ctx is
+// done or Stream.Cancel is called. Validation errors match
+// ErrInvalidRequest; no KV block is touched before validation passes.
+func (e *Engine) Submit(ctx context.Context, r Request) (*Stream, error) {
+	if err := e.validate(&r); err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	seed := rand.Uint64()
+	if r.Sampling.Seed != nil {
+		seed = *r.Sampling.Seed
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.stopped {
+		return nil, ErrStopped
+	}
+	e.nextID++
+	id := e.nextID
+	st := newStream(r.ID)
+	req := newRequest(e, id, r, st, seed)
+	st.cancel = func() { e.cancel(id) }
+	req.stopCtx = context.AfterFunc(ctx, func() { e.cancel(id) })
+	e.reqs[id] = req
+	e.sched.Add(req.seq)
+	e.signal()
+	return st, nil
+}
+
+func (e *Engine) cancel(id uint64) {
+	e.mu.Lock()
+	if _, ok := e.reqs[id]; ok {
+		e.cancelled = append(e.cancelled, id)
+	}
+	e.mu.Unlock()
+	e.signal()
+}
+
+// Run drives the engine until ctx is done, then ends every unfinished
+// request with ErrStopped. It returns nil on cancellation.
+func (e *Engine) Run(ctx context.Context) error {
+	if !e.running.CompareAndSwap(false, true) {
+		return ErrAlreadyRunning
+	}
+	defer e.shutdown()
+	var batch executor.Batch
+	for ctx.Err() == nil {
+		plan := e.plan()
+		if len(plan.Items) == 0 {
+			select {
+			case <-ctx.Done():
+			case <-e.wake:
+			}
+			continue
+		}
+		e.fillBatch(&batch, plan)
+		start := e.stats.now()
+		err := e.exec.Execute(ctx, &batch)
+		if ctx.Err() != nil {
+			break
+		}
+		e.complete(plan, &batch, err, e.stats.now().Sub(start))
+	}
+	return nil
+}
+
+func (e *Engine) shutdown() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.stopped = true
+	for _, r := range e.reqs {
+		e.finish(r, FinishError, ErrStopped, nil)
+	}
+	e.flushEvents()
+}

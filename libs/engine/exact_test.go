@@ -1,0 +1,154 @@
+package engine
+
+import (
+	"strings"
+	"sync"
+	"testing"
+
+	"switchyard.dev/libs/engine/sample"
+)
+
+const storiesRef = "Once upon a time, there was a little girl named Lily. She loved to play outside in the park. One day, she saw a big, red ball. She wanted to play with it, but it was too high."
+
+func TestStoriesReference(t *testing.T) {
+	t.Parallel()
+	e := start(t, Config{}, stories(t))
+	p := e.Tokenizer().Encode("Once upon a time", true, false)
+	r := run(t, e, Request{ID: "ref", Prompt: p, Stop: StopParams{MaxTokens: 60}})
+	full := "Once upon a time" + r.text
+	if !strings.HasPrefix(full, storiesRef) && !strings.HasPrefix(storiesRef, full) {
+		t.Fatalf("output differs from run.c:\n got: %q\nwant: %q", full, storiesRef)
+	}
+	if len(full) < len(storiesRef) || r.final.Finish != FinishLength || r.final.Usage.CompletionTokens != 60 {
+		t.Fatalf("finish %q usage %+v text %q", r.final.Finish, r.final.Usage, full)
+	}
+}
+
+func TestStoriesStopsOnBOS(t *testing.T) {
+	t.Parallel()
+	e := start(t, Config{}, stories(t))
+	p := e.Tokenizer().Encode("Once upon a time", true, false)
+	r := run(t, e, Request{Prompt: p, Stop: StopParams{MaxTokens: 500}})
+	if r.final.Finish != FinishStop || r.final.Usage.CompletionTokens >= 500 {
+		t.Fatalf("finish %q after %d tokens", r.final.Finish, r.final.Usage.CompletionTokens)
+	}
+	ig := run(t, e, Request{Prompt: p, Stop: StopParams{MaxTokens: r.final.Usage.CompletionTokens + 5, IgnoreEOS: true}})
+	if ig.final.Finish != FinishLength || !strings.HasPrefix(ig.text, r.text) {
+		t.Fatalf("ignore_eos: finish %q", ig.final.Finish)
+	}
+}
+
+// TestGreedyInvariance checks one prompt's greedy output across prefill
+// strategies and batch company, for every executor.
+func TestGreedyInvariance(t *testing.T) {
+	t.Parallel()
+	for _, b := range backends() {
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			p := prompt(40, 1)
+			req := Request{Prompt: p, Stop: StopParams{MaxTokens: 24, IgnoreEOS: true}}
+			ref := run(t, start(t, Config{}, b.new(t)), req)
+			if len(ref.tokens) != 24 {
+				t.Fatalf("reference produced %d tokens", len(ref.tokens))
+			}
+			check := func(name string, got result) {
+				t.Helper()
+				if !sameTokens(got.tokens, ref.tokens) {
+					t.Errorf("%s: tokens %v, want %v", name, got.tokens, ref.tokens)
+				}
+			}
+			check("chunked", run(t, start(t, Config{MaxBatchTokens: 7}, b.new(t)), req))
+			e := start(t, Config{}, b.new(t))
+			run(t, e, Request{Prompt: p[:35], Stop: StopParams{MaxTokens: 1}})
+			hit := run(t, e, req)
+			check("prefix hit", hit)
+			if hit.final.Usage.CachedPromptTokens != 32 {
+				t.Errorf("cached prompt tokens = %d, want 32", hit.final.Usage.CachedPromptTokens)
+			}
+			check("batched", batchOf16(t, start(t, Config{MaxBatchTokens: 64}, b.new(t)), req))
+		})
+	}
+}
+
+// batchOf16 runs req among 15 other greedy and sampled requests.
+func batchOf16(t *testing.T, e *Engine, req Request) result {
+	var wg sync.WaitGroup
+	results := make([]result, 16)
+	for i := range 16 {
+		r := req
+		if i > 0 {
+			r = Request{Prompt: prompt(10+i*3, i+5), Stop: StopParams{MaxTokens: 5 + i, IgnoreEOS: true}}
+			if i%2 == 0 {
+				r.Sampling = sample.Params{Temperature: 0.9, TopP: 0.9, Seed: seed(uint64(i))}
+			}
+		}
+		st, err := e.Submit(t.Context(), r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wg.Add(1)
+		go func() { defer wg.Done(); results[i] = collect(t, st) }()
+	}
+	wg.Wait()
+	return results[0]
+}
+
+func TestSeededSamplingReproducible(t *testing.T) {
+	t.Parallel()
+	for _, b := range backends() {
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			req := Request{Prompt: prompt(20, 3), Stop: StopParams{MaxTokens: 16, IgnoreEOS: true},
+				Sampling: sample.Params{Temperature: 1.0, TopP: 0.95, TopK: 50, Seed: seed(42)}}
+			a := run(t, start(t, Config{}, b.new(t)), req)
+			bb := batchOf16(t, start(t, Config{MaxBatchTokens: 9}, b.new(t)), req)
+			if !sameTokens(a.tokens, bb.tokens) {
+				t.Fatalf("seeded runs differ:\n%v\n%v", a.tokens, bb.tokens)
+			}
+		})
+	}
+}
+
+// TestPreemptionUnderPressure runs many requests through a pool far too
+// small for all of them: everyone must finish, with unchanged output.
+func TestPreemptionUnderPressure(t *testing.T) {
+	t.Parallel()
+	for _, b := range backends() {
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			reqs := make([]Request, 10)
+			for i := range reqs {
+				reqs[i] = Request{Prompt: prompt(12+i, i), Stop: StopParams{MaxTokens: 20, IgnoreEOS: true}}
+			}
+			free := start(t, Config{}, b.new(t))
+			tight := start(t, Config{BlockSize: 4, NumBlocks: 16, MaxBatchTokens: 32}, b.new(t))
+			want := make([]result, len(reqs))
+			for i, r := range reqs {
+				want[i] = run(t, free, r)
+			}
+			var wg sync.WaitGroup
+			got := make([]result, len(reqs))
+			for i, r := range reqs {
+				st, err := tight.Submit(t.Context(), r)
+				if err != nil {
+					t.Fatal(err)
+				}
+				wg.Add(1)
+				go func() { defer wg.Done(); got[i] = collect(t, st) }()
+			}
+			wg.Wait()
+			for i := range reqs {
+				if got[i].final.Finish != FinishLength || !sameTokens(got[i].tokens, want[i].tokens) {
+					t.Errorf("request %d: finish %q err %v tokens %v, want %v", i, got[i].final.Finish, got[i].final.Err, got[i].tokens, want[i].tokens)
+				}
+			}
+			m := tight.Metrics()
+			if m.Preemptions == 0 {
+				t.Error("expected preemptions under pressure")
+			}
+			if m.KVUsedBlocks != 0 || m.Running != 0 || m.Waiting != 0 {
+				t.Errorf("leftover state %+v", m)
+			}
+		})
+	}
+}

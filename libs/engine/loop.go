@@ -1,0 +1,177 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"switchyard.dev/libs/engine/executor"
+	"switchyard.dev/libs/engine/sample"
+	"switchyard.dev/libs/engine/sched"
+	"switchyard.dev/libs/kvhash"
+)
+
+// request is the engine's state for one submitted request.
+type request struct {
+	id        uint64
+	r         Request
+	seq       *sched.Seq
+	stream    *Stream
+	sampler   *sample.Sampler
+	seed      uint64 // request seed, or a hash of the prompt (executors without logits)
+	text      *textStream
+	stops     map[uint32]bool
+	generated int
+	stopCtx   func() bool
+}
+
+func newRequest(e *Engine, id uint64, r Request, st *Stream, seed uint64) *request {
+	req := &request{
+		id:      id,
+		r:       r,
+		stream:  st,
+		sampler: sample.New(r.Sampling, seed),
+		seed:    kvhash.Local(r.Prompt, r.CacheSalt),
+		seq: &sched.Seq{
+			ID: id, Tokens: slices.Clone(r.Prompt), PromptLen: len(r.Prompt),
+			Priority: r.Priority, Salt: r.CacheSalt,
+		},
+		text:  newTextStream(e.tok, r.Prompt[len(r.Prompt)-1], r.Stop.StopStrings),
+		stops: make(map[uint32]bool),
+	}
+	if r.Sampling.Seed != nil {
+		req.seed = *r.Sampling.Seed
+	}
+	for _, t := range r.Stop.StopTokenIDs {
+		req.stops[t] = true
+	}
+	if !r.Stop.IgnoreEOS {
+		for _, t := range e.model.StopTokens {
+			req.stops[t] = true
+		}
+	}
+	return req
+}
+
+func (r *request) usage() Usage {
+	return Usage{PromptTokens: len(r.r.Prompt), CompletionTokens: r.generated, CachedPromptTokens: r.seq.CachedPromptTokens()}
+}
+
+// plan applies cancellations and schedules the next step.
+func (e *Engine) plan() *sched.Plan {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.applyCancels()
+	p := e.sched.Schedule()
+	for _, q := range p.Failed {
+		if r, ok := e.reqs[q.ID]; ok {
+			err := fmt.Errorf("%w: %d tokens, %d blocks of %d", ErrKVCapacity, len(q.Tokens), e.kv.NumBlocks(), e.kv.BlockSize())
+			e.finish(r, FinishError, err, nil)
+		}
+	}
+	if n := len(p.Preempted); n > 0 {
+		e.log.Debug("preempted sequences for KV space", "count", n, "free_blocks", e.kv.Available())
+	}
+	e.stats.planned(p, e.kv.Used(), e.kv.NumBlocks())
+	return p
+}
+
+func (e *Engine) applyCancels() {
+	for _, id := range e.cancelled {
+		if r, ok := e.reqs[id]; ok {
+			e.finish(r, FinishCancelled, context.Canceled, nil)
+		}
+	}
+	e.cancelled = e.cancelled[:0]
+}
+
+func (e *Engine) fillBatch(b *executor.Batch, p *sched.Plan) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	b.Items = b.Items[:0]
+	for _, it := range p.Items {
+		r := e.reqs[it.Seq.ID]
+		b.Items = append(b.Items, executor.Item{
+			SeqID: it.Seq.ID, Tokens: it.Seq.Tokens, PromptLen: it.Seq.PromptLen,
+			Start: it.Start, End: it.End, Blocks: it.Seq.Blocks(),
+			Sample: it.Sample, Sampler: r.sampler, Seed: r.seed,
+		})
+	}
+	b.PrefillTokens, b.DecodeTokens = p.PrefillTokens, p.DecodeTokens
+	b.UsedBlocks, b.TotalBlocks = e.kv.Used(), e.kv.NumBlocks()
+}
+
+// complete records a finished step: tokens, outputs, stops, events.
+func (e *Engine) complete(p *sched.Plan, b *executor.Batch, err error, took time.Duration) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.applyCancels()
+	if err != nil {
+		e.log.Warn("executor step failed", "error", err, "items", len(b.Items))
+		for _, it := range p.Items {
+			if r, ok := e.reqs[it.Seq.ID]; ok {
+				e.finish(r, FinishError, fmt.Errorf("engine: step failed: %w", err), nil)
+			}
+		}
+		e.flushEvents()
+		return
+	}
+	sampled := make([]uint32, len(b.Items))
+	for i := range b.Items {
+		sampled[i] = b.Items[i].Out
+	}
+	e.sched.Complete(p, sampled)
+	tokens := 0
+	for i, it := range p.Items {
+		r, ok := e.reqs[it.Seq.ID]
+		if !ok || !it.Sample || !it.Seq.Running() {
+			continue
+		}
+		tokens++
+		e.onToken(r, sampled[i])
+	}
+	e.flushEvents()
+	e.stats.completed(took, tokens)
+}
+
+// onToken handles one sampled token: stop tokens, stop strings, limits.
+func (e *Engine) onToken(r *request, tok uint32) {
+	r.generated++
+	if r.stops[tok] {
+		e.finish(r, FinishStop, nil, nil)
+		return
+	}
+	text, stopped := r.text.push(tok)
+	out := Output{TokenIDs: []uint32{tok}, Text: text}
+	switch {
+	case stopped:
+		e.finish(r, FinishStop, nil, &out)
+	case r.generated >= r.r.Stop.MaxTokens || len(r.seq.Tokens) >= e.maxLen:
+		e.finish(r, FinishLength, nil, &out)
+	default:
+		out.Usage = r.usage()
+		r.stream.push(out)
+	}
+}
+
+// finish ends r: frees its blocks and pushes the final output (merged into
+// last when given).
+func (e *Engine) finish(r *request, reason FinishReason, err error, last *Output) {
+	out := Output{}
+	if last != nil {
+		out = *last
+	}
+	if reason == FinishStop || reason == FinishLength {
+		out.Text += r.text.flush()
+	}
+	out.Finish, out.Err, out.Usage = reason, err, r.usage()
+	e.sched.Abort(r.seq)
+	delete(e.reqs, r.id)
+	r.stopCtx()
+	r.stream.push(out)
+}
+
+func (e *Engine) flushEvents() {
+	e.journal.Append(e.kv.TakeEvents())
+}
