@@ -81,7 +81,9 @@ func (ix *Index) Stats() Stats {
 	st := Stats{Workers: len(ix.view.Load().byName)}
 	for i := range ix.shards {
 		s := &ix.shards[i]
-		st.Slots += len(s.tab.Load().slots)
+		if t := s.tab.Load(); t != nil {
+			st.Slots += len(t.slots)
+		}
 		s.scan(func(_ uint64, _ *slot, set *holderSet) {
 			st.Blocks++
 			st.Holdings += len(set.hs)

@@ -164,8 +164,6 @@ func (ix *Index) applyLocked(w *worker, events []Event) {
 			continue
 		}
 		o := op{ops: ix.setOps(), id: w.id, mask: e.Tier.Mask(), add: e.Kind == Stored}
-		for _, h := range e.Hashes {
-			ix.update(h, &o)
-		}
+		ix.updateAll(e.Hashes, &o)
 	}
 }

@@ -90,6 +90,7 @@ type op struct {
 	id   uint32
 	mask TierMask
 	add  bool
+	sink uint64 // keeps look-ahead loads from being elided
 }
 
 func (o *op) apply(s *holderSet) *holderSet {

@@ -61,9 +61,6 @@ type worker struct {
 // New returns an empty index.
 func New() *Index {
 	ix := &Index{}
-	for i := range ix.shards {
-		ix.shards[i].init()
-	}
 	ix.view.Store(&view{byName: map[string]*worker{}})
 	return ix
 }
@@ -80,6 +77,28 @@ func (ix *Index) lookup(h uint64) *holderSet {
 func (ix *Index) update(h uint64, o *op) {
 	m := mix(h)
 	ix.shardOf(m).update(h, m, o)
+}
+
+// updateAll applies o to every block of hs. Like Match, it first touches
+// the home slots of a window of blocks so that their cache misses overlap,
+// then updates them one by one.
+func (ix *Index) updateAll(hs []uint64, o *op) {
+	var ms [lookAhead]uint64
+	for len(hs) > 0 {
+		w := hs[:min(lookAhead, len(hs))]
+		hs = hs[len(w):]
+		var sink uint64
+		for j, h := range w {
+			ms[j] = mix(h)
+			if t := ix.shardOf(ms[j]).tab.Load(); t != nil {
+				sink ^= t.slots[ms[j]&t.mask].key.Load()
+			}
+		}
+		o.sink ^= sink
+		for j, h := range w {
+			ix.shardOf(ms[j]).update(h, ms[j], o)
+		}
+	}
 }
 
 // AddWorker registers a worker under its external id. It expects sequence

@@ -29,6 +29,7 @@ type Result struct {
 	act, nxt [NumTiers][]uint64
 	depth    [][NumTiers]int32
 	ids      []uint32
+	touch    uint32 // sink that keeps look-ahead loads from being elided
 }
 
 // Match returns the matched prefix depths for the chained block hashes of
@@ -74,14 +75,40 @@ func (ix *Index) walk(r *Result, v *view, hashes []uint64) {
 		return
 	}
 	n := 1
-	for ; n < len(hashes); n++ {
-		s := ix.lookup(hashes[n])
-		if s == nil || !r.step(s, int32(n), lo, hi) {
-			break
+walk:
+	for n < len(hashes) {
+		// Look up a window of blocks before using any of them: the lookups
+		// are independent, so their cache misses overlap instead of being
+		// paid one after another. At most lookAhead-1 lookups are wasted
+		// past the end of the match.
+		var sets [lookAhead]*holderSet
+		end := min(n+lookAhead, len(hashes))
+		for j := n; j < end; j++ {
+			sets[j-n] = ix.lookup(hashes[j])
 		}
+		for j := n; j < end; j++ {
+			if s := sets[j-n]; s != nil && len(s.hs) > 0 {
+				r.touch ^= uint32(s.hs[0]) // start loading the holders too
+			}
+		}
+		for j := n; j < end; j++ {
+			s := sets[j-n]
+			if s == nil {
+				n = j
+				break walk
+			}
+			if lo, hi = r.step(s, int32(j), lo, hi); lo > hi {
+				n = j
+				break walk
+			}
+		}
+		n = end
 	}
 	r.finish(v, int32(n), lo, hi)
 }
+
+// lookAhead is how many blocks MatchInto looks up ahead of using them.
+const lookAhead = 8
 
 // grow sizes the scratch for ids < n.
 func (r *Result) grow(n int) {
@@ -121,9 +148,10 @@ func (r *Result) seed(v *view, s *holderSet) (lo, hi int) {
 }
 
 // step intersects the active sets with the holders of block n, recording
-// depth n for every worker that drops out. It reports whether any worker
-// is still active.
-func (r *Result) step(s *holderSet, n int32, lo, hi int) bool {
+// depth n for every worker that drops out. It returns the range of act
+// words still in use, empty (lo > hi) when no worker is left. Shrinking the
+// range matters: past a shared system prompt usually one worker is left.
+func (r *Result) step(s *holderSet, n int32, lo, hi int) (int, int) {
 	if s.cum != nil {
 		for t := range r.act {
 			cum := s.cum[t]
@@ -158,11 +186,15 @@ func (r *Result) step(s *holderSet, n int32, lo, hi int) bool {
 			}
 		}
 	}
-	alive := uint64(0)
-	for j := lo; j <= hi; j++ {
-		alive |= r.act[NumTiers-1][j]
+	// Every act[t] is a subset of act[NumTiers-1].
+	all := r.act[NumTiers-1]
+	for lo <= hi && all[lo] == 0 {
+		lo++
 	}
-	return alive != 0
+	for lo <= hi && all[hi] == 0 {
+		hi--
+	}
+	return lo, hi
 }
 
 // advance replaces act word j of tier t with next, recording depth n for

@@ -20,8 +20,8 @@ const (
 // pass, which guarantees that every probe sequence ends at an empty slot.
 const (
 	maxLoadNum, maxLoadDen = 13, 16 // ~0.81
-	targetLoadNum          = 3      // live/cap ~ 3/8 after a rehash
-	targetLoadDen          = 8
+	targetLoadNum          = 1      // live/cap <= 1/2 after a rehash
+	targetLoadDen          = 2
 	hardLoadNum            = 15 // ~0.94
 	hardLoadDen            = 16
 )
@@ -67,8 +67,12 @@ func newTable(n int) *table {
 }
 
 // find returns the holder set of hash h (m = mix(h)); nil when not held.
-// It never blocks and never writes.
+// It never blocks and never writes. A nil table (a shard never written)
+// holds nothing.
 func (t *table) find(h, m uint64) *holderSet {
+	if t == nil {
+		return nil
+	}
 	if h == 0 {
 		return t.zero.set.Load()
 	}
@@ -125,6 +129,20 @@ func (t *table) claim(h, m uint64) *slot {
 	}
 }
 
+// put inserts a live entry into a table nobody else can see yet, so it
+// needs no CAS; rehash makes sure it fits.
+func (t *table) put(h uint64, set *holderSet) {
+	for i := mix(h) & t.mask; ; i = (i + 1) & t.mask {
+		s := &t.slots[i]
+		if s.key.Load() == 0 {
+			s.key.Store(h)
+			s.set.Store(set)
+			t.used.Add(1)
+			return
+		}
+	}
+}
+
 // shard is one independently rehashed part of the index.
 type shard struct {
 	// rw is held shared by writers while they update slots and exclusively
@@ -134,8 +152,6 @@ type shard struct {
 	_   [40]byte // keep neighbouring shards' hot words on separate lines
 }
 
-func (s *shard) init() { s.tab.Store(newTable(minSlots)) }
-
 // update applies o to the holder set of h (m = mix(h)), claiming a slot
 // when o adds holders and skipping absent blocks otherwise.
 func (s *shard) update(h, m uint64, o *op) {
@@ -143,6 +159,14 @@ func (s *shard) update(h, m uint64, o *op) {
 	for {
 		s.rw.RLock()
 		t := s.tab.Load()
+		if t == nil {
+			s.rw.RUnlock()
+			if !claim {
+				return
+			}
+			s.rehash(nil)
+			continue
+		}
 		var sl *slot
 		if claim {
 			sl = t.claim(h, m)
@@ -174,12 +198,17 @@ func casSet(sl *slot, o *op) {
 	}
 }
 
-// rehash replaces the table t with one sized for its live entries, unless
-// another writer already did.
+// rehash replaces the table t with one sized for its live entries (or
+// creates the first table when t is nil), unless another writer already
+// did.
 func (s *shard) rehash(t *table) {
 	s.rw.Lock()
 	defer s.rw.Unlock()
 	if s.tab.Load() != t {
+		return
+	}
+	if t == nil {
+		s.tab.Store(newTable(minSlots))
 		return
 	}
 	live := 0
@@ -200,9 +229,7 @@ func (s *shard) rehash(t *table) {
 		if set == nil {
 			continue
 		}
-		h := sl.key.Load()
-		ns := nt.claim(h, mix(h))
-		ns.set.Store(set)
+		nt.put(sl.key.Load(), set)
 	}
 	s.tab.Store(nt)
 }
@@ -214,6 +241,9 @@ func (s *shard) scan(f func(h uint64, sl *slot, set *holderSet)) {
 	s.rw.RLock()
 	defer s.rw.RUnlock()
 	t := s.tab.Load()
+	if t == nil {
+		return
+	}
 	if set := t.zero.set.Load(); set != nil {
 		f(0, &t.zero, set)
 	}
