@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"runtime"
 	"unsafe"
 
 	"switchyard.dev/libs/engine/executor"
@@ -13,6 +14,9 @@ import (
 // Options tune an Executor.
 type Options struct {
 	Kernel Kernel
+	// Threads caps the goroutines that compute attention for a batch's
+	// rows in parallel; default GOMAXPROCS. Results do not depend on it.
+	Threads int
 	// Name overrides the model name reported to clients.
 	Name string
 }
@@ -25,6 +29,8 @@ type Executor struct {
 	tok  tokenizer.Tokenizer
 	name string
 	mm   matmul
+	// threads bounds attention fan-out.
+	threads int
 
 	kv          []float32 // the arena viewed as float32
 	blockSize   int
@@ -43,7 +49,10 @@ func New(m *Model, tok tokenizer.Tokenizer, opts Options) (*Executor, error) {
 	if tok.VocabSize() < m.Config.VocabSize {
 		return nil, fmt.Errorf("llama: tokenizer has %d ids, model %d", tok.VocabSize(), m.Config.VocabSize)
 	}
-	e := &Executor{m: m, c: m.Config, tok: tok, name: m.Name, mm: opts.Kernel.matmul()}
+	e := &Executor{m: m, c: m.Config, tok: tok, name: m.Name, mm: opts.Kernel.matmul(), threads: opts.Threads}
+	if e.threads <= 0 {
+		e.threads = runtime.GOMAXPROCS(0)
+	}
 	if opts.Name != "" {
 		e.name = opts.Name
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"sync"
 
 	"switchyard.dev/libs/engine/executor"
 	"switchyard.dev/libs/engine/sample"
@@ -19,7 +20,9 @@ type scratch struct {
 	xb2, q  []float32
 	k, v    []float32
 	hb, hb2 []float32
-	att     []float32
+	atts    [][]float32 // attention scores, one buffer per worker
+	work    int         // attention positions this step
+	workers int
 	xs      []float32
 	logits  []float32
 	sampled []int // rows to classify
@@ -56,7 +59,14 @@ func (e *Executor) plan(b *executor.Batch) error {
 	s.x, s.xb, s.xb2, s.q = grow(s.x, n*d), grow(s.xb, n*d), grow(s.xb2, n*d), grow(s.q, n*d)
 	s.k, s.v = grow(s.k, n*kvd), grow(s.v, n*kvd)
 	s.hb, s.hb2 = grow(s.hb, n*h), grow(s.hb2, n*h)
-	s.att = grow(s.att, e.c.SeqLen)
+	s.work = 0
+	for _, p := range s.pos {
+		s.work += p + 1
+	}
+	s.workers = min(e.threads, max(1, s.work/minParallelWork), n)
+	for len(s.atts) < s.workers {
+		s.atts = append(s.atts, make([]float32, e.c.SeqLen))
+	}
 	for r, t := range s.tok {
 		copy(s.x[r*d:(r+1)*d], e.m.Weights.Embedding[int(t)*d:])
 	}
@@ -78,9 +88,11 @@ func (e *Executor) layer(b *executor.Batch, l int) {
 		copy(e.kvRow(blocks, l, 0, s.pos[r]), s.k[r*kvd:(r+1)*kvd])
 		copy(e.kvRow(blocks, l, 1, s.pos[r]), s.v[r*kvd:(r+1)*kvd])
 	}
-	for r := range n {
-		e.attention(s.xb[r*d:(r+1)*d], s.q[r*d:(r+1)*d], b.Items[s.item[r]].Blocks, l, s.pos[r])
-	}
+	e.parallelRows(func(r0, r1 int, att []float32) {
+		for r := r0; r < r1; r++ {
+			e.attention(s.xb[r*d:(r+1)*d], s.q[r*d:(r+1)*d], att, b.Items[s.item[r]].Blocks, l, s.pos[r])
+		}
+	})
 	e.mm(s.xb2, s.xb, w.WoT[l*d*d:], n, d, d)
 	addInto(s.x[:n*d], s.xb2[:n*d])
 	for r := range n {
@@ -136,12 +148,12 @@ func (e *Executor) rope(q, k []float32, pos int) {
 // attention writes the multi-head attention output for one token at pos,
 // reading every earlier position's K and V from the paged cache one block
 // at a time (positions in a block are KVDim floats apart).
-func (e *Executor) attention(out, q []float32, blocks []int, l, pos int) {
+func (e *Executor) attention(out, q, att []float32, blocks []int, l, pos int) {
 	c, bs := e.c, e.blockSize
 	hs, kvd := c.HeadSize(), c.KVDim()
 	group := c.NHeads / c.NKVHeads
 	scale := float32(math.Sqrt(float64(hs)))
-	att := e.s.att[:pos+1]
+	att = att[:pos+1]
 	kOff, vOff := l*2*bs*kvd, (l*2+1)*bs*kvd
 	for h := range c.NHeads {
 		qh := q[h*hs : (h+1)*hs]
@@ -177,6 +189,30 @@ func (e *Executor) attention(out, q []float32, blocks []int, l, pos int) {
 			}
 		}
 	}
+}
+
+// minParallelWork is the attention work (positions summed over rows) per
+// extra goroutine; below it fan-out costs more than it saves.
+const minParallelWork = 512
+
+// parallelRows splits the step's rows into contiguous ranges, one per
+// worker. Rows are independent, so the split never changes results.
+func (e *Executor) parallelRows(f func(r0, r1 int, att []float32)) {
+	s := &e.s
+	if s.workers <= 1 {
+		f(0, s.rows, s.atts[0])
+		return
+	}
+	var wg sync.WaitGroup
+	for w := range s.workers {
+		r0, r1 := w*s.rows/s.workers, (w+1)*s.rows/s.workers
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			f(r0, r1, s.atts[w])
+		}()
+	}
+	wg.Wait()
 }
 
 func rmsnorm(o, x, weight []float32) {

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"testing"
+
+	"switchyard.dev/libs/engine/executor"
 )
 
 func randSlice(rng *rand.Rand, n int) []float32 {
@@ -75,6 +77,44 @@ func BenchmarkMatmul(b *testing.B) {
 				}
 				b.ReportMetric(float64(2*m*n*p)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
 			})
+		}
+	}
+}
+
+// TestThreadsDoNotChangeResults runs the same batch with serial and
+// parallel attention.
+func TestThreadsDoNotChangeResults(t *testing.T) {
+	t.Parallel()
+	out := func(threads int) []uint32 {
+		e, err := NewTinyRandom(small, 5, Options{Threads: threads})
+		if err != nil {
+			t.Fatal(err)
+		}
+		bind(t, e, 16)
+		b := &executor.Batch{}
+		for i := range 8 {
+			tokens := make([]uint32, 16)
+			for j := range tokens {
+				tokens[j] = uint32(3 + (i*17+j*5)%290)
+			}
+			b.Items = append(b.Items, executor.Item{Tokens: tokens, End: 16, Blocks: []int{i}, Sample: true})
+		}
+		if err := e.Execute(t.Context(), b); err != nil {
+			t.Fatal(err)
+		}
+		if threads > 1 && e.s.workers < 2 {
+			t.Fatalf("expected parallel attention, got %d workers", e.s.workers)
+		}
+		var toks []uint32
+		for _, it := range b.Items {
+			toks = append(toks, it.Out)
+		}
+		return toks
+	}
+	a, b := out(1), out(4)
+	for i := range a {
+		if a[i] != b[i] {
+			t.Fatalf("item %d: serial %d, parallel %d", i, a[i], b[i])
 		}
 	}
 }
