@@ -41,11 +41,12 @@ type Reader struct {
 	hasData bool
 	long    []byte
 	done    bool
+	maxLine int
 }
 
 // NewReader returns a Reader over r.
 func NewReader(r io.Reader) *Reader {
-	return &Reader{br: bufio.NewReaderSize(r, 32<<10)}
+	return &Reader{br: bufio.NewReaderSize(r, 32<<10), maxLine: MaxLineBytes}
 }
 
 // Next returns the next event, or io.EOF once the stream has ended.
@@ -105,8 +106,8 @@ func (r *Reader) readLine() ([]byte, error) {
 	if errors.Is(err, bufio.ErrBufferFull) {
 		r.long = append(r.long[:0], line...)
 		for errors.Is(err, bufio.ErrBufferFull) {
-			if len(r.long) > MaxLineBytes {
-				return nil, fmt.Errorf("%w (over %d bytes)", ErrLineTooLong, MaxLineBytes)
+			if len(r.long) > r.maxLine {
+				return nil, fmt.Errorf("%w (over %d bytes)", ErrLineTooLong, r.maxLine)
 			}
 			line, err = r.br.ReadSlice('\n')
 			r.long = append(r.long, line...)
