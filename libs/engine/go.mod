@@ -2,13 +2,15 @@ module switchyard.dev/libs/engine
 
 go 1.26.0
 
-require switchyard.dev/libs/kvhash v0.0.0
+require (
+	github.com/viterin/vek v0.4.3
+	switchyard.dev/libs/kvhash v0.0.0
+)
 
 require (
 	github.com/chewxy/math32 v1.10.1 // indirect
 	github.com/klauspost/cpuid/v2 v2.2.10 // indirect
 	github.com/viterin/partial v1.1.0 // indirect
-	github.com/viterin/vek v0.4.3 // indirect
 	github.com/zeebo/xxh3 v1.1.0 // indirect
 	golang.org/x/exp v0.0.0-20230817173708-d852ddb80c63 // indirect
 	golang.org/x/sys v0.30.0 // indirect

@@ -29,6 +29,7 @@ type Executor struct {
 	tok  tokenizer.Tokenizer
 	name string
 	mm   matmul
+	exp  func([]float32)
 	// threads bounds attention fan-out.
 	threads int
 
@@ -49,7 +50,7 @@ func New(m *Model, tok tokenizer.Tokenizer, opts Options) (*Executor, error) {
 	if tok.VocabSize() < m.Config.VocabSize {
 		return nil, fmt.Errorf("llama: tokenizer has %d ids, model %d", tok.VocabSize(), m.Config.VocabSize)
 	}
-	e := &Executor{m: m, c: m.Config, tok: tok, name: m.Name, mm: opts.Kernel.matmul(), threads: opts.Threads}
+	e := &Executor{m: m, c: m.Config, tok: tok, name: m.Name, mm: opts.Kernel.matmul(), exp: opts.Kernel.expInPlace(), threads: opts.Threads}
 	if e.threads <= 0 {
 		e.threads = runtime.GOMAXPROCS(0)
 	}

@@ -20,6 +20,7 @@ type scratch struct {
 	xb2, q  []float32
 	k, v    []float32
 	hb, hb2 []float32
+	tmp     []float32
 	atts    [][]float32 // attention scores, one buffer per worker
 	work    int         // attention positions this step
 	workers int
@@ -58,7 +59,7 @@ func (e *Executor) plan(b *executor.Batch) error {
 	s.rows = n
 	s.x, s.xb, s.xb2, s.q = grow(s.x, n*d), grow(s.xb, n*d), grow(s.xb2, n*d), grow(s.q, n*d)
 	s.k, s.v = grow(s.k, n*kvd), grow(s.v, n*kvd)
-	s.hb, s.hb2 = grow(s.hb, n*h), grow(s.hb2, n*h)
+	s.hb, s.hb2, s.tmp = grow(s.hb, n*h), grow(s.hb2, n*h), grow(s.tmp, n*h)
 	s.work = 0
 	for _, p := range s.pos {
 		s.work += p + 1
@@ -100,7 +101,7 @@ func (e *Executor) layer(b *executor.Batch, l int) {
 	}
 	e.mm(s.hb, s.xb, w.W1T[l*d*h:], n, d, h)
 	e.mm(s.hb2, s.xb, w.W3T[l*d*h:], n, d, h)
-	swiglu(s.hb[:n*h], s.hb2[:n*h])
+	e.swiglu(s.hb[:n*h], s.hb2[:n*h], s.tmp[:n*h])
 	e.mm(s.xb, s.hb, w.W2T[l*h*d:], n, h, d)
 	addInto(s.x[:n*d], s.xb[:n*d])
 }
@@ -172,7 +173,7 @@ func (e *Executor) attention(out, q, att []float32, blocks []int, l, pos int) {
 				att[t0+s] = score / scale
 			}
 		}
-		softmax(att)
+		e.softmax(att)
 		oh := out[h*hs : (h+1)*hs]
 		clear(oh)
 		for t0 := 0; t0 <= pos; t0 += bs {
@@ -228,26 +229,37 @@ func rmsnorm(o, x, weight []float32) {
 	}
 }
 
-func softmax(x []float32) {
+// softmax normalizes x in place as run.c does: subtract the max,
+// exponentiate, divide by the sum (accumulated in index order).
+func (e *Executor) softmax(x []float32) {
 	maxv := x[0]
 	for _, v := range x[1:] {
 		if v > maxv {
 			maxv = v
 		}
 	}
+	for i := range x {
+		x[i] -= maxv
+	}
+	e.exp(x)
 	var sum float32
-	for i, v := range x {
-		x[i] = expf(v - maxv)
-		sum += x[i]
+	for _, v := range x {
+		sum += v
 	}
 	for i := range x {
 		x[i] /= sum
 	}
 }
 
-func swiglu(hb, hb2 []float32) {
+// swiglu computes hb = silu(hb) * hb2 with silu(v) = v / (1 + e^-v),
+// using tmp (same length) for the exponentials.
+func (e *Executor) swiglu(hb, hb2, tmp []float32) {
 	for i, v := range hb {
-		v *= 1 / (1 + expf(-v))
+		tmp[i] = -v
+	}
+	e.exp(tmp)
+	for i, v := range hb {
+		v *= 1 / (1 + tmp[i])
 		hb[i] = v * hb2[i]
 	}
 }
@@ -257,5 +269,3 @@ func addInto(x, y []float32) {
 		x[i] += y[i]
 	}
 }
-
-func expf(x float32) float32 { return float32(math.Exp(float64(x))) }

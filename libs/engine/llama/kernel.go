@@ -2,6 +2,7 @@ package llama
 
 import (
 	"fmt"
+	"math"
 
 	"github.com/viterin/vek/vek32"
 )
@@ -38,6 +39,17 @@ func (k Kernel) matmul() matmul {
 		return matmulGo
 	}
 	return matmulSIMD
+}
+
+// expInPlace replaces every x[i] with e^x[i], as float64 math.Exp rounded
+// to float32 for both kernels: vek's vectorized exp returns garbage for the
+// large negative inputs softmax produces, so it is not used.
+func (k Kernel) expInPlace() func([]float32) { return expGo }
+
+func expGo(x []float32) {
+	for i, v := range x {
+		x[i] = float32(math.Exp(float64(v)))
+	}
 }
 
 // simdRows caps the rows per vek call: vek splits bigger products across
