@@ -237,7 +237,7 @@ func (d *Decoder) eventMap(e *Event, n int) (bool, error) {
 			}
 			continue
 		}
-		if err := d.field(e, string(key)); err != nil {
+		if err := d.field(e, fieldName(key)); err != nil {
 			return false, err
 		}
 	}
@@ -250,6 +250,28 @@ func (d *Decoder) eventMap(e *Event, n int) (bool, error) {
 	}
 	d.finish(e)
 	return true, nil
+}
+
+// fieldName returns the known event field name equal to key, or "" (a
+// constant either way, so nothing is allocated per key).
+func fieldName(key []byte) string {
+	switch string(key) {
+	case "block_hashes":
+		return "block_hashes"
+	case "parent_block_hash":
+		return "parent_block_hash"
+	case "token_ids":
+		return "token_ids"
+	case "block_size":
+		return "block_size"
+	case "lora_id":
+		return "lora_id"
+	case "medium":
+		return "medium"
+	case "lora_name":
+		return "lora_name"
+	}
+	return ""
 }
 
 func kindOf(tag []byte) Kind {
