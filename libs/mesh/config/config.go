@@ -1,0 +1,196 @@
+// Package config holds the flags every Switchyard service shares, and turns
+// them into a logger and a discovery registry. Validation happens before
+// anything starts, so a bad setting is a one-line error naming the flag and
+// the value, and nothing is left half-registered.
+package config
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"switchyard.dev/libs/mesh/discovery"
+	"switchyard.dev/libs/mesh/discovery/consuldisc"
+	"switchyard.dev/libs/mesh/discovery/filedisc"
+)
+
+// Common are the shared settings.
+type Common struct {
+	Listen       string
+	Advertise    string
+	InstanceID   string
+	Discovery    string
+	DiscoveryDir string
+	ConsulAddr   string
+	ConsulToken  string
+	LogLevel     string
+	LogFormat    string
+	Tags         string
+	DrainTimeout time.Duration
+}
+
+// DefaultDiscoveryDir is where the file backend keeps records by default.
+func DefaultDiscoveryDir() string {
+	return filepath.Join(os.TempDir(), "switchyard", "discovery")
+}
+
+// Register adds the shared flags to fs, with environment overrides
+// (SWITCHYARD_DISCOVERY, SWITCHYARD_DISCOVERY_DIR, CONSUL_HTTP_ADDR,
+// CONSUL_HTTP_TOKEN) as defaults.
+func (c *Common) Register(fs *flag.FlagSet, defaultListen string, getenv func(string) string) {
+	env := func(k, def string) string {
+		if v := getenv(k); v != "" {
+			return v
+		}
+		return def
+	}
+	fs.StringVar(&c.Listen, "listen", defaultListen, "host:port to serve on (port 0 picks a free one)")
+	fs.StringVar(&c.Advertise, "advertise", "", "host:port published in discovery (default: the bound address)")
+	fs.StringVar(&c.InstanceID, "id", "", "instance id in discovery (default: <role>-<random>)")
+	fs.StringVar(&c.Discovery, "discovery", env("SWITCHYARD_DISCOVERY", "file"), "discovery backend: file, consul or none")
+	fs.StringVar(&c.DiscoveryDir, "discovery-dir", env("SWITCHYARD_DISCOVERY_DIR", DefaultDiscoveryDir()), "directory of the file discovery backend")
+	fs.StringVar(&c.ConsulAddr, "consul-addr", env("CONSUL_HTTP_ADDR", "127.0.0.1:8500"), "Consul agent HTTP address")
+	fs.StringVar(&c.ConsulToken, "consul-token", getenv("CONSUL_HTTP_TOKEN"), "Consul ACL token")
+	fs.StringVar(&c.LogLevel, "log-level", "info", "debug, info, warn or error")
+	fs.StringVar(&c.LogFormat, "log-format", "text", "text or json")
+	fs.StringVar(&c.Tags, "tags", "", "comma-separated discovery tags (e.g. canary)")
+	fs.DurationVar(&c.DrainTimeout, "drain-timeout", 10*time.Second, "how long in-flight requests may finish on shutdown")
+}
+
+// Validate checks every shared setting.
+func (c *Common) Validate() error {
+	if err := checkHostPort("-listen", c.Listen, true); err != nil {
+		return err
+	}
+	if c.Advertise != "" {
+		if err := checkHostPort("-advertise", c.Advertise, false); err != nil {
+			return err
+		}
+	}
+	switch c.Discovery {
+	case "file":
+		if c.DiscoveryDir == "" {
+			return fmt.Errorf("-discovery-dir: empty")
+		}
+	case "consul":
+		if err := checkHostPort("-consul-addr", c.ConsulAddr, false); err != nil {
+			return err
+		}
+	case "none":
+	default:
+		return fmt.Errorf("-discovery=%q: want file, consul or none", c.Discovery)
+	}
+	if _, err := parseLevel(c.LogLevel); err != nil {
+		return err
+	}
+	if c.LogFormat != "text" && c.LogFormat != "json" {
+		return fmt.Errorf("-log-format=%q: want text or json", c.LogFormat)
+	}
+	if c.DrainTimeout < 0 {
+		return fmt.Errorf("-drain-timeout=%v: must not be negative", c.DrainTimeout)
+	}
+	return nil
+}
+
+func checkHostPort(flagName, v string, allowZero bool) error {
+	host, port, err := net.SplitHostPort(v)
+	if err != nil {
+		return fmt.Errorf("%s=%q: want host:port", flagName, v)
+	}
+	p, err := strconv.Atoi(port)
+	if err != nil || p < 0 || p > 65535 || (p == 0 && !allowZero) {
+		return fmt.Errorf("%s=%q: bad port %q", flagName, v, port)
+	}
+	if host != "" && net.ParseIP(host) == nil && !validHostname(host) {
+		return fmt.Errorf("%s=%q: bad host %q", flagName, v, host)
+	}
+	return nil
+}
+
+func validHostname(h string) bool {
+	if len(h) > 253 {
+		return false
+	}
+	for _, label := range strings.Split(h, ".") {
+		if label == "" || len(label) > 63 {
+			return false
+		}
+		for _, r := range label {
+			if !(r == '-' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9') {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+func parseLevel(s string) (slog.Level, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(s)); err != nil {
+		return 0, fmt.Errorf("-log-level=%q: want debug, info, warn or error", s)
+	}
+	return l, nil
+}
+
+// Logger builds the service's logger writing to w.
+func (c *Common) Logger(w io.Writer, role string) *slog.Logger {
+	level, _ := parseLevel(c.LogLevel)
+	opts := &slog.HandlerOptions{Level: level}
+	var h slog.Handler = slog.NewTextHandler(w, opts)
+	if c.LogFormat == "json" {
+		h = slog.NewJSONHandler(w, opts)
+	}
+	return slog.New(h).With("service", role)
+}
+
+// ID returns the instance id, generating one if none was set.
+func (c *Common) ID(role string) string {
+	if c.InstanceID != "" {
+		return c.InstanceID
+	}
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	c.InstanceID = role + "-" + hex.EncodeToString(b[:])
+	return c.InstanceID
+}
+
+// TagList splits -tags.
+func (c *Common) TagList() []string {
+	var out []string
+	for _, t := range strings.Split(c.Tags, ",") {
+		if t = strings.TrimSpace(t); t != "" {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// OpenRegistry opens the configured discovery backend (nil for "none"). An
+// unreachable Consul is an error here, at start-up.
+func (c *Common) OpenRegistry(ctx context.Context, log *slog.Logger) (discovery.Registry, error) {
+	switch c.Discovery {
+	case "file":
+		r, err := filedisc.New(filedisc.Config{Dir: c.DiscoveryDir, Logger: log})
+		if err != nil {
+			return nil, fmt.Errorf("-discovery-dir=%q: %w", c.DiscoveryDir, err)
+		}
+		return r, nil
+	case "consul":
+		r, err := consuldisc.New(ctx, consuldisc.Config{Address: c.ConsulAddr, Token: c.ConsulToken, Logger: log})
+		if err != nil {
+			return nil, fmt.Errorf("-consul-addr=%q: %w", c.ConsulAddr, err)
+		}
+		return r, nil
+	}
+	return nil, nil
+}

@@ -1,0 +1,255 @@
+// Package consuldisc is the Consul discovery backend for clusters.
+//
+// Each instance is a Consul agent service named "<prefix><role>" with a TTL
+// check. A reconcile loop owns the registration: it heartbeats the check,
+// and when the heartbeat fails (the agent restarted and forgot us, or the
+// check was reaped) it registers again with capped exponential backoff,
+// logging the first and every tenth failure. If the process dies, the check
+// goes critical after one TTL and Consul reaps the service after
+// DeregisterCriticalAfter. Watches are blocking queries on the health
+// endpoint with passing-only filtering.
+package consuldisc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"net"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/hashicorp/consul/api"
+
+	"switchyard.dev/libs/mesh/discovery"
+)
+
+// Meta keys that carry the Instance fields Consul has no place for.
+const (
+	metaRole    = "switchyard_role"
+	metaModel   = "switchyard_model"
+	metaVersion = "switchyard_version"
+)
+
+// Config configures the Consul backend.
+type Config struct {
+	// Address of the Consul agent's HTTP API, e.g. "127.0.0.1:8500".
+	Address string
+	// Token is an optional ACL token.
+	Token string
+	// ServicePrefix prefixes role names to form service names (default "switchyard-").
+	ServicePrefix string
+	// CheckTTL is the TTL of the health check (default 10s).
+	CheckTTL time.Duration
+	// DeregisterCriticalAfter reaps dead instances (default 1m, Consul's minimum).
+	DeregisterCriticalAfter time.Duration
+	// WatchWait bounds one blocking query (default 30s).
+	WatchWait time.Duration
+	// MaxBackoff caps the retry delay of the reconcile and watch loops (default 10s).
+	MaxBackoff time.Duration
+	Logger     *slog.Logger
+}
+
+// Registry is a discovery.Registry over a Consul agent.
+type Registry struct {
+	cfg    Config
+	client *api.Client
+}
+
+// New connects to the agent and checks that it answers, so a wrong address
+// fails at start-up, not at the first heartbeat.
+func New(ctx context.Context, cfg Config) (*Registry, error) {
+	if cfg.ServicePrefix == "" {
+		cfg.ServicePrefix = "switchyard-"
+	}
+	if cfg.CheckTTL <= 0 {
+		cfg.CheckTTL = 10 * time.Second
+	}
+	if cfg.DeregisterCriticalAfter <= 0 {
+		cfg.DeregisterCriticalAfter = time.Minute
+	}
+	if cfg.WatchWait <= 0 {
+		cfg.WatchWait = 30 * time.Second
+	}
+	if cfg.MaxBackoff <= 0 {
+		cfg.MaxBackoff = 10 * time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	acfg := api.DefaultNonPooledConfig()
+	acfg.Address = cfg.Address
+	acfg.Token = cfg.Token
+	client, err := api.NewClient(acfg)
+	if err != nil {
+		return nil, fmt.Errorf("consul address %q: %w", cfg.Address, err)
+	}
+	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if _, err := client.Status().LeaderWithQueryOptions((&api.QueryOptions{}).WithContext(pctx)); err != nil {
+		return nil, fmt.Errorf("consul address %q unreachable: %w", cfg.Address, err)
+	}
+	return &Registry{cfg: cfg, client: client}, nil
+}
+
+func (r *Registry) serviceName(role string) string { return r.cfg.ServicePrefix + role }
+
+func (r *Registry) agentService(in discovery.Instance, checkID string) (*api.AgentServiceRegistration, error) {
+	host, portStr, _ := net.SplitHostPort(in.Address)
+	port, _ := strconv.Atoi(portStr)
+	meta := maps.Clone(in.Meta)
+	if meta == nil {
+		meta = map[string]string{}
+	}
+	for k := range meta {
+		if !validMetaKey(k) {
+			return nil, fmt.Errorf("consuldisc: meta key %q: want [A-Za-z0-9_-]{1,128}", k)
+		}
+	}
+	meta[metaRole], meta[metaModel], meta[metaVersion] = in.Role, in.Model, in.Version
+	return &api.AgentServiceRegistration{
+		ID:      in.ID,
+		Name:    r.serviceName(in.Role),
+		Address: host,
+		Port:    port,
+		Tags:    slices.Clone(in.Tags),
+		Meta:    meta,
+		Check: &api.AgentServiceCheck{
+			CheckID:                        checkID,
+			Name:                           "switchyard heartbeat",
+			TTL:                            r.cfg.CheckTTL.String(),
+			Status:                         api.HealthPassing,
+			DeregisterCriticalServiceAfter: r.cfg.DeregisterCriticalAfter.String(),
+		},
+	}, nil
+}
+
+func validMetaKey(k string) bool {
+	if k == "" || len(k) > 128 {
+		return false
+	}
+	for _, c := range k {
+		ok := c == '_' || c == '-' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')
+		if !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// Register registers in with the agent and starts the reconcile loop. If the
+// first registration fails, nothing is left behind.
+func (r *Registry) Register(ctx context.Context, in discovery.Instance) (discovery.Registration, error) {
+	if err := in.Validate(); err != nil {
+		return nil, err
+	}
+	checkID := "switchyard:" + in.ID
+	svc, err := r.agentService(in, checkID)
+	if err != nil {
+		return nil, err
+	}
+	g := &registration{r: r, svc: svc, checkID: checkID, health: make(chan discovery.Health, 1), done: make(chan struct{})}
+	if err := g.register(ctx, api.HealthPassing); err != nil {
+		return nil, fmt.Errorf("consul register %s: %w", in.ID, err)
+	}
+	loopCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	g.cancel = cancel
+	go g.reconcile(ctx, loopCtx)
+	return g, nil
+}
+
+// Instances lists the passing instances of role.
+func (r *Registry) Instances(ctx context.Context, role string) ([]discovery.Instance, error) {
+	ins, _, err := r.query(ctx, role, 0)
+	return ins, err
+}
+
+func (r *Registry) query(ctx context.Context, role string, index uint64) ([]discovery.Instance, uint64, error) {
+	opts := (&api.QueryOptions{WaitIndex: index, WaitTime: r.cfg.WatchWait}).WithContext(ctx)
+	entries, meta, err := r.client.Health().Service(r.serviceName(role), "", true, opts)
+	if err != nil {
+		return nil, 0, fmt.Errorf("consul health %s: %w", role, err)
+	}
+	out := make([]discovery.Instance, 0, len(entries))
+	for _, e := range entries {
+		out = append(out, fromEntry(e.Service))
+	}
+	discovery.SortInstances(out)
+	return out, meta.LastIndex, nil
+}
+
+func fromEntry(s *api.AgentService) discovery.Instance {
+	meta := maps.Clone(s.Meta)
+	in := discovery.Instance{
+		ID:      s.ID,
+		Role:    meta[metaRole],
+		Model:   meta[metaModel],
+		Version: meta[metaVersion],
+		Address: net.JoinHostPort(s.Address, strconv.Itoa(s.Port)),
+		Tags:    slices.Clone(s.Tags),
+	}
+	delete(meta, metaRole)
+	delete(meta, metaModel)
+	delete(meta, metaVersion)
+	if len(meta) > 0 {
+		in.Meta = meta
+	}
+	if len(in.Tags) == 0 {
+		in.Tags = nil
+	}
+	return in
+}
+
+// Watch runs blocking queries until ctx ends.
+func (r *Registry) Watch(ctx context.Context, role string) (<-chan []discovery.Instance, error) {
+	ch := make(chan []discovery.Instance, 1)
+	go func() {
+		defer close(ch)
+		var (
+			index    uint64
+			last     []discovery.Instance
+			sent     bool
+			failures int
+		)
+		for ctx.Err() == nil {
+			ins, next, err := r.query(ctx, role, index)
+			if err != nil {
+				failures++
+				if failures == 1 || failures%10 == 0 {
+					r.cfg.Logger.Warn("consul watch failed", "role", role, "failures", failures, "err", err)
+				}
+				index = 0
+				sleep(ctx, backoff(failures, r.cfg.MaxBackoff))
+				continue
+			}
+			failures = 0
+			if next < index { // the agent restarted: its index went back
+				next = 0
+			}
+			index = next
+			if !sent || !discovery.Equal(ins, last) {
+				sent, last = true, ins
+				discovery.SendLatest(ch, ins)
+			}
+		}
+	}()
+	return ch, nil
+}
+
+func backoff(failures int, maxDelay time.Duration) time.Duration {
+	d := 100 * time.Millisecond << min(failures-1, 10)
+	return min(d, maxDelay)
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
+
+var errGone = errors.New("consuldisc: deregistered")

@@ -1,0 +1,94 @@
+package consuldisc_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"switchyard.dev/libs/mesh/discovery"
+	"switchyard.dev/libs/mesh/discovery/consuldisc"
+	"switchyard.dev/libs/mesh/discovery/disctest"
+	"switchyard.dev/libs/mesh/testenv"
+)
+
+func newRegistry(t *testing.T, addr, prefix string) *consuldisc.Registry {
+	t.Helper()
+	r, err := consuldisc.New(t.Context(), consuldisc.Config{
+		Address: addr, ServicePrefix: prefix, CheckTTL: 2 * time.Second,
+		WatchWait: 2 * time.Second, MaxBackoff: 500 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func TestContract(t *testing.T) {
+	t.Parallel()
+	c := testenv.StartConsul(t)
+	var n atomic.Int64
+	disctest.Run(t, func(t *testing.T) discovery.Registry {
+		return newRegistry(t, c.Addr, fmt.Sprintf("t%d-", n.Add(1)))
+	})
+}
+
+// After the agent restarts and forgets everything, the reconcile loop
+// registers the instance again and watchers see it again.
+func TestReregistersAfterConsulRestart(t *testing.T) {
+	t.Parallel()
+	c := testenv.StartConsul(t)
+	r := newRegistry(t, c.Addr, "restart-")
+	if _, err := r.Register(t.Context(), disctest.Instance("decode-r", discovery.RoleDecode)); err != nil {
+		t.Fatal(err)
+	}
+	ch, err := r.Watch(t.Context(), discovery.RoleDecode)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, ch, 1)
+	c.Stop()
+	c.Start()
+	c.WaitLeader(t)
+	disctest.Eventually(t, r, discovery.RoleDecode, disctest.HasIDs("decode-r"), "re-registered after restart")
+	waitFor(t, ch, 1)
+}
+
+func waitFor(t *testing.T, ch <-chan []discovery.Instance, n int) {
+	t.Helper()
+	timeout := time.After(disctest.Wait)
+	for {
+		select {
+		case ins := <-ch:
+			if len(ins) == n {
+				return
+			}
+		case <-timeout:
+			t.Fatalf("watch never showed %d instances", n)
+		}
+	}
+}
+
+func TestUnreachableConsulIsAClearError(t *testing.T) {
+	t.Parallel()
+	addr := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	_, err := consuldisc.New(ctx, consuldisc.Config{Address: addr})
+	if err == nil || !strings.Contains(err.Error(), addr) {
+		t.Fatalf("New(%s) = %v; want an error naming the address", addr, err)
+	}
+}
+
+func TestBadMetaKeyRejected(t *testing.T) {
+	t.Parallel()
+	c := testenv.StartConsul(t)
+	r := newRegistry(t, c.Addr, "meta-")
+	in := disctest.Instance("decode-m", discovery.RoleDecode)
+	in.Meta = map[string]string{"bad key!": "x"}
+	if _, err := r.Register(t.Context(), in); err == nil {
+		t.Fatal("Register with a bad meta key succeeded")
+	}
+}

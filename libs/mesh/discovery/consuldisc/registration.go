@@ -1,0 +1,118 @@
+package consuldisc
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/consul/api"
+
+	"switchyard.dev/libs/mesh/discovery"
+)
+
+// registration is the reconcile loop's state for one instance.
+type registration struct {
+	r       *Registry
+	svc     *api.AgentServiceRegistration
+	checkID string
+	health  chan discovery.Health
+	cancel  context.CancelFunc
+	done    chan struct{}
+
+	mu     sync.Mutex
+	status string // desired check status
+	gone   bool
+}
+
+func (g *registration) register(ctx context.Context, status string) error {
+	g.mu.Lock()
+	g.status = status
+	g.svc.Check.Status = status
+	g.mu.Unlock()
+	return g.r.client.Agent().ServiceRegisterOpts(g.svc, api.ServiceRegisterOpts{}.WithContext(ctx))
+}
+
+// reconcile heartbeats the TTL check every third of a TTL and re-registers
+// whenever the heartbeat fails. It deregisters when the owner's ctx ends.
+func (g *registration) reconcile(ownerCtx, loopCtx context.Context) {
+	defer close(g.done)
+	log := g.r.cfg.Logger.With("id", g.svc.ID)
+	interval := g.r.cfg.CheckTTL / 3
+	failures := 0
+	wait := interval
+	for {
+		t := time.NewTimer(wait)
+		select {
+		case <-loopCtx.Done():
+			t.Stop()
+			return
+		case <-ownerCtx.Done():
+			t.Stop()
+			_ = g.Deregister(context.Background())
+			return
+		case <-t.C:
+		}
+		if err := g.sync(loopCtx); err != nil {
+			failures++
+			if failures == 1 || failures%10 == 0 {
+				log.Warn("consul registration out of sync; retrying", "failures", failures, "err", err)
+			}
+			wait = backoff(failures, g.r.cfg.MaxBackoff)
+			continue
+		}
+		if failures > 0 {
+			log.Info("consul registration restored", "after_failures", failures)
+		}
+		failures, wait = 0, interval
+	}
+}
+
+// sync pushes the desired status; if the agent does not know the check, it
+// registers the service again.
+func (g *registration) sync(ctx context.Context) error {
+	g.mu.Lock()
+	status, gone := g.status, g.gone
+	g.mu.Unlock()
+	if gone {
+		return errGone
+	}
+	err := g.r.client.Agent().UpdateTTLOpts(g.checkID, "", status, (&api.QueryOptions{}).WithContext(ctx))
+	if err == nil {
+		return nil
+	}
+	if rerr := g.register(ctx, status); rerr != nil {
+		return fmt.Errorf("heartbeat: %v; re-register: %w", err, rerr)
+	}
+	return nil
+}
+
+func (g *registration) SetHealth(ctx context.Context, h discovery.Health) error {
+	status := api.HealthPassing
+	if h == discovery.Critical {
+		status = api.HealthCritical
+	}
+	g.mu.Lock()
+	if g.gone {
+		g.mu.Unlock()
+		return discovery.ErrNotFound
+	}
+	g.status = status
+	g.mu.Unlock()
+	return g.sync(ctx)
+}
+
+func (g *registration) Deregister(ctx context.Context) error {
+	g.mu.Lock()
+	if g.gone {
+		g.mu.Unlock()
+		return nil
+	}
+	g.gone = true
+	g.mu.Unlock()
+	g.cancel()
+	if err := g.r.client.Agent().ServiceDeregisterOpts(g.svc.ID, (&api.QueryOptions{}).WithContext(ctx)); err != nil {
+		return fmt.Errorf("consul deregister %s: %w", g.svc.ID, err)
+	}
+	return nil
+}

@@ -1,0 +1,147 @@
+// Package discovery is how Switchyard services find each other.
+//
+// A service registers itself (role, model, version, tags, address) and keeps
+// the registration alive; clients watch the healthy instances of a role. The
+// interface is small on purpose so that every backend (Consul for clusters,
+// files for one machine) passes one contract suite (package disctest), and
+// callers never learn which backend they run on.
+//
+// Invariants every backend keeps:
+//   - Watch delivers the full current set of healthy instances of a role,
+//     sorted by ID, first at once and then on every change; a slow reader
+//     only ever misses intermediate states, never the latest one.
+//   - An instance whose process died disappears within the backend's lease
+//     or check interval, without anyone deregistering it.
+//   - Deregister is idempotent.
+package discovery
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"net"
+	"regexp"
+	"slices"
+	"strconv"
+)
+
+// Well-known roles.
+const (
+	RoleFrontend       = "frontend"
+	RoleRouter         = "router"
+	RolePrefill        = "prefill"
+	RoleDecode         = "decode"
+	RoleKVBMController = "kvbm-controller"
+	RolePlanner        = "planner"
+)
+
+// TagCanary marks an instance that takes canary traffic.
+const TagCanary = "canary"
+
+// Instance is one registered service instance.
+type Instance struct {
+	// ID is unique across the mesh, e.g. "decode-7f3a9c".
+	ID string `json:"id"`
+	// Role is one of the Role constants.
+	Role string `json:"role"`
+	// Model is the served model name (workers), or empty.
+	Model string `json:"model,omitempty"`
+	// Version is the build version of the service.
+	Version string `json:"version"`
+	// Address is the host:port of the service's Connect endpoint.
+	Address string `json:"address"`
+	// Tags are free labels such as "canary".
+	Tags []string `json:"tags,omitempty"`
+	// Meta is published key/value data (KV capacity, block size, GPUs...).
+	Meta map[string]string `json:"meta,omitempty"`
+}
+
+// URL is the instance's Connect base URL (h2c over plain HTTP).
+func (in Instance) URL() string { return "http://" + in.Address }
+
+// HasTag reports whether the instance carries tag.
+func (in Instance) HasTag(tag string) bool { return slices.Contains(in.Tags, tag) }
+
+// Clone returns a deep copy.
+func (in Instance) Clone() Instance {
+	in.Tags = slices.Clone(in.Tags)
+	in.Meta = maps.Clone(in.Meta)
+	return in
+}
+
+var idPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$`)
+
+// Validate checks that the instance can be registered.
+func (in Instance) Validate() error {
+	if !idPattern.MatchString(in.ID) {
+		return fmt.Errorf("discovery: instance id %q: want 1-128 of [A-Za-z0-9_.-]", in.ID)
+	}
+	if !idPattern.MatchString(in.Role) {
+		return fmt.Errorf("discovery: role %q: want 1-128 of [A-Za-z0-9_.-]", in.Role)
+	}
+	host, port, err := net.SplitHostPort(in.Address)
+	if err != nil || host == "" {
+		return fmt.Errorf("discovery: address %q: want host:port", in.Address)
+	}
+	if p, err := strconv.Atoi(port); err != nil || p <= 0 || p > 65535 {
+		return fmt.Errorf("discovery: address %q: bad port", in.Address)
+	}
+	return nil
+}
+
+// Health is what a registration reports about its instance.
+type Health int
+
+const (
+	// Passing: the instance takes traffic.
+	Passing Health = iota
+	// Critical: the instance is registered but must not get traffic (for
+	// example while it drains before shutdown).
+	Critical
+)
+
+// Registration keeps one instance registered until Deregister.
+type Registration interface {
+	// SetHealth changes what watchers see: only Passing instances are listed.
+	SetHealth(ctx context.Context, h Health) error
+	// Deregister removes the instance and stops keeping it alive.
+	Deregister(ctx context.Context) error
+}
+
+// Registry is the interface every backend implements.
+type Registry interface {
+	// Register publishes in and keeps it alive until the returned
+	// registration is deregistered or ctx ends. The instance starts Passing.
+	Register(ctx context.Context, in Instance) (Registration, error)
+	// Watch sends the healthy instances of role, at once and on change,
+	// until ctx ends; then it closes the channel.
+	Watch(ctx context.Context, role string) (<-chan []Instance, error)
+	// Instances lists the healthy instances of role now.
+	Instances(ctx context.Context, role string) ([]Instance, error)
+}
+
+// ErrNotFound is returned for operations on an unknown instance.
+var ErrNotFound = errors.New("discovery: instance not found")
+
+// SortInstances orders instances by ID, the order Watch delivers.
+func SortInstances(ins []Instance) {
+	slices.SortFunc(ins, func(a, b Instance) int {
+		switch {
+		case a.ID < b.ID:
+			return -1
+		case a.ID > b.ID:
+			return 1
+		}
+		return 0
+	})
+}
+
+// Equal reports whether two sorted instance lists are the same.
+func Equal(a, b []Instance) bool {
+	return slices.EqualFunc(a, b, func(x, y Instance) bool {
+		return x.ID == y.ID && x.Role == y.Role && x.Model == y.Model &&
+			x.Version == y.Version && x.Address == y.Address &&
+			slices.Equal(x.Tags, y.Tags) && maps.Equal(x.Meta, y.Meta)
+	})
+}

@@ -1,0 +1,237 @@
+// Package filedisc is the embedded discovery backend for one machine: a
+// directory of JSON records, one per instance, each with a lease.
+//
+// Layout: <dir>/<role>/<id>.json. A record lists as healthy only while its
+// lease has not expired, its health is passing, and (when written on this
+// host) its process is still alive, so an instance that crashes disappears
+// at once and a hung or remote one within the lease. Records are written
+// atomically (temp file + rename); readers skip files they cannot parse.
+package filedisc
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"switchyard.dev/libs/mesh/discovery"
+)
+
+// Config configures a file registry.
+type Config struct {
+	// Dir holds the records; it is created if missing.
+	Dir string
+	// Lease is how long a record stays valid without renewal (default 5s).
+	Lease time.Duration
+	// PollInterval is how often watchers rescan (default 200ms).
+	PollInterval time.Duration
+	Logger       *slog.Logger
+}
+
+// Registry is a discovery.Registry over a directory.
+type Registry struct {
+	cfg      Config
+	hostname string
+	now      func() time.Time
+}
+
+// record is the on-disk form of an instance.
+type record struct {
+	discovery.Instance
+	PID       int       `json:"pid"`
+	Host      string    `json:"host"`
+	Expires   time.Time `json:"expires"`
+	Critical  bool      `json:"critical,omitempty"`
+}
+
+// New returns a registry over cfg.Dir, creating it if needed.
+func New(cfg Config) (*Registry, error) {
+	if cfg.Dir == "" {
+		return nil, errors.New("filedisc: empty directory")
+	}
+	if cfg.Lease <= 0 {
+		cfg.Lease = 5 * time.Second
+	}
+	if cfg.PollInterval <= 0 {
+		cfg.PollInterval = 200 * time.Millisecond
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
+		return nil, fmt.Errorf("filedisc: discovery dir %q: %w", cfg.Dir, err)
+	}
+	host, _ := os.Hostname()
+	return &Registry{cfg: cfg, hostname: host, now: time.Now}, nil
+}
+
+func (r *Registry) path(role, id string) string {
+	return filepath.Join(r.cfg.Dir, role, id+".json")
+}
+
+// Register writes the record and renews its lease until ctx ends or the
+// registration is deregistered.
+func (r *Registry) Register(ctx context.Context, in discovery.Instance) (discovery.Registration, error) {
+	if err := in.Validate(); err != nil {
+		return nil, err
+	}
+	reg := &registration{r: r, rec: record{Instance: in.Clone(), PID: os.Getpid(), Host: r.hostname}, done: make(chan struct{})}
+	if err := os.MkdirAll(filepath.Join(r.cfg.Dir, in.Role), 0o755); err != nil {
+		return nil, fmt.Errorf("filedisc: %w", err)
+	}
+	if err := reg.write(); err != nil {
+		return nil, err
+	}
+	loopCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	reg.cancel = cancel
+	go reg.renew(ctx, loopCtx)
+	return reg, nil
+}
+
+// Instances lists the live, passing instances of role.
+func (r *Registry) Instances(ctx context.Context, role string) ([]discovery.Instance, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	dir := filepath.Join(r.cfg.Dir, role)
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return []discovery.Instance{}, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("filedisc: %w", err)
+	}
+	now := r.now()
+	out := []discovery.Instance{}
+	for _, e := range entries {
+		if e.IsDir() || !strings.HasSuffix(e.Name(), ".json") {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		if err != nil {
+			continue // removed between ReadDir and ReadFile
+		}
+		var rec record
+		if json.Unmarshal(b, &rec) != nil || rec.Role != role {
+			continue
+		}
+		if rec.Critical || !now.Before(rec.Expires) || !r.processAlive(rec) {
+			continue
+		}
+		out = append(out, rec.Instance)
+	}
+	discovery.SortInstances(out)
+	return out, nil
+}
+
+// Watch polls the role's directory.
+func (r *Registry) Watch(ctx context.Context, role string) (<-chan []discovery.Instance, error) {
+	return discovery.PollWatch(ctx, r.cfg.PollInterval, func(ctx context.Context) ([]discovery.Instance, error) {
+		return r.Instances(ctx, role)
+	}), nil
+}
+
+func (r *Registry) processAlive(rec record) bool {
+	if rec.Host != r.hostname || rec.PID <= 0 {
+		return true // cannot check another host's processes; the lease decides
+	}
+	err := syscall.Kill(rec.PID, 0)
+	return err == nil || errors.Is(err, syscall.EPERM)
+}
+
+type registration struct {
+	r      *Registry
+	mu     sync.Mutex
+	rec    record
+	gone   bool
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+func (g *registration) write() error {
+	g.rec.Expires = g.r.now().Add(g.r.cfg.Lease)
+	b, err := json.Marshal(g.rec)
+	if err != nil {
+		return fmt.Errorf("filedisc: %w", err)
+	}
+	p := g.r.path(g.rec.Role, g.rec.ID)
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		return fmt.Errorf("filedisc: %w", err)
+	}
+	tmp := fmt.Sprintf("%s.%d.tmp", p, os.Getpid())
+	if err := os.WriteFile(tmp, b, 0o644); err != nil {
+		return fmt.Errorf("filedisc: write %s: %w", tmp, err)
+	}
+	if err := os.Rename(tmp, p); err != nil {
+		return fmt.Errorf("filedisc: %w", err)
+	}
+	return nil
+}
+
+// renew rewrites the record every third of a lease, which also restores it
+// if someone deleted it. It stops on Deregister or when the owner's ctx ends,
+// removing the record in the latter case too.
+func (g *registration) renew(ownerCtx, loopCtx context.Context) {
+	defer close(g.done)
+	t := time.NewTicker(g.r.cfg.Lease / 3)
+	defer t.Stop()
+	failures := 0
+	for {
+		select {
+		case <-loopCtx.Done():
+			return
+		case <-ownerCtx.Done():
+			_ = g.Deregister(context.Background())
+			return
+		case <-t.C:
+		}
+		g.mu.Lock()
+		var err error
+		if !g.gone {
+			err = g.write()
+		}
+		g.mu.Unlock()
+		if err != nil {
+			failures++
+			if failures == 1 || failures%10 == 0 {
+				g.r.cfg.Logger.Warn("discovery lease renewal failed", "id", g.rec.ID, "failures", failures, "err", err)
+			}
+		} else {
+			failures = 0
+		}
+	}
+}
+
+func (g *registration) SetHealth(_ context.Context, h discovery.Health) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.gone {
+		return discovery.ErrNotFound
+	}
+	g.rec.Critical = h == discovery.Critical
+	return g.write()
+}
+
+func (g *registration) Deregister(context.Context) error {
+	g.mu.Lock()
+	if g.gone {
+		g.mu.Unlock()
+		return nil
+	}
+	g.gone = true
+	g.mu.Unlock()
+	g.cancel()
+	err := os.Remove(g.r.path(g.rec.Role, g.rec.ID))
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("filedisc: deregister %s: %w", g.rec.ID, err)
+	}
+	return nil
+}

@@ -1,0 +1,93 @@
+package filedisc_test
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"switchyard.dev/libs/mesh/discovery"
+	"switchyard.dev/libs/mesh/discovery/disctest"
+	"switchyard.dev/libs/mesh/discovery/filedisc"
+)
+
+func newRegistry(t *testing.T, dir string) *filedisc.Registry {
+	t.Helper()
+	r, err := filedisc.New(filedisc.Config{Dir: dir, Lease: 600 * time.Millisecond, PollInterval: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func TestContract(t *testing.T) {
+	t.Parallel()
+	disctest.Run(t, func(t *testing.T) discovery.Registry { return newRegistry(t, t.TempDir()) })
+}
+
+// A record left by a process that died is not listed, even within its lease.
+func TestDeadProcessIsNotListed(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	r := newRegistry(t, dir)
+	host, _ := os.Hostname()
+	rec := map[string]any{
+		"id": "decode-dead", "role": "decode", "version": "v1", "address": "127.0.0.1:9000",
+		"pid": 1 << 22, "host": host, "expires": time.Now().Add(time.Hour),
+	}
+	b, _ := json.Marshal(rec)
+	if err := os.MkdirAll(filepath.Join(dir, "decode"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "decode", "decode-dead.json"), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got, err := r.Instances(t.Context(), "decode")
+	if err != nil || len(got) != 0 {
+		t.Fatalf("Instances = %v, %v; want none (pid is not running)", got, err)
+	}
+}
+
+// An expired lease is not listed; a renewing registration outlives many leases.
+func TestLeaseRenewalAndExpiry(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	r := newRegistry(t, dir)
+	reg, err := r.Register(t.Context(), disctest.Instance("router-1", discovery.RoleRouter))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reg.Deregister(t.Context())
+	time.Sleep(3 * 600 * time.Millisecond) // several leases: renewal keeps it listed
+	disctest.Eventually(t, r, discovery.RoleRouter, disctest.HasIDs("router-1"), "renewed record listed")
+
+	stale := map[string]any{"id": "router-old", "role": "router", "version": "v1", "address": "127.0.0.1:9001",
+		"pid": os.Getpid(), "expires": time.Now().Add(-time.Second)}
+	b, _ := json.Marshal(stale)
+	if err := os.WriteFile(filepath.Join(dir, "router", "router-old.json"), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	disctest.Eventually(t, r, discovery.RoleRouter, disctest.HasIDs("router-1"), "expired record ignored")
+}
+
+// Garbage in the directory is skipped, never fatal.
+func TestGarbageRecordsSkipped(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	r := newRegistry(t, dir)
+	if err := os.MkdirAll(filepath.Join(dir, "decode"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	_ = os.WriteFile(filepath.Join(dir, "decode", "junk.json"), []byte("{not json"), 0o644)
+	if got, err := r.Instances(t.Context(), "decode"); err != nil || len(got) != 0 {
+		t.Fatalf("Instances = %v, %v", got, err)
+	}
+}
+
+func TestNewRejectsEmptyDir(t *testing.T) {
+	t.Parallel()
+	if _, err := filedisc.New(filedisc.Config{}); err == nil {
+		t.Fatal("New with empty dir succeeded")
+	}
+}

@@ -1,0 +1,243 @@
+// Package server is the runtime every Switchyard service shares: one h2c
+// HTTP server carrying the service's Connect handlers, gRPC health and
+// reflection, the InfoService, Prometheus metrics and plain health
+// endpoints, with the interceptors every handler gets (tracing, metrics,
+// logging, panic recovery, deadlines), discovery registration, and graceful
+// shutdown.
+//
+// Shutdown order matters and is fixed here so no service gets it wrong: when
+// the run context ends the instance turns unhealthy (gRPC health
+// NOT_SERVING, discovery critical), deregisters, lets in-flight requests and
+// streams finish for up to DrainTimeout, then closes what is left.
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"connectrpc.com/connect"
+	"connectrpc.com/grpchealth"
+	"connectrpc.com/grpcreflect"
+	"connectrpc.com/otelconnect"
+
+	"switchyard.dev/gen/switchyard/mesh/v1/meshv1connect"
+	"switchyard.dev/libs/mesh/discovery"
+	"switchyard.dev/libs/mesh/telemetry"
+)
+
+// Config configures one service instance's server.
+type Config struct {
+	Instance discovery.Instance // Address may be empty: the bound address is used
+	Listen   string             // host:port to bind
+	// Registry is where the instance registers; nil means it does not.
+	Registry     discovery.Registry
+	Telemetry    *telemetry.Telemetry
+	Logger       *slog.Logger
+	DrainTimeout time.Duration // default 10s
+	// UnaryTimeout is the deadline of unary handlers whose caller set none
+	// (default 30s); callers' deadlines are capped at 10× it.
+	UnaryTimeout time.Duration
+	// MaxRequestBytes bounds one RPC message (default 16 MiB).
+	MaxRequestBytes int
+	// Info adds service-specific detail to InfoService responses.
+	Info InfoFunc
+}
+
+// Server is one instance's HTTP server.
+type Server struct {
+	cfg      Config
+	mux      *http.ServeMux
+	checker  *grpchealth.StaticChecker
+	services []string
+	opts     []connect.HandlerOption
+	started  time.Time
+
+	mu       sync.Mutex
+	ln       net.Listener
+	draining bool
+}
+
+// New builds a server; handlers are added with Mount and Handle before Serve.
+func New(cfg Config) (*Server, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Telemetry == nil {
+		return nil, errors.New("server: nil telemetry")
+	}
+	if cfg.DrainTimeout <= 0 {
+		cfg.DrainTimeout = 10 * time.Second
+	}
+	if cfg.UnaryTimeout <= 0 {
+		cfg.UnaryTimeout = 30 * time.Second
+	}
+	if cfg.MaxRequestBytes <= 0 {
+		cfg.MaxRequestBytes = 16 << 20
+	}
+	otel, err := otelconnect.NewInterceptor(
+		otelconnect.WithTracerProvider(cfg.Telemetry.Tracer),
+		otelconnect.WithMeterProvider(cfg.Telemetry.Meter),
+		otelconnect.WithPropagator(cfg.Telemetry.Propagator),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("server: otel interceptor: %w", err)
+	}
+	s := &Server{cfg: cfg, mux: http.NewServeMux(), checker: grpchealth.NewStaticChecker(), started: time.Now()}
+	s.opts = []connect.HandlerOption{
+		connect.WithInterceptors(otel, loggingInterceptor{cfg.Logger}, deadlineInterceptor{def: cfg.UnaryTimeout, max: 10 * cfg.UnaryTimeout}),
+		connect.WithRecover(recoverHandler(cfg.Logger)),
+		connect.WithReadMaxBytes(cfg.MaxRequestBytes),
+	}
+	s.Mount(meshv1connect.NewInfoServiceHandler(&infoService{s: s}, s.opts...))
+	s.mux.Handle("GET /metrics", cfg.Telemetry.MetricsHandler())
+	s.mux.HandleFunc("GET /live", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok\n")) })
+	s.mux.HandleFunc("GET /ready", s.ready)
+	s.mux.HandleFunc("GET /health", s.ready)
+	return s, nil
+}
+
+// HandlerOptions are the options every Connect handler of this service must
+// use (interceptors, limits, recovery).
+func (s *Server) HandlerOptions() []connect.HandlerOption { return s.opts }
+
+// Mount adds a Connect handler as returned by a generated New...Handler.
+func (s *Server) Mount(path string, h http.Handler) {
+	s.mux.Handle(path, h)
+	s.services = append(s.services, strings.Trim(path, "/"))
+}
+
+// Handle adds a plain HTTP handler (the frontend's OpenAI API).
+func (s *Server) Handle(pattern string, h http.Handler) { s.mux.Handle(pattern, h) }
+
+// Listen binds the listener; Addr is valid afterwards.
+func (s *Server) Listen() (net.Addr, error) {
+	ln, err := net.Listen("tcp", s.cfg.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("listen %q: %w", s.cfg.Listen, err)
+	}
+	s.mu.Lock()
+	s.ln = ln
+	s.mu.Unlock()
+	return ln.Addr(), nil
+}
+
+// Instance is the instance as registered (address filled in after Listen).
+func (s *Server) Instance() discovery.Instance {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	in := s.cfg.Instance.Clone()
+	if in.Address == "" && s.ln != nil {
+		in.Address = s.ln.Addr().String()
+	}
+	return in
+}
+
+func (s *Server) ready(w http.ResponseWriter, _ *http.Request) {
+	s.mu.Lock()
+	draining := s.draining
+	s.mu.Unlock()
+	w.Header().Set("Content-Type", "application/json")
+	if draining {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		fmt.Fprintf(w, `{"status":"draining","version":%q}`+"\n", s.cfg.Instance.Version)
+		return
+	}
+	fmt.Fprintf(w, `{"status":"ok","role":%q,"version":%q}`+"\n", s.cfg.Instance.Role, s.cfg.Instance.Version)
+}
+
+// Serve serves until ctx ends, then shuts down gracefully. It registers the
+// instance once serving and deregisters before draining.
+func (s *Server) Serve(ctx context.Context) error {
+	if s.ln == nil {
+		if _, err := s.Listen(); err != nil {
+			return err
+		}
+	}
+	s.mux.Handle(grpchealth.NewHandler(s.checker, s.opts...))
+	reflector := grpcreflect.NewStaticReflector(append([]string{grpchealth.HealthV1ServiceName}, s.services...)...)
+	s.mux.Handle(grpcreflect.NewHandlerV1(reflector))
+	s.mux.Handle(grpcreflect.NewHandlerV1Alpha(reflector))
+	s.checker.SetStatus("", grpchealth.StatusServing)
+	for _, svc := range s.services {
+		s.checker.SetStatus(svc, grpchealth.StatusServing)
+	}
+
+	protocols := new(http.Protocols)
+	protocols.SetHTTP1(true)
+	protocols.SetUnencryptedHTTP2(true)
+	hs := &http.Server{
+		Handler:           s.mux,
+		ReadHeaderTimeout: 10 * time.Second,
+		MaxHeaderBytes:    1 << 20,
+		IdleTimeout:       2 * time.Minute,
+		Protocols:         protocols,
+		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(s.ln) }()
+
+	var reg discovery.Registration
+	if s.cfg.Registry != nil {
+		r, err := s.cfg.Registry.Register(context.WithoutCancel(ctx), s.Instance())
+		if err != nil {
+			_ = hs.Close()
+			return fmt.Errorf("register %s: %w", s.cfg.Instance.ID, err)
+		}
+		reg = r
+	}
+	s.cfg.Logger.Info("serving", "role", s.cfg.Instance.Role, "id", s.cfg.Instance.ID, "addr", s.ln.Addr().String(), "version", s.cfg.Instance.Version)
+
+	select {
+	case err := <-errc:
+		if reg != nil {
+			_ = reg.Deregister(context.Background())
+		}
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+	return s.shutdown(hs, reg)
+}
+
+func (s *Server) shutdown(hs *http.Server, reg discovery.Registration) error {
+	s.cfg.Logger.Info("shutting down", "drain_timeout", s.cfg.DrainTimeout)
+	s.mu.Lock()
+	s.draining = true
+	s.mu.Unlock()
+	s.checker.SetStatus("", grpchealth.StatusNotServing)
+	for _, svc := range s.services {
+		s.checker.SetStatus(svc, grpchealth.StatusNotServing)
+	}
+	var errs []error
+	if reg != nil {
+		bg, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_ = reg.SetHealth(bg, discovery.Critical)
+		if err := reg.Deregister(bg); err != nil {
+			errs = append(errs, err)
+		}
+		cancel()
+	}
+	drain, cancel := context.WithTimeout(context.Background(), s.cfg.DrainTimeout)
+	defer cancel()
+	if err := hs.Shutdown(drain); err != nil {
+		s.cfg.Logger.Warn("drain timed out; closing remaining connections", "err", err)
+		errs = append(errs, hs.Close())
+	}
+	errs = append(errs, s.cfg.Telemetry.Shutdown(drain))
+	s.cfg.Logger.Info("stopped")
+	return errors.Join(errs...)
+}
+
+// UpdateInstance edits the instance before Serve registers it (for example
+// to set the model and KV capacity that a worker learns while loading).
+func (s *Server) UpdateInstance(f func(*discovery.Instance)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	f(&s.cfg.Instance)
+}

@@ -1,0 +1,152 @@
+// Package service is the lifecycle every Switchyard binary shares: parse and
+// validate flags, build logger, telemetry and discovery, let the service
+// mount its handlers, serve until the context ends (SIGINT/SIGTERM in
+// main), then shut down gracefully. A service's main is one line, and tests
+// start whole services in-process through Run.
+package service
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+
+	"switchyard.dev/libs/mesh/config"
+	"switchyard.dev/libs/mesh/discovery"
+	"switchyard.dev/libs/mesh/server"
+	"switchyard.dev/libs/mesh/telemetry"
+)
+
+// Spec describes one service.
+type Spec struct {
+	Role          string
+	Version       string
+	DefaultListen string
+	// Flags registers the service's own flags.
+	Flags func(fs *flag.FlagSet)
+	// Validate checks the service's own flags after parsing.
+	Validate func() error
+	// Setup mounts handlers and starts background work bound to ctx, which
+	// ends when shutdown begins. It may edit rt.Instance before serving.
+	Setup func(ctx context.Context, rt *Runtime) error
+}
+
+// Env is the process environment, injected so tests can run services
+// in-process.
+type Env struct {
+	Args   []string
+	Stdout io.Writer
+	Stderr io.Writer
+	Getenv func(string) string
+	// Ready, if set, is called with the bound address once serving.
+	Ready func(net.Addr)
+}
+
+// Runtime is what Setup gets to work with.
+type Runtime struct {
+	Logger    *slog.Logger
+	Registry  discovery.Registry // nil with -discovery=none
+	Server    *server.Server
+	Telemetry *telemetry.Telemetry
+	Common    config.Common
+}
+
+// Exit codes.
+const (
+	ExitOK    = 0
+	ExitError = 1
+	ExitUsage = 2
+)
+
+// Run runs the service until ctx ends and returns the process exit code.
+func Run(ctx context.Context, spec Spec, env Env) int {
+	if env.Getenv == nil {
+		env.Getenv = func(string) string { return "" }
+	}
+	fs := flag.NewFlagSet(spec.Role, flag.ContinueOnError)
+	fs.SetOutput(env.Stderr)
+	var common config.Common
+	common.Register(fs, spec.DefaultListen, env.Getenv)
+	showVersion := fs.Bool("version", false, "print the version and exit")
+	if spec.Flags != nil {
+		spec.Flags(fs)
+	}
+	if err := fs.Parse(env.Args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return ExitOK
+		}
+		return ExitUsage // flag already printed the error and usage
+	}
+	if *showVersion {
+		fmt.Fprintf(env.Stdout, "%s %s\n", spec.Role, spec.Version)
+		return ExitOK
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(env.Stderr, "%s: unexpected argument %q\n", spec.Role, fs.Arg(0))
+		return ExitUsage
+	}
+	if err := common.Validate(); err != nil {
+		fmt.Fprintf(env.Stderr, "%s: %v\n", spec.Role, err)
+		return ExitUsage
+	}
+	if spec.Validate != nil {
+		if err := spec.Validate(); err != nil {
+			fmt.Fprintf(env.Stderr, "%s: %v\n", spec.Role, err)
+			return ExitUsage
+		}
+	}
+	log := common.Logger(env.Stderr, spec.Role)
+	if err := run(ctx, spec, env, common, log); err != nil {
+		log.Error("exiting", "err", err)
+		fmt.Fprintf(env.Stderr, "%s: %v\n", spec.Role, err)
+		return ExitError
+	}
+	return ExitOK
+}
+
+func run(ctx context.Context, spec Spec, env Env, common config.Common, log *slog.Logger) error {
+	id := common.ID(spec.Role)
+	tel, err := telemetry.New(ctx, telemetry.Config{Service: "switchyard-" + spec.Role, Version: spec.Version, InstanceID: id, Getenv: env.Getenv, Stdout: env.Stdout})
+	if err != nil {
+		return err
+	}
+	reg, err := common.OpenRegistry(ctx, log)
+	if err != nil {
+		_ = tel.Shutdown(context.Background())
+		return err
+	}
+	srv, err := server.New(server.Config{
+		Instance:     discovery.Instance{ID: id, Role: spec.Role, Version: spec.Version, Address: common.Advertise, Tags: common.TagList()},
+		Listen:       common.Listen,
+		Registry:     reg,
+		Telemetry:    tel,
+		Logger:       log,
+		DrainTimeout: common.DrainTimeout,
+	})
+	if err != nil {
+		_ = tel.Shutdown(context.Background())
+		return err
+	}
+	addr, err := srv.Listen()
+	if err != nil {
+		_ = tel.Shutdown(context.Background())
+		return fmt.Errorf("-listen=%q: %w", common.Listen, err)
+	}
+	// Background work stops when shutdown begins, before the drain.
+	workCtx, stopWork := context.WithCancel(ctx)
+	defer stopWork()
+	rt := &Runtime{Logger: log, Registry: reg, Server: srv, Telemetry: tel, Common: common}
+	if spec.Setup != nil {
+		if err := spec.Setup(workCtx, rt); err != nil {
+			_ = tel.Shutdown(context.Background())
+			return err
+		}
+	}
+	if env.Ready != nil {
+		env.Ready(addr)
+	}
+	return srv.Serve(ctx)
+}

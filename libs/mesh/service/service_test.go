@@ -1,0 +1,107 @@
+package service_test
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"switchyard.dev/libs/mesh/discovery"
+	"switchyard.dev/libs/mesh/discovery/disctest"
+	"switchyard.dev/libs/mesh/discovery/filedisc"
+	"switchyard.dev/libs/mesh/meshtest"
+	"switchyard.dev/libs/mesh/service"
+)
+
+func spec() service.Spec {
+	return service.Spec{Role: "planner", Version: "v0.0.1-test", DefaultListen: "127.0.0.1:0"}
+}
+
+func get(t *testing.T, url string) (int, string) {
+	t.Helper()
+	res, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	return res.StatusCode, string(b)
+}
+
+// Two instances in one process, each with its own metrics, health and
+// registration: nothing global is shared.
+func TestTwoInstancesRegisterServeAndDeregister(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	a := meshtest.Start(t, spec(), "-discovery-dir", dir, "-id", "planner-a", "-tags", "canary")
+	b := meshtest.Start(t, spec(), "-discovery-dir", dir, "-id", "planner-b")
+	reg, err := filedisc.New(filedisc.Config{Dir: dir, PollInterval: 10 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ins := disctest.Eventually(t, reg, discovery.RolePlanner, disctest.HasIDs("planner-a", "planner-b"), "both registered")
+	if !ins[0].HasTag("canary") || ins[0].Version != "v0.0.1-test" || ins[0].Address != a.Addr {
+		t.Fatalf("record = %+v", ins[0])
+	}
+	for _, r := range []*meshtest.Running{a, b} {
+		meshtest.CheckGRPC(t, r.Addr, "planner")
+		if code, body := get(t, r.URL()+"/health"); code != 200 || !strings.Contains(body, "v0.0.1-test") {
+			t.Fatalf("/health = %d %s", code, body)
+		}
+		if code, body := get(t, r.URL()+"/metrics"); code != 200 || !strings.Contains(body, "go_goroutines") {
+			t.Fatalf("/metrics = %d", code)
+		}
+	}
+	// the metrics of a count its own RPCs only
+	if _, body := get(t, a.URL()+"/metrics"); !strings.Contains(body, "rpc_server") {
+		t.Fatalf("/metrics of a lacks rpc metrics:\n%s", body)
+	}
+	if code := a.Stop(t); code != 0 {
+		t.Fatalf("exit code %d:\n%s", code, a.Log())
+	}
+	disctest.Eventually(t, reg, discovery.RolePlanner, disctest.HasIDs("planner-b"), "a deregistered on shutdown")
+}
+
+func TestBadSettingsFailFast(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-listen", "nonsense"}, `-listen="nonsense"`},
+		{[]string{"-listen", "127.0.0.1:70000"}, `-listen="127.0.0.1:70000"`},
+		{[]string{"-discovery", "zookeeper"}, `-discovery="zookeeper"`},
+		{[]string{"-log-level", "loud"}, `-log-level="loud"`},
+		{[]string{"-no-such-flag"}, "flag provided but not defined: -no-such-flag"},
+		{[]string{"stray"}, `unexpected argument "stray"`},
+		{[]string{"-discovery", "consul", "-consul-addr", "127.0.0.1:1"}, `-consul-addr="127.0.0.1:1"`},
+	}
+	for _, tc := range cases {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			t.Parallel()
+			var out bytes.Buffer
+			code := service.Run(context.Background(), spec(), service.Env{Args: tc.args, Stdout: &out, Stderr: &out})
+			if code == 0 || !strings.Contains(out.String(), tc.want) {
+				t.Fatalf("code %d, output %q; want non-zero and %q", code, out.String(), tc.want)
+			}
+		})
+	}
+}
+
+func TestServiceFlagsAndVersion(t *testing.T) {
+	t.Parallel()
+	var n int
+	s := spec()
+	s.Flags = func(fs *flag.FlagSet) { fs.IntVar(&n, "workers", 1, "") }
+	var out bytes.Buffer
+	if code := service.Run(context.Background(), s, service.Env{Args: []string{"-workers", "3", "-version"}, Stdout: &out, Stderr: &out}); code != 0 {
+		t.Fatalf("code %d: %s", code, out.String())
+	}
+	if n != 3 || out.String() != "planner v0.0.1-test\n" {
+		t.Fatalf("n=%d out=%q", n, out.String())
+	}
+}
