@@ -46,10 +46,10 @@ type Registry struct {
 // record is the on-disk form of an instance.
 type record struct {
 	discovery.Instance
-	PID       int       `json:"pid"`
-	Host      string    `json:"host"`
-	Expires   time.Time `json:"expires"`
-	Critical  bool      `json:"critical,omitempty"`
+	PID      int       `json:"pid"`
+	Host     string    `json:"host"`
+	Expires  time.Time `json:"expires"`
+	Critical bool      `json:"critical,omitempty"`
 }
 
 // New returns a registry over cfg.Dir, creating it if needed.
