@@ -3,6 +3,7 @@ package radix
 import (
 	"fmt"
 	"runtime"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -211,4 +212,52 @@ func (c *cpuMeter) report(b *testing.B, blocks int) {
 	if c.ok && blocks > 0 {
 		b.ReportMetric(float64(c.total.Nanoseconds())/float64(blocks), "cpu-ns/block")
 	}
+}
+
+// BenchmarkMatchWhileWriting runs Matches on every core while one
+// goroutine keeps applying Stored and Removed batches: readers take no
+// lock, so their cost should stay close to BenchmarkMatch.
+func BenchmarkMatchWhileWriting(b *testing.B) {
+	env := newBenchEnv(b, 64)
+	stop := make(chan struct{})
+	writerDone := make(chan struct{})
+	go func() {
+		defer close(writerDone)
+		hs := make([]uint64, storeBatch)
+		ev := make([]Event, 1)
+		for ctr := uint64(0); ; ctr++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			w := int(ctr) % len(env.names)
+			for j := range hs {
+				hs[j] = mix(ctr<<8 | uint64(j) | 1<<62)
+			}
+			ev[0] = StoredEvent(TierDevice, hs...)
+			_ = env.ix.ApplyBatch(env.names[w], env.next[w], ev)
+			ev[0] = RemovedEvent(TierDevice, hs...)
+			_ = env.ix.ApplyBatch(env.names[w], env.next[w]+1, ev)
+			env.next[w] += 2
+		}
+	}()
+	var blocks atomic.Int64
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		var r Result
+		n, i := 0, 0
+		for pb.Next() {
+			q := env.queries[i%len(env.queries)]
+			i++
+			env.ix.MatchInto(&r, q)
+			n += len(q)
+		}
+		blocks.Add(int64(n))
+	})
+	b.StopTimer()
+	close(stop)
+	<-writerDone
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(blocks.Load()), "ns/block")
 }

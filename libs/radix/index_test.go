@@ -255,3 +255,28 @@ func checkResult(r *Result, q []uint64, pinned int) error {
 	}
 	return nil
 }
+
+// TestMatchDoesNotAllocate pins the hot-path promise: a reused Result
+// makes MatchInto allocation-free, including through big holder sets.
+// (Not parallel: AllocsPerRun forbids it.)
+func TestMatchDoesNotAllocate(t *testing.T) {
+	ix := New()
+	for i := range 40 {
+		name := fmt.Sprint("w", i)
+		if err := ix.AddWorker(name); err != nil {
+			t.Fatal(err)
+		}
+		if err := ix.Apply(name, StoredEvent(Tier(i%NumTiers), chain(1, 0, 10+i)...)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var r Result
+	q := chain(1, 0, 60)
+	ix.MatchInto(&r, q) // grow the buffers
+	if allocs := testing.AllocsPerRun(100, func() { ix.MatchInto(&r, q) }); allocs != 0 {
+		t.Fatalf("MatchInto allocates %.1f times per call", allocs)
+	}
+	if r.Longest != 49 || len(r.Workers) != 40 {
+		t.Fatalf("Longest %d, %d workers", r.Longest, len(r.Workers))
+	}
+}
