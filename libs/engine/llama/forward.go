@@ -162,16 +162,7 @@ func (e *Executor) attention(out, q, att []float32, blocks []int, l, pos int) {
 		for t0 := 0; t0 <= pos; t0 += bs {
 			n := min(bs, pos+1-t0)
 			base := blocks[t0/bs]*e.blockFloats + kOff + head
-			kb := e.kv[base : base+(n-1)*kvd+hs]
-			for s := range n {
-				kt := kb[s*kvd : s*kvd+hs]
-				kt = kt[:len(qh)]
-				var score float32
-				for i, qv := range qh {
-					score += qv * kt[i]
-				}
-				att[t0+s] = score / scale
-			}
+			scores(att[t0:t0+n], qh, e.kv[base:base+(n-1)*kvd+hs], kvd, scale)
 		}
 		e.softmax(att)
 		oh := out[h*hs : (h+1)*hs]
@@ -179,15 +170,63 @@ func (e *Executor) attention(out, q, att []float32, blocks []int, l, pos int) {
 		for t0 := 0; t0 <= pos; t0 += bs {
 			n := min(bs, pos+1-t0)
 			base := blocks[t0/bs]*e.blockFloats + vOff + head
-			vb := e.kv[base : base+(n-1)*kvd+hs]
-			for s := range n {
-				vt := vb[s*kvd : s*kvd+hs]
-				vt = vt[:len(oh)]
-				a := att[t0+s]
-				for i := range oh {
-					oh[i] += a * vt[i]
-				}
-			}
+			weighted(oh, att[t0:t0+n], e.kv[base:base+(n-1)*kvd+hs], kvd)
+		}
+	}
+}
+
+// scores sets att[s] = (q . k_s) / scale for the rows k_s = kb[s*stride:],
+// summing in index order like run.c; head size 8 is unrolled.
+func scores(att, q, kb []float32, stride int, scale float32) {
+	if len(q) == 8 {
+		q := q[:8:8]
+		for s := range att {
+			k := kb[s*stride : s*stride+8 : s*stride+8]
+			score := q[0] * k[0]
+			score += q[1] * k[1]
+			score += q[2] * k[2]
+			score += q[3] * k[3]
+			score += q[4] * k[4]
+			score += q[5] * k[5]
+			score += q[6] * k[6]
+			score += q[7] * k[7]
+			att[s] = score / scale
+		}
+		return
+	}
+	for s := range att {
+		k := kb[s*stride : s*stride+len(q)]
+		var score float32
+		for i, qv := range q {
+			score += qv * k[i]
+		}
+		att[s] = score / scale
+	}
+}
+
+// weighted adds sum_s att[s] * v_s to out, position by position.
+func weighted(out, att, vb []float32, stride int) {
+	if len(out) == 8 {
+		o := out[:8:8]
+		o0, o1, o2, o3, o4, o5, o6, o7 := o[0], o[1], o[2], o[3], o[4], o[5], o[6], o[7]
+		for s, a := range att {
+			v := vb[s*stride : s*stride+8 : s*stride+8]
+			o0 += a * v[0]
+			o1 += a * v[1]
+			o2 += a * v[2]
+			o3 += a * v[3]
+			o4 += a * v[4]
+			o5 += a * v[5]
+			o6 += a * v[6]
+			o7 += a * v[7]
+		}
+		o[0], o[1], o[2], o[3], o[4], o[5], o[6], o[7] = o0, o1, o2, o3, o4, o5, o6, o7
+		return
+	}
+	for s, a := range att {
+		v := vb[s*stride : s*stride+len(out)]
+		for i := range out {
+			out[i] += a * v[i]
 		}
 	}
 }

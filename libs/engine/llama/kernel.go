@@ -2,7 +2,6 @@ package llama
 
 import (
 	"fmt"
-	"math"
 
 	"github.com/viterin/vek/vek32"
 )
@@ -14,8 +13,8 @@ const (
 	// KernelSIMD uses github.com/viterin/vek (AVX2+FMA assembly where the
 	// CPU has it, vek's own Go loops otherwise).
 	KernelSIMD Kernel = iota
-	// KernelGo is plain Go with run.c's rounding (no fused multiply-add):
-	// slower, but bit-identical on every platform.
+	// KernelGo is plain Go with run.c's operation order; on amd64 (where
+	// Go never fuses multiply-add) it also has run.c's rounding. Slower.
 	KernelGo
 )
 
@@ -41,14 +40,14 @@ func (k Kernel) matmul() matmul {
 	return matmulSIMD
 }
 
-// expInPlace replaces every x[i] with e^x[i], as float64 math.Exp rounded
-// to float32 for both kernels: vek's vectorized exp returns garbage for the
-// large negative inputs softmax produces, so it is not used.
+// expInPlace replaces every x[i] with e^x[i] via expf32 for both kernels
+// (vek's vectorized exp returns garbage for the large negative inputs
+// softmax produces, so it is not used).
 func (k Kernel) expInPlace() func([]float32) { return expGo }
 
 func expGo(x []float32) {
 	for i, v := range x {
-		x[i] = float32(math.Exp(float64(v)))
+		x[i] = expf32(v)
 	}
 }
 
