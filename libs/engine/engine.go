@@ -37,7 +37,7 @@ type Config struct {
 	// MaxBatchTokens is the per-step token budget; default 512. Prompts
 	// longer than the remaining budget are prefilled in chunks.
 	MaxBatchTokens int
-	MaxRunning     int // cap on running sequences; default 64
+	MaxRunning     int // cap on running sequences; default 64, at most MaxBatchTokens
 	// WatermarkFraction of blocks stays free after admitting a request;
 	// default 0.01.
 	WatermarkFraction float64
@@ -64,6 +64,9 @@ func (c *Config) fill(m executor.Model) error {
 	if c.MaxRunning == 0 {
 		c.MaxRunning = 64
 	}
+	// Every running sequence needs at least one token of budget per step,
+	// or the ones at the back of the queue would never advance.
+	c.MaxRunning = min(c.MaxRunning, c.MaxBatchTokens)
 	if c.WatermarkFraction == 0 {
 		c.WatermarkFraction = 0.01
 	}

@@ -64,7 +64,7 @@ func (e *Executor) plan(b *executor.Batch) error {
 	for _, p := range s.pos {
 		s.work += p + 1
 	}
-	s.workers = min(e.threads, max(1, s.work/minParallelWork), n)
+	s.workers = min(e.threads, max(1, s.work/minParallelWork, n/minParallelRows), n)
 	for len(s.atts) < s.workers {
 		s.atts = append(s.atts, make([]float32, e.c.SeqLen))
 	}
@@ -74,36 +74,54 @@ func (e *Executor) plan(b *executor.Batch) error {
 	return nil
 }
 
+// layer runs transformer layer l over every row. Rows are split across
+// workers in two phases: K/V of all rows are written before any row
+// attends, because a prefill chunk's later rows read its earlier rows' K/V.
 func (e *Executor) layer(b *executor.Batch, l int) {
+	e.parallelRows(func(r0, r1 int, _ []float32) { e.qkv(b, l, r0, r1) })
+	e.parallelRows(func(r0, r1 int, att []float32) { e.attendFFN(b, l, r0, r1, att) })
+}
+
+// qkv normalizes rows [r0, r1), projects Q, K, V, rotates, and stores
+// K and V in the paged cache.
+func (e *Executor) qkv(b *executor.Batch, l, r0, r1 int) {
 	s, w, c := &e.s, &e.m.Weights, e.c
-	n, d, kvd, h := s.rows, c.Dim, c.KVDim(), c.HiddenDim
-	for r := range n {
+	n, d, kvd := r1-r0, c.Dim, c.KVDim()
+	for r := r0; r < r1; r++ {
 		rmsnorm(s.xb[r*d:(r+1)*d], s.x[r*d:(r+1)*d], w.RMSAtt[l*d:(l+1)*d])
 	}
-	e.mm(s.q, s.xb, w.WqT[l*d*d:], n, d, d)
-	e.mm(s.k, s.xb, w.WkT[l*d*kvd:], n, d, kvd)
-	e.mm(s.v, s.xb, w.WvT[l*d*kvd:], n, d, kvd)
-	for r := range n {
+	xb := s.xb[r0*d : r1*d]
+	e.mm(s.q[r0*d:r1*d], xb, w.WqT[l*d*d:], n, d, d)
+	e.mm(s.k[r0*kvd:r1*kvd], xb, w.WkT[l*d*kvd:], n, d, kvd)
+	e.mm(s.v[r0*kvd:r1*kvd], xb, w.WvT[l*d*kvd:], n, d, kvd)
+	for r := r0; r < r1; r++ {
 		e.rope(s.q[r*d:(r+1)*d], s.k[r*kvd:(r+1)*kvd], s.pos[r])
 		blocks := b.Items[s.item[r]].Blocks
 		copy(e.kvRow(blocks, l, 0, s.pos[r]), s.k[r*kvd:(r+1)*kvd])
 		copy(e.kvRow(blocks, l, 1, s.pos[r]), s.v[r*kvd:(r+1)*kvd])
 	}
-	e.parallelRows(func(r0, r1 int, att []float32) {
-		for r := r0; r < r1; r++ {
-			e.attention(s.xb[r*d:(r+1)*d], s.q[r*d:(r+1)*d], att, b.Items[s.item[r]].Blocks, l, s.pos[r])
-		}
-	})
-	e.mm(s.xb2, s.xb, w.WoT[l*d*d:], n, d, d)
-	addInto(s.x[:n*d], s.xb2[:n*d])
-	for r := range n {
-		rmsnorm(s.xb[r*d:(r+1)*d], s.x[r*d:(r+1)*d], w.RMSFFN[l*d:(l+1)*d])
+}
+
+// attendFFN runs attention, the output projection and the SwiGLU
+// feed-forward block for rows [r0, r1), with residual connections.
+func (e *Executor) attendFFN(b *executor.Batch, l, r0, r1 int, att []float32) {
+	s, w, c := &e.s, &e.m.Weights, e.c
+	n, d, h := r1-r0, c.Dim, c.HiddenDim
+	for r := r0; r < r1; r++ {
+		e.attention(s.xb[r*d:(r+1)*d], s.q[r*d:(r+1)*d], att, b.Items[s.item[r]].Blocks, l, s.pos[r])
 	}
-	e.mm(s.hb, s.xb, w.W1T[l*d*h:], n, d, h)
-	e.mm(s.hb2, s.xb, w.W3T[l*d*h:], n, d, h)
-	e.swiglu(s.hb[:n*h], s.hb2[:n*h], s.tmp[:n*h])
-	e.mm(s.xb, s.hb, w.W2T[l*h*d:], n, h, d)
-	addInto(s.x[:n*d], s.xb[:n*d])
+	x, xb, xb2 := s.x[r0*d:r1*d], s.xb[r0*d:r1*d], s.xb2[r0*d:r1*d]
+	hb, hb2 := s.hb[r0*h:r1*h], s.hb2[r0*h:r1*h]
+	e.mm(xb2, xb, w.WoT[l*d*d:], n, d, d)
+	addInto(x, xb2)
+	for r := range n {
+		rmsnorm(xb[r*d:(r+1)*d], x[r*d:(r+1)*d], w.RMSFFN[l*d:(l+1)*d])
+	}
+	e.mm(hb, xb, w.W1T[l*d*h:], n, d, h)
+	e.mm(hb2, xb, w.W3T[l*d*h:], n, d, h)
+	e.swiglu(hb, hb2, s.tmp[r0*h:r1*h])
+	e.mm(xb, hb, w.W2T[l*h*d:], n, h, d)
+	addInto(x, xb)
 }
 
 // classify computes logits for the rows that sample and draws tokens.
@@ -230,6 +248,10 @@ func weighted(out, att, vb []float32, stride int) {
 		}
 	}
 }
+
+// minParallelRows is the batch rows per extra goroutine: a row's
+// projections are ~0.5 MFLOP on stories260K, worth a goroutine hand-off.
+const minParallelRows = 2
 
 // minParallelWork is the attention work (positions summed over rows) per
 // extra goroutine; below it fan-out costs more than it saves.
