@@ -132,10 +132,14 @@ func New(cfg Config, exec executor.Executor, logger *slog.Logger) (*Engine, erro
 	}, nil
 }
 
-// Close releases the KV arena. Call it after Run has returned.
+// Close releases the KV arena. It fails while Run is active: the executor
+// may be reading the arena.
 func (e *Engine) Close() error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if e.running.Load() && !e.stopped {
+		return ErrStillRunning
+	}
 	e.stopped = true
 	return e.kv.Close()
 }
@@ -198,6 +202,12 @@ func (e *Engine) cancel(id uint64) {
 func (e *Engine) Run(ctx context.Context) error {
 	if !e.running.CompareAndSwap(false, true) {
 		return ErrAlreadyRunning
+	}
+	e.mu.Lock()
+	stopped := e.stopped
+	e.mu.Unlock()
+	if stopped {
+		return ErrStopped
 	}
 	defer e.shutdown()
 	var batch executor.Batch

@@ -223,6 +223,9 @@ func TestLifecycle(t *testing.T) {
 	if err := e.Run(ctx); !errors.Is(err, ErrAlreadyRunning) {
 		t.Fatalf("second Run = %v", err)
 	}
+	if err := e.Close(); !errors.Is(err, ErrStillRunning) {
+		t.Fatalf("Close while running = %v", err)
+	}
 	cancel()
 	wg.Wait()
 	if r := collect(t, st); r.final.Finish != FinishError || !errors.Is(r.final.Err, ErrStopped) {
@@ -233,6 +236,16 @@ func TestLifecycle(t *testing.T) {
 	}
 	if err := e.Close(); err != nil {
 		t.Fatal(err)
+	}
+	idle, err := New(Config{}, backends()[1].new(t), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := idle.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := idle.Run(t.Context()); !errors.Is(err, ErrStopped) {
+		t.Fatalf("Run after Close = %v", err)
 	}
 	if _, err := New(Config{BlockSize: -1}, backends()[1].new(t), nil); err == nil {
 		t.Fatal("negative block size accepted")

@@ -147,9 +147,8 @@ type stepSample struct {
 	tokens int
 }
 
-// stepStats keeps step timing; the clock is injectable for tests.
+// stepStats keeps step timing.
 type stepStats struct {
-	clock     func() time.Time
 	steps     int64
 	generated int64
 	last      time.Duration
@@ -157,14 +156,9 @@ type stepStats struct {
 	firstPlan time.Time
 }
 
-func (s *stepStats) now() time.Time {
-	if s.clock != nil {
-		return s.clock()
-	}
-	return time.Now()
-}
+func (s *stepStats) now() time.Time { return time.Now() }
 
-func (s *stepStats) planned(p *sched.Plan, _, _ int) {
+func (s *stepStats) planned(p *sched.Plan) {
 	if len(p.Items) > 0 && len(s.window) == 0 {
 		s.firstPlan = s.now()
 	}

@@ -73,7 +73,7 @@ func (e *Engine) plan() *sched.Plan {
 	if n := len(p.Preempted); n > 0 {
 		e.log.Debug("preempted sequences for KV space", "count", n, "free_blocks", e.kv.Available())
 	}
-	e.stats.planned(p, e.kv.Used(), e.kv.NumBlocks())
+	e.stats.planned(p)
 	return p
 }
 

@@ -87,8 +87,10 @@ var (
 	// ErrStopped is returned by Submit after Run returned, and carried by
 	// outputs of requests still in flight when it did.
 	ErrStopped = errors.New("engine: stopped")
-	// ErrAlreadyRunning is returned by a second concurrent Run.
+	// ErrAlreadyRunning is returned by a second Run.
 	ErrAlreadyRunning = errors.New("engine: already running")
+	// ErrStillRunning is returned by Close while Run is active.
+	ErrStillRunning = errors.New("engine: close while running")
 	// ErrKVCapacity ends a request that cannot fit in the KV cache.
 	ErrKVCapacity = errors.New("engine: request does not fit in the KV cache")
 )
