@@ -24,6 +24,7 @@ const (
 
 type benchEnv struct {
 	ix            *Index
+	loadNs        float64 // wall ns per block of the initial bulk load
 	names         []string
 	next          []uint64 // next sequence number per worker
 	queries       [][]uint64
@@ -57,6 +58,7 @@ func newBenchEnv(tb testing.TB, workers int) *benchEnv {
 	runtime.ReadMemStats(&before)
 	env := &benchEnv{ix: New(), next: make([]uint64, workers)}
 	seqs := benchBlocks / workers / seqLen
+	var loading time.Duration
 	for w := range workers {
 		name := fmt.Sprintf("worker-%03d", w)
 		env.names = append(env.names, name)
@@ -78,15 +80,18 @@ func newBenchEnv(tb testing.TB, workers int) *benchEnv {
 				env.queries = append(env.queries, q)
 			}
 		}
+		start := time.Now()
 		if err := env.ix.ApplyBatch(name, 0, evs); err != nil {
 			tb.Fatal(err)
 		}
+		loading += time.Since(start)
 		env.next[w] = 1
 	}
 	runtime.GC()
 	runtime.ReadMemStats(&after)
 	st := env.ix.Stats()
 	env.bytesPerBlock = float64(after.HeapAlloc-before.HeapAlloc) / float64(st.Blocks)
+	env.loadNs = float64(loading.Nanoseconds()) / float64(st.Holdings)
 	if st.Blocks < benchBlocks {
 		tb.Fatalf("only %d blocks", st.Blocks)
 	}
@@ -184,6 +189,9 @@ func BenchmarkStored(b *testing.B) {
 				b.ReportMetric(float64(removeTime.Nanoseconds())/float64(removed), "removed-ns/block")
 			}
 			b.ReportMetric(env.bytesPerBlock, "B/block")
+			b.ReportMetric(env.loadNs, "bulk-load-ns/block")
+			st := env.ix.Stats()
+			b.ReportMetric(16*float64(st.Slots)/float64(st.Blocks), "end-slot-B/block")
 		})
 	}
 }
