@@ -137,12 +137,12 @@ func StartConsul(t testing.TB) *Consul {
 	bin := Binary(t, "consul", "CONSUL_BIN")
 	dir := t.TempDir()
 	ports := map[string]int{}
-	for _, k := range []string{"http", "grpc", "serf-lan", "serf-wan", "server", "dns"} {
+	for _, k := range []string{"http", "grpc", "grpc-tls", "serf-lan", "serf-wan", "server", "dns"} {
 		ports[k] = FreePort(t)
 	}
 	args := []string{"agent", "-dev", "-bind", "127.0.0.1", "-client", "127.0.0.1",
 		"-node", "switchyard-test", "-log-level", "warn",
-		"-http-port", strconv.Itoa(ports["http"]), "-grpc-port", strconv.Itoa(ports["grpc"]),
+		"-http-port", strconv.Itoa(ports["http"]), "-grpc-port", strconv.Itoa(ports["grpc"]), "-grpc-tls-port", strconv.Itoa(ports["grpc-tls"]),
 		"-serf-lan-port", strconv.Itoa(ports["serf-lan"]), "-serf-wan-port", strconv.Itoa(ports["serf-wan"]),
 		"-server-port", strconv.Itoa(ports["server"]), "-dns-port", strconv.Itoa(ports["dns"])}
 	c := &Consul{Process: start(t, bin, args, filepath.Join(dir, "consul.log")), Addr: "127.0.0.1:" + strconv.Itoa(ports["http"])}
