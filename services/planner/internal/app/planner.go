@@ -1,0 +1,74 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+
+	"connectrpc.com/connect"
+
+	plannerv1 "switchyard.dev/gen/switchyard/planner/v1"
+	"switchyard.dev/libs/mesh/discovery"
+)
+
+// planner keeps the latest pools per role from discovery watches.
+type planner struct {
+	reg   discovery.Registry
+	mu    sync.Mutex
+	pools map[string][]discovery.Instance // by role
+}
+
+func newPlanner(reg discovery.Registry) *planner {
+	return &planner{reg: reg, pools: map[string][]discovery.Instance{}}
+}
+
+func (p *planner) watch(ctx context.Context) error {
+	for _, role := range []string{discovery.RolePrefill, discovery.RoleDecode} {
+		ch, err := p.reg.Watch(ctx, role)
+		if err != nil {
+			return fmt.Errorf("watch %s: %w", role, err)
+		}
+		go func() {
+			for ins := range ch {
+				p.mu.Lock()
+				p.pools[role] = ins
+				p.mu.Unlock()
+			}
+		}()
+	}
+	return nil
+}
+
+func (p *planner) GetPlan(context.Context, *connect.Request[plannerv1.GetPlanRequest]) (*connect.Response[plannerv1.GetPlanResponse], error) {
+	type key struct{ model, role string }
+	counts := map[key]uint32{}
+	p.mu.Lock()
+	for role, ins := range p.pools {
+		for _, in := range ins {
+			counts[key{in.Model, role}]++
+		}
+	}
+	p.mu.Unlock()
+	res := &plannerv1.GetPlanResponse{Reason: "observe-only: the planner does not scale pools yet"}
+	for k, n := range counts {
+		res.Pools = append(res.Pools, &plannerv1.PoolStatus{Model: k.model, Role: k.role, Observed: n, Desired: n})
+	}
+	slices.SortFunc(res.Pools, func(a, b *plannerv1.PoolStatus) int {
+		if a.Model != b.Model {
+			return cmpString(a.Model, b.Model)
+		}
+		return cmpString(a.Role, b.Role)
+	})
+	return connect.NewResponse(res), nil
+}
+
+func cmpString(a, b string) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
