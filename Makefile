@@ -1,0 +1,63 @@
+# Switchyard — run `make help` for the targets.
+#
+# Two commands matter: `make run` starts the whole mesh on loopback and serves
+# the OpenAI API at http://127.0.0.1:$(PORT); `make test` installs what the
+# tests need (Debian packages, a Consul built from source) and runs them all.
+
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+# Local stack settings (see README "Configuration").
+MODEL       ?=
+TOKENIZER   ?=
+EXECUTOR    ?= llama
+PREFILL     ?= 0
+DECODE      ?= 1
+ROUTERS     ?= 1
+ROUTER_MODE ?= kv
+DISCOVERY   ?= file
+PORT        ?= 8000
+export MODEL TOKENIZER EXECUTOR PREFILL DECODE ROUTERS ROUTER_MODE DISCOVERY PORT
+
+SERVICES := frontend router prefill decode kvbm-controller planner
+BIN      := $(CURDIR)/bin
+
+.PHONY: help
+help: ## list the targets
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[1m%-16s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+.PHONY: run
+run: build ## build and start the whole mesh; frontend at http://127.0.0.1:$(PORT) (vars: MODEL TOKENIZER EXECUTOR PREFILL DECODE ROUTERS ROUTER_MODE DISCOVERY PORT)
+	@scripts/run-local.sh
+
+.PHONY: test
+test: ## install test dependencies, then vet, race tests, integration tests (real Consul and Redis), buf checks, benchmark smoke run
+	@scripts/test.sh
+
+.PHONY: build
+build: ## build every service binary into bin/, version-stamped
+	@scripts/build.sh $(SERVICES)
+
+.PHONY: deps
+deps: ## install Debian packages and build Consul (done by `make test` when missing)
+	@scripts/deps.sh
+
+.PHONY: generate
+generate: ## regenerate gen/ from proto/ with the pinned buf and plugins
+	@scripts/buf.sh generate
+
+.PHONY: proto-check
+proto-check: ## buf lint, generated code up to date, buf breaking against the previous commit
+	@scripts/buf.sh check
+
+.PHONY: bench
+bench: ## run every benchmark for real (slow); numbers to compare, not assertions
+	@go test -run '^$$' -bench . -benchmem $$(scripts/modules.sh pkgs)
+
+.PHONY: fuzz
+fuzz: ## run each fuzz target for FUZZTIME (default 10s)
+	@scripts/fuzz.sh $${FUZZTIME:-10s}
+
+.PHONY: clean
+clean: ## remove build outputs
+	rm -rf bin results

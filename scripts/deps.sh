@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Installs what tests and DISCOVERY=consul need, only when missing:
+#   - Debian packages redis-server, libucx-dev, ucx-utils (apt-get, as root);
+#   - Consul v1.14.11 (MPL-2.0), built from source through the `tool`
+#     directive of tools/consul/go.mod into $SWITCHYARD_CACHE (default
+#     ~/.cache/switchyard), never into the repository.
+# Prints the consul binary path as its last line.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+cache="${SWITCHYARD_CACHE:-$HOME/.cache/switchyard}"
+consul="$cache/consul-v1.14.11"
+
+need=()
+command -v redis-server >/dev/null || need+=(redis-server)
+pkg-config --exists ucx 2>/dev/null || need+=(libucx-dev)
+command -v ucx_perftest >/dev/null || need+=(ucx-utils)
+if ((${#need[@]})); then
+  echo "deps: installing ${need[*]}" >&2
+  sudo=""; [ "$(id -u)" = 0 ] || sudo=sudo
+  $sudo apt-get update -qq >&2
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${need[@]}" >&2
+fi
+
+if [ ! -x "$consul" ]; then
+  echo "deps: building Consul v1.14.11 from source (first time only: ~2 GB of modules, several minutes)" >&2
+  mkdir -p "$cache"
+  (cd tools/consul && GOWORK=off go build -ldflags "-s -w" -o "$consul.tmp" github.com/hashicorp/consul) >&2
+  mv "$consul.tmp" "$consul"
+fi
+echo "$consul"

@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# Starts the whole Switchyard mesh on loopback (called by `make run` after
+# `make build`) and serves until Ctrl-C, then stops every process it started.
+#
+# Settings (environment, all optional):
+#   MODEL        llama2.c checkpoint; empty = the built-in tiny-random model
+#   TOKENIZER    tokenizer.bin for MODEL (default: found beside the model)
+#   EXECUTOR     llama | sim
+#   PREFILL      number of prefill workers (0 = aggregated serving)
+#   DECODE       number of decode workers
+#   ROUTERS      number of router replicas
+#   ROUTER_MODE  kv | round-robin | random | least-loaded
+#   DISCOVERY    file | consul (consul: a local dev agent is started too)
+#   PORT         the frontend's port (OpenAI API)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+: "${EXECUTOR:=llama}" "${PREFILL:=0}" "${DECODE:=1}" "${ROUTERS:=1}" "${ROUTER_MODE:=kv}" "${DISCOVERY:=file}" "${PORT:=8000}"
+die() { echo "run: $*" >&2; exit 2; }
+for v in PREFILL DECODE ROUTERS PORT; do [[ "${!v}" =~ ^[0-9]+$ ]] || die "$v=${!v}: want a number"; done
+(( DECODE >= 1 )) || die "DECODE=$DECODE: at least one decode worker is needed"
+(( ROUTERS >= 1 )) || die "ROUTERS=$ROUTERS: at least one router is needed"
+[ -z "${MODEL:-}" ] || [ -f "$MODEL" ] || die "MODEL=$MODEL: no such file"
+
+state=$(mktemp -d "${TMPDIR:-/tmp}/switchyard-run.XXXXXX")
+logs="$state/logs"; mkdir -p "$logs"
+pids=()
+cleanup() {
+  trap - INT TERM EXIT
+  echo; echo "run: stopping ${#pids[@]} processes"
+  for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
+  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+  echo "run: stopped; logs kept in $logs"
+}
+trap cleanup INT TERM EXIT
+
+common=(-discovery "$DISCOVERY")
+if [ "$DISCOVERY" = consul ]; then
+  consul=$(scripts/deps.sh | tail -1)
+  "$consul" agent -dev -bind 127.0.0.1 -client 127.0.0.1 -log-level warn >"$logs/consul.log" 2>&1 &
+  pids+=($!)
+  for _ in $(seq 100); do curl -fsS http://127.0.0.1:8500/v1/status/leader 2>/dev/null | grep -q : && break; sleep 0.2; done
+  common+=(-consul-addr 127.0.0.1:8500)
+  echo "run: consul dev agent at http://127.0.0.1:8500 (UI: /ui)"
+elif [ "$DISCOVERY" = file ]; then
+  common+=(-discovery-dir "$state/discovery")
+else
+  die "DISCOVERY=$DISCOVERY: want file or consul"
+fi
+
+worker=(-executor "$EXECUTOR")
+[ -n "${MODEL:-}" ] && worker+=(-model "$MODEL")
+[ -n "${TOKENIZER:-}" ] && worker+=(-tokenizer "$TOKENIZER")
+
+start() { # name binary args...
+  local name=$1; shift
+  "$@" >"$logs/$name.log" 2>&1 &
+  pids+=($!)
+  printf '  %-18s pid %-7s log %s\n' "$name" "$!" "$logs/$name.log"
+}
+echo "run: starting the mesh (state in $state)"
+for i in $(seq 0 $((DECODE - 1))); do
+  start "decode-$i" bin/decode "${common[@]}" "${worker[@]}" -id "decode-$i" -listen "127.0.0.1:$((9200 + i))"
+done
+for i in $(seq 0 $((PREFILL - 1))); do
+  start "prefill-$i" bin/prefill "${common[@]}" "${worker[@]}" -id "prefill-$i" -listen "127.0.0.1:$((9100 + i))"
+done
+for i in $(seq 0 $((ROUTERS - 1))); do
+  start "router-$i" bin/router "${common[@]}" -id "router-$i" -mode "$ROUTER_MODE" -listen "127.0.0.1:$((9000 + i))"
+done
+start kvbm-controller bin/kvbm-controller "${common[@]}" -id kvbm-controller-0 -listen 127.0.0.1:9300
+start planner bin/planner "${common[@]}" -id planner-0 -listen 127.0.0.1:9400
+start frontend bin/frontend "${common[@]}" -id frontend-0 -listen "127.0.0.1:$PORT"
+
+# Wait until every service answers its health endpoint.
+ports=($(seq 9200 $((9200 + DECODE - 1))) $(seq 9000 $((9000 + ROUTERS - 1))) 9300 9400 "$PORT")
+(( PREFILL > 0 )) && ports+=($(seq 9100 $((9100 + PREFILL - 1))))
+for port in "${ports[@]}"; do
+  ok=""
+  for _ in $(seq 300); do
+    curl -fsS "http://127.0.0.1:$port/health" >/dev/null 2>&1 && { ok=1; break; }
+    for p in "${pids[@]}"; do kill -0 "$p" 2>/dev/null || die "a process exited during start-up; see $logs"; done
+    sleep 0.2
+  done
+  [ -n "$ok" ] || die "127.0.0.1:$port not healthy after 60s; see $logs"
+done
+cat <<MSG
+
+Switchyard is up: OpenAI API at http://127.0.0.1:$PORT/v1  (Ctrl-C stops everything)
+  curl http://127.0.0.1:$PORT/v1/models
+  curl http://127.0.0.1:$PORT/v1/completions -H 'Content-Type: application/json' \\
+       -d '{"model":"<id from /v1/models>","prompt":"Once upon a time","max_tokens":32}'
+  buf curl --protocol grpc --http2-prior-knowledge http://127.0.0.1:9000/switchyard.mesh.v1.InfoService/GetInfo
+MSG
+wait -n "${pids[@]}" || true
+echo "run: a process exited; stopping the rest (see $logs)"

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# The one test command (`make test`, called by .ci/run). It installs what is
+# missing (scripts/deps.sh), then: gofmt, go vet, buf checks, every module
+# building alone (GOWORK=off), all tests with -race (integration tests start a
+# real Consul and redis-server on free loopback ports), and every benchmark
+# once so none rots. Any failure fails the run.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export CGO_CFLAGS="${CGO_CFLAGS:--O2 -g -Wno-deprecated-declarations}"
+export UCX_NET_DEVICES="${UCX_NET_DEVICES:-lo}"
+start=$(date +%s)
+step() { printf '\n== %s (%ds)\n' "$*" "$(( $(date +%s) - start ))"; }
+
+step "dependencies"
+CONSUL_BIN=$(scripts/deps.sh | tail -1)
+REDIS_BIN=$(command -v redis-server)
+export CONSUL_BIN REDIS_BIN
+echo "consul: $CONSUL_BIN"; echo "redis:  $REDIS_BIN"
+
+mapfile -t mods < <(scripts/modules.sh mods)
+mapfile -t pkgs < <(scripts/modules.sh pkgs)
+
+step "gofmt"
+bad=$(git ls-files -co --exclude-standard '*.go' | xargs -r gofmt -l)
+if [ -n "$bad" ]; then echo "gofmt would change:"; echo "$bad"; exit 1; fi
+
+step "go vet"
+go vet "${pkgs[@]}"
+
+step "buf lint, generated code, breaking"
+scripts/buf.sh check
+
+step "each module builds alone (GOWORK=off)"
+for m in "${mods[@]}"; do
+  (cd "$m" && GOWORK=off go build ./... ) || { echo "module $m does not build alone"; exit 1; }
+done
+
+step "tests (-race; real Consul and Redis)"
+go test -race -count=1 -timeout 25m "${pkgs[@]}"
+
+step "benchmarks, one iteration each"
+go test -run '^$' -bench . -benchtime 1x -count=1 -timeout 15m "${pkgs[@]}"
+
+step "done"

@@ -1,0 +1,3 @@
+module switchyard.dev/tests
+
+go 1.26.0
