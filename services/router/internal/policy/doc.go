@@ -1,0 +1,25 @@
+// Package policy decides which worker serves a request. It is pure logic:
+// no I/O, no clocks, no logging; randomness comes from the caller, so a
+// harness can replay any decision.
+//
+// A routing mode is a Profile: a chain of small plugins, filters → scorers
+// → picker, each registered by name in a Registry value (there is no global
+// registry, so two routers with different plugins can share a process).
+//
+//   - A Filter narrows the candidates (for example to the worker a request
+//     names in its hints).
+//   - A Scorer gives every remaining candidate a score in [0, 1], 1 best; a
+//     profile combines several scorers by weight. Cost scorers also record
+//     the candidate's cost and overlap credit, which the router reports.
+//   - A Picker chooses one candidate from the scores.
+//
+// The KV-aware cost of a worker is
+//
+//	cost = prefill_load_scale × max(active_prefill_blocks + request_blocks − overlap_credit, 0) + decode_blocks
+//
+// where overlap_credit weights the request's cached prefix by the tier that
+// holds it (device 1.0, host 0.75, disk 0.25, external configurable), and
+// the loads include what the router itself predicted for requests it just
+// routed. Scores are 1 − cost/max_cost, so the picker's softmax over scores
+// is the softmax over normalized costs.
+package policy

@@ -1,0 +1,183 @@
+package policy
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sync/atomic"
+)
+
+// Params configure plugins when a profile is built.
+type Params struct {
+	Weights          TierWeights
+	PrefillLoadScale float64
+	Temperature      float64
+}
+
+// DefaultParams are the router's defaults.
+func DefaultParams() Params {
+	return Params{Weights: DefaultTierWeights(), PrefillLoadScale: 1}
+}
+
+// WeightedScorer names a scorer and its weight in the combined score.
+type WeightedScorer struct {
+	Name   string
+	Weight float64
+}
+
+// ModeSpec is a mode as plugin names.
+type ModeSpec struct {
+	Filters []string
+	Scorers []WeightedScorer
+	Picker  string
+}
+
+// Registry maps plugin and mode names to factories. The zero value is
+// empty; NewRegistry returns one with the built-in plugins and modes.
+type Registry struct {
+	filters map[string]func(Params) Filter
+	scorers map[string]func(Params) Scorer
+	pickers map[string]func(Params) Picker
+	modes   map[string]ModeSpec
+}
+
+// Built-in mode names.
+const (
+	ModeKV          = "kv"
+	ModeRoundRobin  = "round-robin"
+	ModeRandom      = "random"
+	ModeLeastLoaded = "least-loaded"
+	ModeDirect      = "direct"
+)
+
+// NewRegistry returns a registry of the built-in plugins and modes.
+func NewRegistry() *Registry {
+	r := &Registry{}
+	r.RegisterFilter("worker-id", func(Params) Filter { return workerIDFilter{} })
+	r.RegisterScorer("kv-cost", func(p Params) Scorer {
+		return costScorer{weights: p.Weights, scale: p.PrefillLoadScale, overlap: true}
+	})
+	r.RegisterScorer("load", func(p Params) Scorer {
+		return costScorer{weights: p.Weights, scale: p.PrefillLoadScale}
+	})
+	r.RegisterPicker("softmax", func(p Params) Picker { return softmaxPicker{temperature: p.Temperature} })
+	r.RegisterPicker("argmax", func(Params) Picker { return softmaxPicker{} })
+	r.RegisterPicker("random", func(Params) Picker { return randomPicker{} })
+	r.RegisterPicker("round-robin", func(Params) Picker { return roundRobinPicker{next: new(atomic.Uint64)} })
+	r.RegisterMode(ModeKV, ModeSpec{Scorers: []WeightedScorer{{"kv-cost", 1}}, Picker: "softmax"})
+	r.RegisterMode(ModeLeastLoaded, ModeSpec{Scorers: []WeightedScorer{{"load", 1}}, Picker: "argmax"})
+	r.RegisterMode(ModeRoundRobin, ModeSpec{Picker: "round-robin"})
+	r.RegisterMode(ModeRandom, ModeSpec{Picker: "random"})
+	// Direct still scores, so the response explains the chosen worker.
+	r.RegisterMode(ModeDirect, ModeSpec{Filters: []string{"worker-id"}, Scorers: []WeightedScorer{{"kv-cost", 1}}, Picker: "argmax"})
+	return r
+}
+
+func put[T any](m *map[string]T, name string, v T) {
+	if *m == nil {
+		*m = map[string]T{}
+	}
+	(*m)[name] = v
+}
+
+// RegisterFilter adds or replaces a filter factory.
+func (r *Registry) RegisterFilter(name string, f func(Params) Filter) { put(&r.filters, name, f) }
+
+// RegisterScorer adds or replaces a scorer factory.
+func (r *Registry) RegisterScorer(name string, f func(Params) Scorer) { put(&r.scorers, name, f) }
+
+// RegisterPicker adds or replaces a picker factory.
+func (r *Registry) RegisterPicker(name string, f func(Params) Picker) { put(&r.pickers, name, f) }
+
+// RegisterMode adds or replaces a mode.
+func (r *Registry) RegisterMode(name string, m ModeSpec) { put(&r.modes, name, m) }
+
+// Modes lists the registered mode names, sorted.
+func (r *Registry) Modes() []string {
+	out := make([]string, 0, len(r.modes))
+	for m := range r.modes {
+		out = append(out, m)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Build makes the profile of mode with p.
+func (r *Registry) Build(mode string, p Params) (*Profile, error) {
+	spec, ok := r.modes[mode]
+	if !ok {
+		return nil, fmt.Errorf("policy: unknown mode %q (have %v)", mode, r.Modes())
+	}
+	prof := &Profile{Name: mode}
+	for _, name := range spec.Filters {
+		f, ok := r.filters[name]
+		if !ok {
+			return nil, fmt.Errorf("policy: mode %q: unknown filter %q", mode, name)
+		}
+		prof.filters = append(prof.filters, f(p))
+	}
+	for _, ws := range spec.Scorers {
+		f, ok := r.scorers[ws.Name]
+		if !ok {
+			return nil, fmt.Errorf("policy: mode %q: unknown scorer %q", mode, ws.Name)
+		}
+		prof.scorers = append(prof.scorers, f(p))
+		prof.weights = append(prof.weights, ws.Weight)
+	}
+	f, ok := r.pickers[spec.Picker]
+	if !ok {
+		return nil, fmt.Errorf("policy: mode %q: unknown picker %q", mode, spec.Picker)
+	}
+	prof.picker = f(p)
+	return prof, nil
+}
+
+// Profile is a built mode. It is safe for concurrent use.
+type Profile struct {
+	Name    string
+	filters []Filter
+	scorers []Scorer
+	weights []float64
+	picker  Picker
+}
+
+// Scratch is per-goroutine scratch space that makes Pick allocation-free.
+type Scratch struct{ scores, tmp []float64 }
+
+// Pick runs the chain over cs and returns the candidates that survived the
+// filters (scored, possibly a sub-slice of cs) and the chosen index in it.
+func (p *Profile) Pick(r *Request, cs []Candidate, rng *rand.Rand, s *Scratch) ([]Candidate, int, error) {
+	var err error
+	for _, f := range p.filters {
+		if cs, err = f.Filter(r, cs); err != nil {
+			return nil, -1, err
+		}
+	}
+	if len(cs) == 0 {
+		return nil, -1, ErrNoCandidates
+	}
+	s.scores = resize(s.scores, len(cs))
+	clear(s.scores)
+	total := 0.0
+	for i, sc := range p.scorers {
+		s.tmp = resize(s.tmp, len(cs))
+		sc.Score(r, cs, s.tmp)
+		for j, v := range s.tmp {
+			s.scores[j] += p.weights[i] * v
+		}
+		total += p.weights[i]
+	}
+	if total > 0 {
+		for j := range s.scores {
+			s.scores[j] /= total
+		}
+	}
+	return cs, p.picker.Pick(r, cs, s.scores, rng), nil
+}
+
+func resize(b []float64, n int) []float64 {
+	if cap(b) < n {
+		return make([]float64, n)
+	}
+	return b[:n]
+}
