@@ -1,0 +1,261 @@
+package openai
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+)
+
+// Limits on request fields, checked before any work is done.
+const (
+	MaxStop          = 16      // stop strings per request
+	MaxStopLen       = 256     // bytes per stop string
+	MaxTokensLimit   = 1 << 24 // larger is never a real context
+	MaxStopTokenIDs  = 64
+	MaxSessionIDLen  = 256
+	maxTokenIDPrompt = math.MaxUint32
+)
+
+// Generation is a decoded and range-checked request, in the units the
+// backend uses. Context-dependent checks (prompt length, token ids against
+// the vocabulary) happen later, once the model is known.
+type Generation struct {
+	Model string
+	// MaxTokens is 0 when the client set none: generate up to the context.
+	MaxTokens int
+	// MaxTokensParam names the field MaxTokens came from, for errors.
+	MaxTokensParam string
+	Temperature    float32
+	TopP           float32
+	TopK           uint32
+	Seed           *uint64
+	Stop           []string
+	StopTokenIDs   []uint32
+	IgnoreEOS      bool
+	Stream         bool
+	IncludeUsage   bool
+	Hints          Extension
+}
+
+// DecodeChat decodes and checks a chat completion request. Every error is
+// an *Error with status 400.
+func DecodeChat(data []byte) (*ChatRequest, Generation, error) {
+	var req ChatRequest
+	if err := unmarshal(data, &req); err != nil {
+		return nil, Generation{}, err
+	}
+	g, err := req.Params.check()
+	if err != nil {
+		return nil, Generation{}, err
+	}
+	if req.MaxCompletionTokens != nil {
+		if err := checkMaxTokens("max_completion_tokens", *req.MaxCompletionTokens); err != nil {
+			return nil, Generation{}, err
+		}
+		g.MaxTokens, g.MaxTokensParam = int(*req.MaxCompletionTokens), "max_completion_tokens"
+	}
+	if req.Logprobs != nil && *req.Logprobs {
+		return nil, Generation{}, Unsupported("logprobs", "logprobs are not supported")
+	}
+	if req.TopLogprobs != nil && *req.TopLogprobs != 0 {
+		return nil, Generation{}, Unsupported("top_logprobs", "top_logprobs are not supported")
+	}
+	if err := checkMessages(req.Messages); err != nil {
+		return nil, Generation{}, err
+	}
+	return &req, g, nil
+}
+
+// DecodeCompletion decodes and checks a completion request. It accepts
+// exactly one prompt: a string, a list of one string, a list of token ids,
+// or a list of one token-id list. More prompts are a 400 (a batch would
+// need n>1-style multiplexing of streams, which this server does not do).
+func DecodeCompletion(data []byte) (*CompletionRequest, Generation, error) {
+	var req CompletionRequest
+	if err := unmarshal(data, &req); err != nil {
+		return nil, Generation{}, err
+	}
+	g, err := req.Params.check()
+	if err != nil {
+		return nil, Generation{}, err
+	}
+	switch {
+	case req.Logprobs != nil && *req.Logprobs != 0:
+		return nil, Generation{}, Unsupported("logprobs", "logprobs are not supported")
+	case req.Echo:
+		return nil, Generation{}, Unsupported("echo", "echo is not supported")
+	case req.BestOf != nil && *req.BestOf != 1:
+		return nil, Generation{}, Unsupported("best_of", "best_of must be 1")
+	case req.Suffix != "":
+		return nil, Generation{}, Unsupported("suffix", "suffix is not supported")
+	}
+	if err := checkPrompt(req.Prompt); err != nil {
+		return nil, Generation{}, err
+	}
+	return &req, g, nil
+}
+
+func unmarshal(data []byte, v any) error {
+	data = bytes.TrimSpace(data)
+	if len(data) == 0 || data[0] != '{' {
+		return Invalid("", "The request body must be a JSON object.")
+	}
+	err := json.Unmarshal(data, v)
+	if err == nil {
+		return nil
+	}
+	var typeErr *json.UnmarshalTypeError
+	if errors.As(err, &typeErr) {
+		field := strings.TrimPrefix(typeErr.Field, "Params.")
+		return Invalid(field, "Invalid type for %q: expected %s, got JSON %s.", field, typeErr.Type, typeErr.Value)
+	}
+	var syntaxErr *json.SyntaxError
+	if errors.As(err, &syntaxErr) {
+		return Invalid("", "Malformed JSON at byte %d: %v.", syntaxErr.Offset, syntaxErr)
+	}
+	return Invalid("", "Invalid request body: %v.", err)
+}
+
+// check validates the shared parameters and converts them.
+func (p *Params) check() (Generation, error) {
+	g := Generation{Model: p.Model, Temperature: 1, TopP: 1, Stream: p.Stream, IgnoreEOS: p.IgnoreEOS, MaxTokensParam: "max_tokens"}
+	if p.Model == "" {
+		return g, Invalid("model", "The model parameter is required.")
+	}
+	if p.StreamOptions != nil {
+		if !p.Stream {
+			return g, Invalid("stream_options", "stream_options is only allowed with stream=true.")
+		}
+		g.IncludeUsage = p.StreamOptions.IncludeUsage
+	}
+	if p.MaxTokens != nil {
+		if err := checkMaxTokens("max_tokens", *p.MaxTokens); err != nil {
+			return g, err
+		}
+		g.MaxTokens = int(*p.MaxTokens)
+	}
+	if err := p.checkSampling(&g); err != nil {
+		return g, err
+	}
+	if err := p.checkStops(&g); err != nil {
+		return g, err
+	}
+	if p.Switchyard != nil {
+		if len(p.Switchyard.SessionID) > MaxSessionIDLen {
+			return g, Invalid("switchyard.session_id", "session_id is longer than %d bytes.", MaxSessionIDLen)
+		}
+		g.Hints = *p.Switchyard
+	}
+	return g, nil
+}
+
+func (p *Params) checkSampling(g *Generation) error {
+	if t := p.Temperature; t != nil {
+		if !(*t >= 0 && *t <= 2) {
+			return Invalid("temperature", "temperature must be in [0, 2], got %v.", *t)
+		}
+		g.Temperature = float32(*t)
+	}
+	if t := p.TopP; t != nil {
+		if !(*t > 0 && *t <= 1) {
+			return Invalid("top_p", "top_p must be in (0, 1], got %v.", *t)
+		}
+		g.TopP = float32(*t)
+	}
+	if k := p.TopK; k != nil {
+		if *k < -1 || *k > math.MaxInt32 {
+			return Invalid("top_k", "top_k must be -1, 0 (all tokens) or positive, got %d.", *k)
+		}
+		g.TopK = uint32(max(*k, 0))
+	}
+	if p.Seed != nil {
+		s := uint64(*p.Seed)
+		g.Seed = &s
+	}
+	if p.N != nil && *p.N != 1 {
+		return Unsupported("n", fmt.Sprintf("n must be 1, got %d.", *p.N))
+	}
+	for name, v := range map[string]*float64{"presence_penalty": p.PresencePenalty, "frequency_penalty": p.FrequencyPenalty} {
+		if v != nil && *v != 0 {
+			return Unsupported(name, name+" is not supported; it must be 0 or absent.")
+		}
+	}
+	return nil
+}
+
+func (p *Params) checkStops(g *Generation) error {
+	if len(p.Stop) > MaxStop {
+		return Invalid("stop", "At most %d stop strings are allowed, got %d.", MaxStop, len(p.Stop))
+	}
+	for i, s := range p.Stop {
+		if s == "" || len(s) > MaxStopLen {
+			return Invalid("stop", "stop[%d] must be 1 to %d bytes long.", i, MaxStopLen)
+		}
+	}
+	g.Stop = p.Stop
+	if len(p.StopTokenIDs) > MaxStopTokenIDs {
+		return Invalid("stop_token_ids", "At most %d stop token ids are allowed.", MaxStopTokenIDs)
+	}
+	for _, id := range p.StopTokenIDs {
+		if id < 0 || id > maxTokenIDPrompt {
+			return Invalid("stop_token_ids", "Token id %d is out of range.", id)
+		}
+		g.StopTokenIDs = append(g.StopTokenIDs, uint32(id))
+	}
+	return nil
+}
+
+func checkMaxTokens(param string, v int64) error {
+	if v < 1 || v > MaxTokensLimit {
+		return Invalid(param, "%s must be at least 1, got %d.", param, v)
+	}
+	return nil
+}
+
+func checkMessages(msgs []ChatMessage) error {
+	if len(msgs) == 0 {
+		return Invalid("messages", "messages must contain at least one message.")
+	}
+	for i, m := range msgs {
+		switch m.Role {
+		case "system", "developer", "user", "assistant":
+		case "":
+			return Invalid(fmt.Sprintf("messages[%d].role", i), "messages[%d] has no role.", i)
+		default:
+			return Unsupported(fmt.Sprintf("messages[%d].role", i), fmt.Sprintf("Role %q is not supported; use system, developer, user or assistant.", m.Role))
+		}
+		if !m.Content.Set {
+			return Invalid(fmt.Sprintf("messages[%d].content", i), "messages[%d] has no content.", i)
+		}
+		if m.Content.BadPart >= 0 {
+			return Unsupported(fmt.Sprintf("messages[%d].content[%d].type", i, m.Content.BadPart),
+				fmt.Sprintf("Content part type %q is not supported; only text parts are.", m.Content.BadType))
+		}
+	}
+	return nil
+}
+
+func checkPrompt(p Prompt) error {
+	switch {
+	case p.Texts == nil && p.Tokens == nil:
+		return Invalid("prompt", "The prompt parameter is required.")
+	case len(p.Texts)+len(p.Tokens) == 0:
+		return Invalid("prompt", "The prompt must not be an empty list.")
+	case len(p.Texts)+len(p.Tokens) > 1:
+		return Unsupported("prompt", "Only one prompt per request is supported; send one request per prompt.")
+	}
+	if len(p.Tokens) == 1 {
+		if len(p.Tokens[0]) == 0 {
+			return Invalid("prompt", "The token-id prompt must not be empty.")
+		}
+		for _, id := range p.Tokens[0] {
+			if id < 0 || id > maxTokenIDPrompt {
+				return Invalid("prompt", "Token id %d is out of range.", id)
+			}
+		}
+	}
+	return nil
+}

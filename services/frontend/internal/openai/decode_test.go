@@ -1,0 +1,138 @@
+package openai
+
+import (
+	"errors"
+	"net/http"
+	"testing"
+)
+
+func TestDecodeChat(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name  string
+		body  string
+		param string // "" with ok
+		ok    bool
+		check func(t *testing.T, r *ChatRequest, g Generation)
+	}{
+		{name: "minimal", body: `{"model":"m","messages":[{"role":"user","content":"hi"}]}`, ok: true,
+			check: func(t *testing.T, r *ChatRequest, g Generation) {
+				if g.Temperature != 1 || g.TopP != 1 || g.MaxTokens != 0 || r.Messages[0].Content.Text != "hi" {
+					t.Errorf("defaults: %+v", g)
+				}
+			}},
+		{name: "parts", body: `{"model":"m","messages":[{"role":"user","content":[{"type":"text","text":"a"},{"type":"text","text":"b"}]}]}`, ok: true,
+			check: func(t *testing.T, r *ChatRequest, _ Generation) {
+				if r.Messages[0].Content.Text != "ab" {
+					t.Errorf("content %q", r.Messages[0].Content.Text)
+				}
+			}},
+		{name: "max_completion_tokens wins", body: `{"model":"m","max_tokens":5,"max_completion_tokens":7,"messages":[{"role":"user","content":"x"}]}`, ok: true,
+			check: func(t *testing.T, _ *ChatRequest, g Generation) {
+				if g.MaxTokens != 7 || g.MaxTokensParam != "max_completion_tokens" {
+					t.Errorf("got %d %s", g.MaxTokens, g.MaxTokensParam)
+				}
+			}},
+		{name: "stop string", body: `{"model":"m","stop":"\n","messages":[{"role":"user","content":"x"}]}`, ok: true,
+			check: func(t *testing.T, _ *ChatRequest, g Generation) {
+				if len(g.Stop) != 1 || g.Stop[0] != "\n" {
+					t.Errorf("stop %q", g.Stop)
+				}
+			}},
+		{name: "stop list and hints", body: `{"model":"m","stop":["a","b"],"switchyard":{"priority":3,"session_id":"s"},"stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"x"}]}`, ok: true,
+			check: func(t *testing.T, _ *ChatRequest, g Generation) {
+				if len(g.Stop) != 2 || g.Hints.Priority != 3 || g.Hints.SessionID != "s" || !g.IncludeUsage {
+					t.Errorf("got %+v", g)
+				}
+			}},
+		{name: "not object", body: `[1]`, param: ""},
+		{name: "malformed", body: `{"model":`, param: ""},
+		{name: "wrong type", body: `{"model":"m","temperature":"hot","messages":[{"role":"user","content":"x"}]}`, param: "temperature"},
+		{name: "no model", body: `{"messages":[{"role":"user","content":"x"}]}`, param: "model"},
+		{name: "no messages", body: `{"model":"m","messages":[]}`, param: "messages"},
+		{name: "bad role", body: `{"model":"m","messages":[{"role":"tool","content":"x"}]}`, param: "messages[0].role"},
+		{name: "null content", body: `{"model":"m","messages":[{"role":"user","content":null}]}`, param: "messages[0].content"},
+		{name: "image part", body: `{"model":"m","messages":[{"role":"user","content":[{"type":"image_url"}]}]}`, param: "messages[0].content[0].type"},
+		{name: "temperature", body: `{"model":"m","temperature":2.5,"messages":[{"role":"user","content":"x"}]}`, param: "temperature"},
+		{name: "top_p zero", body: `{"model":"m","top_p":0,"messages":[{"role":"user","content":"x"}]}`, param: "top_p"},
+		{name: "max_tokens zero", body: `{"model":"m","max_tokens":0,"messages":[{"role":"user","content":"x"}]}`, param: "max_tokens"},
+		{name: "n", body: `{"model":"m","n":2,"messages":[{"role":"user","content":"x"}]}`, param: "n"},
+		{name: "logprobs", body: `{"model":"m","logprobs":true,"messages":[{"role":"user","content":"x"}]}`, param: "logprobs"},
+		{name: "empty stop", body: `{"model":"m","stop":[""],"messages":[{"role":"user","content":"x"}]}`, param: "stop"},
+		{name: "stream_options without stream", body: `{"model":"m","stream_options":{"include_usage":true},"messages":[{"role":"user","content":"x"}]}`, param: "stream_options"},
+		{name: "penalty", body: `{"model":"m","presence_penalty":1,"messages":[{"role":"user","content":"x"}]}`, param: "presence_penalty"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			r, g, err := DecodeChat([]byte(tc.body))
+			if tc.ok {
+				if err != nil {
+					t.Fatalf("DecodeChat: %v", err)
+				}
+				tc.check(t, r, g)
+				return
+			}
+			var apiErr *Error
+			if !errors.As(err, &apiErr) || apiErr.Status != http.StatusBadRequest || apiErr.Param != tc.param {
+				t.Fatalf("want 400 param %q, got %v", tc.param, err)
+			}
+		})
+	}
+}
+
+func TestDecodeCompletion(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name   string
+		body   string
+		texts  int
+		tokens int
+		param  string
+	}{
+		{name: "string", body: `{"model":"m","prompt":"once"}`, texts: 1},
+		{name: "one string list", body: `{"model":"m","prompt":["once"]}`, texts: 1},
+		{name: "ids", body: `{"model":"m","prompt":[1,2,3]}`, tokens: 1},
+		{name: "id lists", body: `{"model":"m","prompt":[[1,2,3]]}`, tokens: 1},
+		{name: "two prompts", body: `{"model":"m","prompt":["a","b"]}`, param: "prompt"},
+		{name: "two id lists", body: `{"model":"m","prompt":[[1],[2]]}`, param: "prompt"},
+		{name: "no prompt", body: `{"model":"m"}`, param: "prompt"},
+		{name: "empty list", body: `{"model":"m","prompt":[]}`, param: "prompt"},
+		{name: "negative id", body: `{"model":"m","prompt":[-1]}`, param: "prompt"},
+		{name: "mixed list", body: `{"model":"m","prompt":[1,"a"]}`, param: "prompt"},
+		{name: "echo", body: `{"model":"m","prompt":"a","echo":true}`, param: "echo"},
+		{name: "logprobs", body: `{"model":"m","prompt":"a","logprobs":2}`, param: "logprobs"},
+		{name: "best_of", body: `{"model":"m","prompt":"a","best_of":3}`, param: "best_of"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			r, _, err := DecodeCompletion([]byte(tc.body))
+			if tc.param != "" {
+				var apiErr *Error
+				if !errors.As(err, &apiErr) || apiErr.Status != http.StatusBadRequest || apiErr.Param != tc.param {
+					t.Fatalf("want 400 param %q, got %v", tc.param, err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("DecodeCompletion: %v", err)
+			}
+			if len(r.Prompt.Texts) != tc.texts || len(r.Prompt.Tokens) != tc.tokens {
+				t.Fatalf("prompt %+v", r.Prompt)
+			}
+		})
+	}
+}
+
+func TestErrorEnvelope(t *testing.T) {
+	t.Parallel()
+	b, err := Invalid("", "bad").MarshalJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"error":{"message":"bad","type":"invalid_request_error","param":null,"code":"invalid_value"}}`
+	if string(b) != want {
+		t.Fatalf("got %s\nwant %s", b, want)
+	}
+}

@@ -1,0 +1,99 @@
+package openai
+
+// Params are the generation parameters chat and completion requests share,
+// embedded in both request types.
+type Params struct {
+	// Model names a model served by a healthy worker.
+	Model string `json:"model"`
+	// Stream selects server-sent events.
+	Stream bool `json:"stream,omitempty"`
+	// StreamOptions tunes streaming; include_usage adds a final usage chunk.
+	StreamOptions *StreamOptions `json:"stream_options,omitempty"`
+	// MaxTokens bounds the completion; default is what the context leaves.
+	MaxTokens *int64 `json:"max_tokens,omitempty"`
+	// Temperature in [0, 2]; 0 is greedy. Default 1.
+	Temperature *float64 `json:"temperature,omitempty"`
+	// TopP in (0, 1]. Default 1.
+	TopP *float64 `json:"top_p,omitempty"`
+	// Seed makes sampling reproducible on one worker.
+	Seed *int64 `json:"seed,omitempty"`
+	// Stop is a string or a list of up to 16 strings; the match is not
+	// returned.
+	Stop Stop `json:"stop,omitempty"`
+	// N must be 1.
+	N *int64 `json:"n,omitempty"`
+	// PresencePenalty must be 0 (not implemented).
+	PresencePenalty *float64 `json:"presence_penalty,omitempty"`
+	// FrequencyPenalty must be 0 (not implemented).
+	FrequencyPenalty *float64 `json:"frequency_penalty,omitempty"`
+	// User is accepted and ignored.
+	User string `json:"user,omitempty"`
+
+	// TopK (extension, as vLLM): keep the k most likely tokens; 0 is all.
+	TopK *int64 `json:"top_k,omitempty"`
+	// IgnoreEOS (extension, as vLLM): generate through end-of-sequence.
+	IgnoreEOS bool `json:"ignore_eos,omitempty"`
+	// StopTokenIDs (extension, as vLLM): extra token ids that end the
+	// completion.
+	StopTokenIDs []int64 `json:"stop_token_ids,omitempty"`
+	// Switchyard carries scheduling hints (extension).
+	Switchyard *Extension `json:"switchyard,omitempty"`
+}
+
+// StreamOptions are OpenAI's stream_options.
+type StreamOptions struct {
+	IncludeUsage bool `json:"include_usage,omitempty"`
+}
+
+// Extension is the "switchyard" request object: hints for the router and
+// the engine.
+type Extension struct {
+	// Priority: higher is scheduled first; default 0.
+	Priority int32 `json:"priority,omitempty"`
+	// ExpectedOutputTokens is the client's estimate, for load prediction.
+	ExpectedOutputTokens uint32 `json:"expected_output_tokens,omitempty"`
+	// SessionID keeps a session's requests on one worker when possible.
+	SessionID string `json:"session_id,omitempty"`
+	// WorkerID pins the request to one worker instance (router mode direct).
+	WorkerID string `json:"worker_id,omitempty"`
+}
+
+// ChatRequest is the body of POST /v1/chat/completions.
+type ChatRequest struct {
+	Params
+	// Messages is the conversation, rendered by the model's chat template.
+	Messages []ChatMessage `json:"messages"`
+	// MaxCompletionTokens is the newer name of max_tokens; it wins when both
+	// are set.
+	MaxCompletionTokens *int64 `json:"max_completion_tokens,omitempty"`
+	// Logprobs must be false (not implemented).
+	Logprobs *bool `json:"logprobs,omitempty"`
+	// TopLogprobs must be absent or 0 (not implemented).
+	TopLogprobs *int64 `json:"top_logprobs,omitempty"`
+}
+
+// ChatMessage is one message of a conversation.
+type ChatMessage struct {
+	// Role is system, developer (same as system), user or assistant.
+	Role string `json:"role"`
+	// Content is a string or an array of text parts.
+	Content Content `json:"content"`
+	// Name is accepted and ignored.
+	Name string `json:"name,omitempty"`
+}
+
+// CompletionRequest is the body of POST /v1/completions.
+type CompletionRequest struct {
+	Params
+	// Prompt is a string, a list of one string, a list of token ids, or a
+	// list of one list of token ids.
+	Prompt Prompt `json:"prompt"`
+	// Logprobs must be absent or 0 (not implemented).
+	Logprobs *int64 `json:"logprobs,omitempty"`
+	// Echo must be false (not implemented).
+	Echo bool `json:"echo,omitempty"`
+	// BestOf must be absent or 1.
+	BestOf *int64 `json:"best_of,omitempty"`
+	// Suffix must be empty (not implemented).
+	Suffix string `json:"suffix,omitempty"`
+}
