@@ -26,8 +26,11 @@ func (i *infoService) GetInfo(context.Context, *connect.Request[meshv1.GetInfoRe
 		Meta:       in.Meta,
 		StartedAt:  timestamppb.New(i.s.started),
 	}
-	if i.s.cfg.Info != nil {
-		i.s.cfg.Info(res)
+	i.s.mu.Lock()
+	info := i.s.cfg.Info
+	i.s.mu.Unlock()
+	if info != nil {
+		info(res)
 	}
 	return connect.NewResponse(res), nil
 }

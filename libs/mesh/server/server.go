@@ -234,6 +234,14 @@ func (s *Server) shutdown(hs *http.Server, reg discovery.Registration) error {
 	return errors.Join(errs...)
 }
 
+// SetInfo replaces Config.Info, for detail a service learns in Setup (a
+// worker's GPUs).
+func (s *Server) SetInfo(f InfoFunc) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.cfg.Info = f
+}
+
 // UpdateInstance edits the instance before Serve registers it (for example
 // to set the model and KV capacity that a worker learns while loading).
 func (s *Server) UpdateInstance(f func(*discovery.Instance)) {

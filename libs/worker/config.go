@@ -1,0 +1,205 @@
+package worker
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"switchyard.dev/libs/engine/llama"
+)
+
+// Executors selectable with -executor.
+const (
+	ExecutorLlama = "llama"
+	ExecutorSim   = "sim"
+)
+
+// TinyRandomName is the served name of the built-in model (-executor=llama
+// without -model).
+const TinyRandomName = "tiny-random"
+
+// Config is a worker's own configuration, filled from flags by Register
+// and checked by Validate.
+type Config struct {
+	Executor  string
+	Model     string // llama2.c checkpoint; empty means the tiny random model
+	Tokenizer string // llama2.c tokenizer.bin; see ResolveTokenizer
+	ModelName string
+	Seed      uint64 // weights of the tiny random model
+
+	BlockSize      int
+	NumBlocks      int
+	MaxRunning     int
+	MaxBatchTokens int
+	EventBuffer    int
+
+	SimSpeedup float64
+	SimProfile string
+	SimVocab   int
+	SimContext int
+}
+
+// Register adds the worker flags to fs.
+func (c *Config) Register(fs *flag.FlagSet) {
+	fs.StringVar(&c.Executor, "executor", ExecutorLlama, "model executor: llama (real forward pass) or sim (timing simulator)")
+	fs.StringVar(&c.Model, "model", "", "llama2.c checkpoint file; empty serves a built-in tiny random model with a byte tokenizer")
+	fs.StringVar(&c.Tokenizer, "tokenizer", "", "llama2.c tokenizer file; default tokenizer.bin beside -model, else tok<vocab>.bin beside it")
+	fs.StringVar(&c.ModelName, "model-name", "", `served model name; default the checkpoint's base name without extension, "`+TinyRandomName+`", or "sim"`)
+	fs.Uint64Var(&c.Seed, "seed", 1, "seed of the tiny random model's weights")
+	fs.IntVar(&c.BlockSize, "block-size", 16, "tokens per KV block")
+	fs.IntVar(&c.NumBlocks, "num-blocks", 0, "KV blocks; 0 means room for 16 full-context sequences")
+	fs.IntVar(&c.MaxRunning, "max-running", 0, "most sequences in a batch; 0 means 64")
+	fs.IntVar(&c.MaxBatchTokens, "max-batch-tokens", 0, "token budget of one step (longer prompts are prefilled in chunks); 0 means 512")
+	fs.IntVar(&c.EventBuffer, "kv-event-buffer", 0, "KV event batches kept for subscribers to resume; 0 means 1024")
+	fs.Float64Var(&c.SimSpeedup, "sim-speedup", 1, "sim: divide every step time by this; 0 or inf means steps take no time")
+	fs.StringVar(&c.SimProfile, "sim-profile", "", "sim: measured timing profile (JSON); default the built-in polynomial")
+	fs.IntVar(&c.SimVocab, "sim-vocab", 32000, "sim: vocabulary size (at least 259)")
+	fs.IntVar(&c.SimContext, "sim-context", 8192, "sim: context length in tokens")
+}
+
+// Validate checks the flags and fills in the tokenizer path and the model
+// name. Every error is one line naming the flag and its value.
+func (c *Config) Validate() error {
+	if err := c.validateSizes(); err != nil {
+		return err
+	}
+	switch c.Executor {
+	case ExecutorLlama:
+		return c.validateLlama()
+	case ExecutorSim:
+		return c.validateSim()
+	default:
+		return fmt.Errorf("-executor=%q: want %s or %s", c.Executor, ExecutorLlama, ExecutorSim)
+	}
+}
+
+func (c *Config) validateSizes() error {
+	for _, f := range []struct {
+		name string
+		v    int
+		min  int
+	}{
+		{"block-size", c.BlockSize, 1},
+		{"num-blocks", c.NumBlocks, 0},
+		{"max-running", c.MaxRunning, 0},
+		{"max-batch-tokens", c.MaxBatchTokens, 0},
+		{"kv-event-buffer", c.EventBuffer, 0},
+	} {
+		if f.v < f.min {
+			return fmt.Errorf("-%s=%d: must be at least %d", f.name, f.v, f.min)
+		}
+	}
+	if c.NumBlocks > 0 && c.NumBlocks < 2 {
+		return fmt.Errorf("-num-blocks=%d: need at least 2 blocks", c.NumBlocks)
+	}
+	return nil
+}
+
+func (c *Config) validateLlama() error {
+	if c.SimProfile != "" {
+		return fmt.Errorf("-sim-profile=%q: only used with -executor=sim", c.SimProfile)
+	}
+	if c.Model == "" {
+		if c.Tokenizer != "" {
+			return fmt.Errorf("-tokenizer=%q: needs -model (the built-in model uses a byte tokenizer)", c.Tokenizer)
+		}
+		if c.ModelName == "" {
+			c.ModelName = TinyRandomName
+		}
+		return nil
+	}
+	if err := regularFile("model", c.Model); err != nil {
+		return err
+	}
+	if c.Tokenizer == "" {
+		tok, err := ResolveTokenizer(c.Model)
+		if err != nil {
+			return err
+		}
+		c.Tokenizer = tok
+	} else if err := regularFile("tokenizer", c.Tokenizer); err != nil {
+		return err
+	}
+	if c.ModelName == "" {
+		base := filepath.Base(c.Model)
+		c.ModelName = strings.TrimSuffix(base, filepath.Ext(base))
+	}
+	return nil
+}
+
+func (c *Config) validateSim() error {
+	switch {
+	case c.Model != "":
+		return fmt.Errorf("-model=%q: only used with -executor=llama (the simulator has no weights)", c.Model)
+	case c.Tokenizer != "":
+		return fmt.Errorf("-tokenizer=%q: only used with -executor=llama (the simulator uses a byte tokenizer)", c.Tokenizer)
+	case math.IsNaN(c.SimSpeedup) || c.SimSpeedup < 0:
+		return fmt.Errorf("-sim-speedup=%v: must be 0 (no time), positive, or inf", c.SimSpeedup)
+	case c.SimVocab < 259:
+		return fmt.Errorf("-sim-vocab=%d: must be at least 259 (the byte tokenizer's ids)", c.SimVocab)
+	case c.SimContext < 2:
+		return fmt.Errorf("-sim-context=%d: must be at least 2", c.SimContext)
+	}
+	if c.SimProfile != "" {
+		if err := regularFile("sim-profile", c.SimProfile); err != nil {
+			return err
+		}
+	}
+	if c.ModelName == "" {
+		c.ModelName = "sim"
+	}
+	return nil
+}
+
+// ResolveTokenizer finds the tokenizer of a llama2.c checkpoint: the file
+// tokenizer.bin in the checkpoint's directory (llama2.c's 32000-token
+// default), else tok<vocab>.bin there, vocab read from the checkpoint
+// header (llama2.c's name for custom vocabularies: tok512.bin for
+// stories260K).
+func ResolveTokenizer(model string) (string, error) {
+	dir := filepath.Dir(model)
+	def := filepath.Join(dir, "tokenizer.bin")
+	if regularFile("tokenizer", def) == nil {
+		return def, nil
+	}
+	hdr, err := readHeader(model)
+	if err != nil {
+		return "", fmt.Errorf("-model=%q: %w", model, err)
+	}
+	custom := filepath.Join(dir, fmt.Sprintf("tok%d.bin", hdr.VocabSize))
+	if regularFile("tokenizer", custom) == nil {
+		return custom, nil
+	}
+	return "", fmt.Errorf("-tokenizer: not set, and neither %s nor %s exists beside -model=%q", def, custom, model)
+}
+
+func readHeader(path string) (llama.Config, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return llama.Config{}, err
+	}
+	defer f.Close()
+	b := make([]byte, llama.HeaderSize)
+	if _, err := io.ReadFull(f, b); err != nil {
+		return llama.Config{}, fmt.Errorf("reading the checkpoint header: %w", err)
+	}
+	return llama.ParseHeader(b)
+}
+
+func regularFile(flagName, path string) error {
+	st, err := os.Stat(path)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return fmt.Errorf("-%s=%q: no such file", flagName, path)
+	case err != nil:
+		return fmt.Errorf("-%s=%q: %w", flagName, path, err)
+	case !st.Mode().IsRegular():
+		return fmt.Errorf("-%s=%q: not a regular file", flagName, path)
+	}
+	return nil
+}

@@ -1,0 +1,160 @@
+package handler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+
+	"connectrpc.com/connect"
+
+	workerv1 "switchyard.dev/gen/switchyard/worker/v1"
+	"switchyard.dev/libs/engine"
+	"switchyard.dev/libs/engine/sample"
+)
+
+// Generate implements WorkerServiceHandler. The engine request lives as
+// long as the RPC: a client that cancels or disconnects cancels it, and
+// the engine frees its KV blocks before its next step.
+func (h *Handler) Generate(ctx context.Context, req *connect.Request[workerv1.GenerateRequest], out *connect.ServerStream[workerv1.GenerateResponse]) error {
+	if err := h.checkModel(req.Msg.GetModel()); err != nil {
+		return err
+	}
+	if !h.begin() {
+		return connect.NewError(connect.CodeUnavailable, errDraining)
+	}
+	defer h.end()
+	r := EngineRequest(req.Msg)
+	st, err := h.eng.Submit(ctx, r)
+	if err != nil {
+		return submitError(ctx, err)
+	}
+	return h.relay(ctx, st, len(r.Prompt), out)
+}
+
+func (h *Handler) checkModel(model string) error {
+	switch model {
+	case h.model:
+		return nil
+	case "":
+		return connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("model is required (this worker serves %q)", h.model))
+	}
+	return connect.NewError(connect.CodeNotFound, fmt.Errorf("model %q is not served by this worker (it serves %q)", model, h.model))
+}
+
+// relay streams st's outputs to out until the final one.
+func (h *Handler) relay(ctx context.Context, st *engine.Stream, promptLen int, out *connect.ServerStream[workerv1.GenerateResponse]) error {
+	pending := int64(promptLen)
+	h.pendingPrefill.Add(pending)
+	defer func() { h.pendingPrefill.Add(-pending) }()
+	for {
+		o, err := st.Recv(ctx)
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return contextError(ctx, err)
+		}
+		h.pendingPrefill.Add(-pending)
+		pending = 0
+		res, err := response(ctx, o)
+		if err != nil {
+			return err
+		}
+		if res == nil {
+			continue
+		}
+		if err := out.Send(res); err != nil {
+			st.Cancel()
+			return err
+		}
+		if o.Finish != "" {
+			return nil
+		}
+	}
+}
+
+// EngineRequest converts a GenerateRequest; the engine validates the result.
+func EngineRequest(m *workerv1.GenerateRequest) engine.Request {
+	s, stop := m.GetSampling(), m.GetStop()
+	p := sample.Params{Temperature: s.GetTemperature(), TopP: s.GetTopP(), TopK: int(s.GetTopK())}
+	if s != nil && s.Seed != nil {
+		seed := *s.Seed
+		p.Seed = &seed
+	}
+	return engine.Request{
+		ID:       m.GetRequestId(),
+		Prompt:   m.GetTokenIds(),
+		Sampling: p,
+		Stop: engine.StopParams{
+			MaxTokens:    int(stop.GetMaxTokens()),
+			StopStrings:  stop.GetStop(),
+			StopTokenIDs: stop.GetStopTokenIds(),
+			IgnoreEOS:    stop.GetIgnoreEos(),
+		},
+		Priority: int(m.GetHints().GetPriority()),
+	}
+}
+
+// response converts one engine output; nil means nothing to send.
+func response(ctx context.Context, o engine.Output) (*workerv1.GenerateResponse, error) {
+	res := &workerv1.GenerateResponse{TokenIds: o.TokenIDs, Text: o.Text}
+	switch o.Finish {
+	case "":
+		if len(o.TokenIDs) == 0 && o.Text == "" {
+			return nil, nil
+		}
+		return res, nil
+	case engine.FinishStop:
+		res.FinishReason = workerv1.FinishReason_FINISH_REASON_STOP
+	case engine.FinishLength:
+		res.FinishReason = workerv1.FinishReason_FINISH_REASON_LENGTH
+	case engine.FinishCancelled:
+		if ctx.Err() != nil {
+			return nil, contextError(ctx, ctx.Err())
+		}
+		res.FinishReason = workerv1.FinishReason_FINISH_REASON_CANCELLED
+	default:
+		return nil, finishError(o.Err)
+	}
+	res.Usage = &workerv1.Usage{
+		PromptTokens:     u32(o.Usage.PromptTokens),
+		CompletionTokens: u32(o.Usage.CompletionTokens),
+		CachedTokens:     u32(o.Usage.CachedPromptTokens),
+	}
+	return res, nil
+}
+
+func submitError(ctx context.Context, err error) error {
+	switch {
+	case errors.Is(err, engine.ErrInvalidRequest):
+		return connect.NewError(connect.CodeInvalidArgument, err)
+	case errors.Is(err, engine.ErrStopped):
+		return connect.NewError(connect.CodeUnavailable, fmt.Errorf("%w: %w", errDraining, err))
+	case ctx.Err() != nil:
+		return contextError(ctx, err)
+	}
+	return connect.NewError(connect.CodeInternal, fmt.Errorf("submit: %w", err))
+}
+
+// finishError maps the error that ended a stream with FinishError.
+func finishError(err error) error {
+	switch {
+	case err == nil:
+		return connect.NewError(connect.CodeInternal, errors.New("generation failed without a reason"))
+	case errors.Is(err, engine.ErrKVCapacity):
+		return connect.NewError(connect.CodeResourceExhausted, err)
+	case errors.Is(err, engine.ErrStopped):
+		return connect.NewError(connect.CodeUnavailable, fmt.Errorf("%w: %w", errDraining, err))
+	case errors.Is(err, engine.ErrInvalidRequest):
+		return connect.NewError(connect.CodeInvalidArgument, err)
+	}
+	return connect.NewError(connect.CodeInternal, err)
+}
+
+func contextError(ctx context.Context, err error) error {
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return connect.NewError(connect.CodeDeadlineExceeded, err)
+	}
+	return connect.NewError(connect.CodeCanceled, err)
+}

@@ -1,0 +1,171 @@
+// Package handler serves switchyard.worker.v1.WorkerService over an engine:
+// it turns RPCs into engine requests, engine outputs and KV events into
+// stream messages, and engine errors into precise Connect codes.
+//
+// The wire contract is the caller's only view of the worker, so the error
+// codes are part of it:
+//   - InvalidArgument: the engine rejected the request (its message says
+//     which field and value), or model was empty.
+//   - NotFound: the request names a model this worker does not serve.
+//   - ResourceExhausted: the request can never fit in the KV cache.
+//   - Unavailable: the worker is draining or stopped; retry elsewhere.
+//   - OutOfRange: SubscribeKvEvents asked to resume at a sequence number
+//     that is no longer buffered (or was never issued, as after a restart).
+//     The subscriber must resubscribe with dump=true. OutOfRange rather
+//     than FailedPrecondition because retrying with a different position
+//     (the dump's) fixes it, the way a reader seeking past a log's
+//     retention does.
+//
+// A Handler is safe for concurrent use. Drain is the shutdown hook: new
+// generations are refused, KV event streams end, and in-flight generations
+// run to completion while the engine loop keeps going.
+package handler
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"math"
+	"sync"
+	"sync/atomic"
+
+	"connectrpc.com/connect"
+
+	workerv1 "switchyard.dev/gen/switchyard/worker/v1"
+	"switchyard.dev/gen/switchyard/worker/v1/workerv1connect"
+	"switchyard.dev/libs/engine"
+	"switchyard.dev/libs/engine/kvevent"
+)
+
+// Engine is what the handler needs from *engine.Engine.
+type Engine interface {
+	Submit(ctx context.Context, r engine.Request) (*engine.Stream, error)
+	Subscribe(after uint64) *kvevent.Subscription
+	Dump() kvevent.Batch
+	Metrics() engine.Metrics
+	ModelInfo() engine.ModelInfo
+}
+
+// Config configures a Handler.
+type Config struct {
+	Engine Engine
+	// Model is the served model name that requests must name.
+	Model string
+	// Tokenizer is the llama2.c tokenizer file's bytes, or nil for a
+	// byte-level tokenizer; TokenizerKind says which ("llama2c", "bytes").
+	Tokenizer     []byte
+	TokenizerKind string
+	Logger        *slog.Logger
+}
+
+// Handler implements workerv1connect.WorkerServiceHandler.
+type Handler struct {
+	eng   Engine
+	model string
+	info  *workerv1.GetModelInfoResponse
+	log   *slog.Logger
+
+	// pendingPrefill counts prompt tokens of requests that have not yet
+	// produced their first output.
+	pendingPrefill atomic.Int64
+
+	stopOnce sync.Once
+	stopped  chan struct{} // closed by Drain: ends KV event streams
+
+	mu       sync.Mutex
+	inflight int
+	draining bool
+	idle     chan struct{} // closed when inflight reaches 0 while draining
+}
+
+var _ workerv1connect.WorkerServiceHandler = (*Handler)(nil)
+
+// New returns a handler for cfg.Engine.
+func New(cfg Config) *Handler {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	mi := cfg.Engine.ModelInfo()
+	return &Handler{
+		eng: cfg.Engine, model: cfg.Model, log: cfg.Logger, stopped: make(chan struct{}),
+		info: &workerv1.GetModelInfoResponse{
+			Model: cfg.Model, VocabSize: u32(mi.VocabSize), ContextLength: u32(mi.ContextLen),
+			BlockSize: u32(mi.BlockSize), BosTokenId: mi.BOS, EosTokenId: mi.EOS,
+			Tokenizer: cfg.Tokenizer, TokenizerKind: cfg.TokenizerKind,
+		},
+	}
+}
+
+// GetLoad implements WorkerServiceHandler.
+func (h *Handler) GetLoad(context.Context, *connect.Request[workerv1.GetLoadRequest]) (*connect.Response[workerv1.GetLoadResponse], error) {
+	m := h.eng.Metrics()
+	return connect.NewResponse(&workerv1.GetLoadResponse{
+		RunningRequests:      u32(m.Running),
+		WaitingRequests:      u32(m.Waiting),
+		KvBlocksUsed:         u32(m.KVUsedBlocks),
+		KvBlocksTotal:        u32(m.KVTotalBlocks),
+		PendingPrefillTokens: u32(int(max(h.pendingPrefill.Load(), 0))),
+	}), nil
+}
+
+// GetModelInfo implements WorkerServiceHandler. The response is shared and
+// must not be modified.
+func (h *Handler) GetModelInfo(context.Context, *connect.Request[workerv1.GetModelInfoRequest]) (*connect.Response[workerv1.GetModelInfoResponse], error) {
+	return connect.NewResponse(h.info), nil
+}
+
+// Drain refuses new generations (Unavailable), ends KV event streams, and
+// waits until in-flight generations finish or ctx ends.
+func (h *Handler) Drain(ctx context.Context) error {
+	h.stopOnce.Do(func() { close(h.stopped) })
+	h.mu.Lock()
+	h.draining = true
+	if h.inflight == 0 {
+		h.mu.Unlock()
+		return nil
+	}
+	if h.idle == nil {
+		h.idle = make(chan struct{})
+	}
+	idle := h.idle
+	h.mu.Unlock()
+	select {
+	case <-idle:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Inflight is the number of Generate calls in progress.
+func (h *Handler) Inflight() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.inflight
+}
+
+func (h *Handler) begin() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.draining {
+		return false
+	}
+	h.inflight++
+	return true
+}
+
+func (h *Handler) end() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.inflight--
+	if h.inflight == 0 && h.idle != nil {
+		close(h.idle)
+		h.idle = nil
+	}
+}
+
+var errDraining = errors.New("worker is shutting down; retry on another worker")
+
+func u32(n int) uint32 {
+	return uint32(min(max(n, 0), math.MaxUint32))
+}

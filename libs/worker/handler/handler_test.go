@@ -1,0 +1,201 @@
+package handler_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"connectrpc.com/connect"
+
+	commonv1 "switchyard.dev/gen/switchyard/common/v1"
+	workerv1 "switchyard.dev/gen/switchyard/worker/v1"
+	"switchyard.dev/gen/switchyard/worker/v1/workerv1connect"
+	"switchyard.dev/libs/engine"
+	"switchyard.dev/libs/engine/executor"
+	"switchyard.dev/libs/engine/sim"
+	"switchyard.dev/libs/worker/handler"
+)
+
+const model = "sim-test"
+
+// fixture is a handler over a running zero-time simulated engine, served
+// over HTTP to a Connect client.
+type fixture struct {
+	eng    *engine.Engine
+	h      *handler.Handler
+	client workerv1connect.WorkerServiceClient
+}
+
+func newFixture(t *testing.T, cfg engine.Config) *fixture {
+	t.Helper()
+	exec, err := sim.New(sim.Config{Name: model, VocabSize: 512, ContextLen: 512})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return newFixtureExec(t, cfg, exec)
+}
+
+func newFixtureExec(t *testing.T, cfg engine.Config, exec executor.Executor) *fixture {
+	t.Helper()
+	eng, err := engine.New(cfg, exec, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = eng.Run(ctx) }()
+	h := handler.New(handler.Config{Engine: eng, Model: model, TokenizerKind: "bytes"})
+	mux := http.NewServeMux()
+	mux.Handle(workerv1connect.NewWorkerServiceHandler(h))
+	srv := httptest.NewServer(mux)
+	t.Cleanup(func() {
+		srv.Close()
+		cancel()
+		<-done
+		_ = eng.Close()
+	})
+	return &fixture{eng: eng, h: h, client: workerv1connect.NewWorkerServiceClient(srv.Client(), srv.URL)}
+}
+
+func prompt(n int, base uint32) []uint32 {
+	p := make([]uint32, n)
+	for i := range p {
+		p[i] = base + uint32(i%200)
+	}
+	return p
+}
+
+func genReq(tokens []uint32, maxTokens uint32) *workerv1.GenerateRequest {
+	return &workerv1.GenerateRequest{Model: model, TokenIds: tokens, Stop: &commonv1.StopConditions{MaxTokens: maxTokens}}
+}
+
+// generate runs one request to its end and returns the tokens and the
+// final message.
+func generate(t *testing.T, c workerv1connect.WorkerServiceClient, req *workerv1.GenerateRequest) ([]uint32, *workerv1.GenerateResponse, error) {
+	t.Helper()
+	st, err := c.Generate(t.Context(), connect.NewRequest(req))
+	if err != nil {
+		return nil, nil, err
+	}
+	defer st.Close()
+	var toks []uint32
+	var last *workerv1.GenerateResponse
+	for st.Receive() {
+		last = st.Msg()
+		toks = append(toks, last.GetTokenIds()...)
+	}
+	return toks, last, st.Err()
+}
+
+func TestGenerateErrors(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, engine.Config{})
+	for _, tc := range []struct {
+		name string
+		req  *workerv1.GenerateRequest
+		code connect.Code
+		msg  string
+	}{
+		{"empty prompt", genReq(nil, 4), connect.CodeInvalidArgument, "empty prompt"},
+		{"token out of vocabulary", genReq([]uint32{1, 512}, 4), connect.CodeInvalidArgument, "prompt[1] = 512, vocabulary has 512"},
+		{"max tokens zero", genReq([]uint32{1, 5}, 0), connect.CodeInvalidArgument, "max tokens must be positive: got 0"},
+		{"prompt too long", genReq(prompt(600, 3), 4), connect.CodeInvalidArgument, "prompt too long"},
+		{"bad top_p", &workerv1.GenerateRequest{Model: model, TokenIds: []uint32{1}, Sampling: &commonv1.SamplingParams{TopP: 2}, Stop: &commonv1.StopConditions{MaxTokens: 1}}, connect.CodeInvalidArgument, "top_p 2"},
+		{"empty stop string", &workerv1.GenerateRequest{Model: model, TokenIds: []uint32{1}, Stop: &commonv1.StopConditions{MaxTokens: 1, Stop: []string{""}}}, connect.CodeInvalidArgument, "empty stop string"},
+		{"wrong model", &workerv1.GenerateRequest{Model: "llama-70b", TokenIds: []uint32{1}, Stop: &commonv1.StopConditions{MaxTokens: 1}}, connect.CodeNotFound, `model "llama-70b" is not served by this worker (it serves "sim-test")`},
+		{"no model", &workerv1.GenerateRequest{TokenIds: []uint32{1}, Stop: &commonv1.StopConditions{MaxTokens: 1}}, connect.CodeInvalidArgument, "model is required"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			_, _, err := generate(t, f.client, tc.req)
+			assertCode(t, err, tc.code, tc.msg)
+		})
+	}
+}
+
+func assertCode(t *testing.T, err error, code connect.Code, msg string) {
+	t.Helper()
+	if connect.CodeOf(err) != code {
+		t.Fatalf("err = %v; want code %v", err, code)
+	}
+	var ce *connect.Error
+	if msg != "" && (!errors.As(err, &ce) || !contains(ce.Message(), msg)) {
+		t.Fatalf("err = %v; want message containing %q", err, msg)
+	}
+}
+
+func contains(s, sub string) bool {
+	for i := 0; i+len(sub) <= len(s); i++ {
+		if s[i:i+len(sub)] == sub {
+			return true
+		}
+	}
+	return false
+}
+
+// The final message carries the finish reason and usage; a repeated
+// prompt reports its full blocks as cached.
+func TestGenerateUsageAndPrefixHit(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, engine.Config{BlockSize: 16})
+	p := prompt(40, 3)
+	for i, wantCached := range []uint32{0, 32} {
+		toks, last, err := generate(t, f.client, genReq(p, 5))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(toks) != 5 || last.GetFinishReason() != workerv1.FinishReason_FINISH_REASON_LENGTH {
+			t.Fatalf("run %d: %d tokens, finish %v; want 5, LENGTH", i, len(toks), last.GetFinishReason())
+		}
+		u := last.GetUsage()
+		if u.GetPromptTokens() != 40 || u.GetCompletionTokens() != 5 || u.GetCachedTokens() != wantCached {
+			t.Fatalf("run %d: usage %v; want prompt 40, completion 5, cached %d", i, u, wantCached)
+		}
+	}
+}
+
+func TestGetModelInfoAndLoad(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, engine.Config{BlockSize: 16, NumBlocks: 64})
+	info, err := f.client.GetModelInfo(t.Context(), connect.NewRequest(&workerv1.GetModelInfoRequest{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := info.Msg
+	if m.GetModel() != model || m.GetVocabSize() != 512 || m.GetBlockSize() != 16 || m.GetContextLength() != 512 ||
+		m.GetBosTokenId() != 1 || m.GetEosTokenId() != 2 || m.GetTokenizerKind() != "bytes" || len(m.GetTokenizer()) != 0 {
+		t.Fatalf("GetModelInfo = %v", m)
+	}
+	load, err := f.client.GetLoad(t.Context(), connect.NewRequest(&workerv1.GetLoadRequest{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l := load.Msg; l.GetKvBlocksTotal() != 64 || l.GetKvBlocksUsed() != 0 || l.GetRunningRequests() != 0 || l.GetPendingPrefillTokens() != 0 {
+		t.Fatalf("GetLoad = %v", l)
+	}
+}
+
+// Drain refuses new generations, ends event streams with Unavailable and
+// returns once in-flight generations are done.
+func TestDrain(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, engine.Config{})
+	sub, err := f.client.SubscribeKvEvents(t.Context(), connect.NewRequest(&workerv1.SubscribeKvEventsRequest{Dump: true}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Close()
+	if !sub.Receive() || !sub.Msg().GetDump() {
+		t.Fatalf("first message %v, err %v; want the dump", sub.Msg(), sub.Err())
+	}
+	if err := f.h.Drain(t.Context()); err != nil {
+		t.Fatalf("Drain with nothing in flight: %v", err)
+	}
+	for sub.Receive() {
+	}
+	assertCode(t, sub.Err(), connect.CodeUnavailable, "shutting down")
+	_, _, err = generate(t, f.client, genReq([]uint32{1, 5}, 3))
+	assertCode(t, err, connect.CodeUnavailable, "shutting down")
+}

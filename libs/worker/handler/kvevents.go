@@ -1,0 +1,144 @@
+package handler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"connectrpc.com/connect"
+
+	commonv1 "switchyard.dev/gen/switchyard/common/v1"
+	workerv1 "switchyard.dev/gen/switchyard/worker/v1"
+	"switchyard.dev/libs/engine/kvevent"
+	"switchyard.dev/libs/kvhash"
+)
+
+// dumpChunk bounds the events of one dump message, so a large cache does
+// not make one huge message.
+const dumpChunk = 256
+
+// SubscribeKvEvents implements WorkerServiceHandler. With dump set it first
+// sends the cached blocks (dump=true messages, all numbered with the
+// sequence they reflect) and then continues after that sequence, ignoring
+// after_sequence; otherwise it resumes after after_sequence. A position
+// that is not buffered, or is ahead of the latest batch, is OutOfRange.
+// The stream ends with Unavailable when the worker drains.
+func (h *Handler) SubscribeKvEvents(ctx context.Context, req *connect.Request[workerv1.SubscribeKvEventsRequest], out *connect.ServerStream[workerv1.SubscribeKvEventsResponse]) error {
+	ctx, cancel := h.untilStopped(ctx)
+	defer cancel()
+	after := req.Msg.GetAfterSequence()
+	if req.Msg.GetDump() {
+		seq, err := sendDump(h.eng.Dump(), out)
+		if err != nil {
+			return err
+		}
+		after = seq
+	} else if after > 0 {
+		if last := h.eng.Dump().Seq; after > last {
+			return connect.NewError(connect.CodeOutOfRange, fmt.Errorf("after_sequence %d is ahead of this worker's latest batch %d (did it restart?); resubscribe with dump=true", after, last))
+		}
+	}
+	sub := h.eng.Subscribe(after)
+	for {
+		b, err := sub.Next(ctx)
+		if err != nil {
+			return h.subscribeError(ctx, err)
+		}
+		if err := out.Send(&workerv1.SubscribeKvEventsResponse{Sequence: b.Seq, Events: Events(b.Events)}); err != nil {
+			return err
+		}
+	}
+}
+
+func (h *Handler) subscribeError(ctx context.Context, err error) error {
+	switch {
+	case errors.Is(err, kvevent.ErrGap):
+		return connect.NewError(connect.CodeOutOfRange, fmt.Errorf("%w; resubscribe with dump=true", err))
+	case h.isStopped():
+		return connect.NewError(connect.CodeUnavailable, errDraining)
+	}
+	return contextError(ctx, err)
+}
+
+// untilStopped returns ctx, also cancelled when Drain begins.
+func (h *Handler) untilStopped(ctx context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(ctx)
+	go func() {
+		select {
+		case <-h.stopped:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, cancel
+}
+
+func (h *Handler) isStopped() bool {
+	select {
+	case <-h.stopped:
+		return true
+	default:
+		return false
+	}
+}
+
+// sendDump sends d in chunks (at least one message, so an empty cache still
+// tells the subscriber the sequence) and returns its sequence.
+func sendDump(d kvevent.Batch, out *connect.ServerStream[workerv1.SubscribeKvEventsResponse]) (uint64, error) {
+	events := d.Events
+	for first := true; first || len(events) > 0; first = false {
+		n := min(len(events), dumpChunk)
+		msg := &workerv1.SubscribeKvEventsResponse{Sequence: d.Seq, Events: Events(events[:n]), Dump: true}
+		if err := out.Send(msg); err != nil {
+			return 0, err
+		}
+		events = events[n:]
+	}
+	return d.Seq, nil
+}
+
+// Events converts engine KV events to their wire form, dropping kinds the
+// contract does not know (none today).
+func Events(in []kvevent.Event) []*workerv1.KvEvent {
+	out := make([]*workerv1.KvEvent, 0, len(in))
+	for i := range in {
+		if e := Event(&in[i]); e != nil {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// Event converts one engine KV event, or returns nil for an unknown kind.
+func Event(e *kvevent.Event) *workerv1.KvEvent {
+	switch e.Kind {
+	case kvevent.Stored:
+		s := &workerv1.KvBlocksStored{BlockHashes: e.BlockHashes, TokenIds: e.TokenIDs, BlockSize: u32(e.BlockSize), Tier: Tier(e.Tier)}
+		if e.ParentHash != kvhash.Root {
+			p := e.ParentHash
+			s.ParentHash = &p
+		}
+		return &workerv1.KvEvent{Event: &workerv1.KvEvent_Stored{Stored: s}}
+	case kvevent.Removed:
+		return &workerv1.KvEvent{Event: &workerv1.KvEvent_Removed{Removed: &workerv1.KvBlocksRemoved{BlockHashes: e.BlockHashes, Tier: Tier(e.Tier)}}}
+	case kvevent.Cleared:
+		return &workerv1.KvEvent{Event: &workerv1.KvEvent_Cleared{Cleared: &workerv1.KvCleared{}}}
+	}
+	return nil
+}
+
+// Tier maps an engine tier name to the wire enum; unknown names are
+// STORAGE_TIER_UNSPECIFIED.
+func Tier(t kvevent.Tier) commonv1.StorageTier {
+	switch t {
+	case kvevent.TierDevice:
+		return commonv1.StorageTier_STORAGE_TIER_DEVICE
+	case "host":
+		return commonv1.StorageTier_STORAGE_TIER_HOST
+	case "disk":
+		return commonv1.StorageTier_STORAGE_TIER_DISK
+	case "external":
+		return commonv1.StorageTier_STORAGE_TIER_EXTERNAL
+	}
+	return commonv1.StorageTier_STORAGE_TIER_UNSPECIFIED
+}

@@ -1,0 +1,118 @@
+package handler_test
+
+import (
+	"testing"
+
+	"connectrpc.com/connect"
+	"google.golang.org/protobuf/proto"
+
+	commonv1 "switchyard.dev/gen/switchyard/common/v1"
+	workerv1 "switchyard.dev/gen/switchyard/worker/v1"
+	"switchyard.dev/libs/engine"
+	"switchyard.dev/libs/engine/kvevent"
+	"switchyard.dev/libs/worker/handler"
+)
+
+func TestEventConversion(t *testing.T) {
+	t.Parallel()
+	parent := uint64(7)
+	for _, tc := range []struct {
+		name string
+		in   kvevent.Event
+		want *workerv1.KvEvent
+	}{
+		{"stored root", kvevent.Event{Kind: kvevent.Stored, BlockHashes: []uint64{1, 2}, TokenIDs: []uint32{5, 6, 7, 8}, BlockSize: 2, Tier: kvevent.TierDevice},
+			&workerv1.KvEvent{Event: &workerv1.KvEvent_Stored{Stored: &workerv1.KvBlocksStored{BlockHashes: []uint64{1, 2}, TokenIds: []uint32{5, 6, 7, 8}, BlockSize: 2, Tier: commonv1.StorageTier_STORAGE_TIER_DEVICE}}}},
+		{"stored child", kvevent.Event{Kind: kvevent.Stored, BlockHashes: []uint64{3}, ParentHash: 7, TokenIDs: []uint32{1, 2}, BlockSize: 2, Tier: "host"},
+			&workerv1.KvEvent{Event: &workerv1.KvEvent_Stored{Stored: &workerv1.KvBlocksStored{BlockHashes: []uint64{3}, ParentHash: &parent, TokenIds: []uint32{1, 2}, BlockSize: 2, Tier: commonv1.StorageTier_STORAGE_TIER_HOST}}}},
+		{"removed", kvevent.Event{Kind: kvevent.Removed, BlockHashes: []uint64{9}, Tier: "moon"},
+			&workerv1.KvEvent{Event: &workerv1.KvEvent_Removed{Removed: &workerv1.KvBlocksRemoved{BlockHashes: []uint64{9}}}}},
+		{"cleared", kvevent.Event{Kind: kvevent.Cleared}, &workerv1.KvEvent{Event: &workerv1.KvEvent_Cleared{Cleared: &workerv1.KvCleared{}}}},
+		{"unknown kind", kvevent.Event{Kind: 99}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			got := handler.Event(&tc.in)
+			if (got == nil) != (tc.want == nil) || (got != nil && !proto.Equal(got, tc.want)) {
+				t.Fatalf("Event(%+v) = %v; want %v", tc.in, got, tc.want)
+			}
+		})
+	}
+}
+
+// fill runs distinct prompts until the journal holds at least n batches.
+func fill(t *testing.T, f *fixture, n uint64) {
+	t.Helper()
+	for i := uint32(0); f.eng.Dump().Seq < n; i++ {
+		if _, _, err := generate(t, f.client, genReq(prompt(20, 3+i), 2)); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// A dump then live batches; resuming after a sequence replays only later
+// batches; a position off the buffer or ahead of it is OutOfRange.
+func TestSubscribeKvEvents(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, engine.Config{BlockSize: 16, EventBuffer: 4})
+	fill(t, f, 2)
+	dump := f.eng.Dump()
+	dumpSeq := dump.Seq
+
+	st, err := f.client.SubscribeKvEvents(t.Context(), connect.NewRequest(&workerv1.SubscribeKvEventsRequest{Dump: true, AfterSequence: 1}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if !st.Receive() {
+		t.Fatal(st.Err())
+	}
+	if got := st.Msg(); !got.GetDump() || got.GetSequence() != dumpSeq || len(got.GetEvents()) != len(dump.Events) || len(dump.Events) < 2 {
+		t.Fatalf("first message %v; want a dump at %d with the %d cached blocks", got, dumpSeq, len(dump.Events))
+	}
+	// The next batch is live: produced after subscribing.
+	errc := make(chan error, 1)
+	go func() {
+		_, _, err := generate(t, f.client, genReq(prompt(20, 100), 2))
+		errc <- err
+	}()
+	if !st.Receive() {
+		t.Fatal(st.Err())
+	}
+	if got := st.Msg(); got.GetDump() || got.GetSequence() != dumpSeq+1 || len(got.GetEvents()) == 0 {
+		t.Fatalf("live message %v; want sequence %d with events", got, dumpSeq+1)
+	}
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+
+	// Resume after dumpSeq: the first message is dumpSeq+1, nothing older.
+	resume, err := f.client.SubscribeKvEvents(t.Context(), connect.NewRequest(&workerv1.SubscribeKvEventsRequest{AfterSequence: dumpSeq}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resume.Close()
+	if !resume.Receive() || resume.Msg().GetSequence() != dumpSeq+1 {
+		t.Fatalf("resumed at %v (err %v); want sequence %d", resume.Msg(), resume.Err(), dumpSeq+1)
+	}
+
+	fill(t, f, 8) // batches 1..4 fall out of the 4-batch buffer
+	for _, tc := range []struct {
+		name  string
+		after uint64
+		msg   string
+	}{
+		{"dropped", 1, "dump=true"},
+		{"ahead", 1 << 40, "ahead of this worker's latest batch"},
+	} {
+		gap, err := f.client.SubscribeKvEvents(t.Context(), connect.NewRequest(&workerv1.SubscribeKvEventsRequest{AfterSequence: tc.after}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for gap.Receive() {
+			t.Fatalf("%s: got %v; want OutOfRange", tc.name, gap.Msg())
+		}
+		assertCode(t, gap.Err(), connect.CodeOutOfRange, tc.msg)
+		gap.Close()
+	}
+}

@@ -1,0 +1,170 @@
+// Package worker is the inference worker that the prefill and decode
+// services share (services never import each other, so the code lives
+// here): flags that pick and size a model executor, an engine loop, the
+// Connect WorkerService (package handler), metrics (package metrics), and
+// the discovery record routers and planners read.
+//
+// A service's whole wiring is Spec(role, version, defaultListen). Setup
+// loads the model before the instance registers, so a registered worker
+// can serve at once, and its discovery record carries the model name and
+// KV geometry (meta kv_blocks, block_size, context_length, executor, plus
+// the GPUs from libs/cuda).
+//
+// Shutdown: when the Setup context ends the handler drains (new
+// generations get Unavailable, KV event streams end), in-flight
+// generations keep running on the engine for up to the drain timeout
+// less a margin, then the engine loop stops and whatever is left ends
+// with Unavailable before the server closes connections.
+package worker
+
+import (
+	"context"
+	"log/slog"
+	"maps"
+	"strconv"
+	"time"
+
+	meshv1 "switchyard.dev/gen/switchyard/mesh/v1"
+	commonv1 "switchyard.dev/gen/switchyard/common/v1"
+	"switchyard.dev/gen/switchyard/worker/v1/workerv1connect"
+	"switchyard.dev/libs/cuda"
+	"switchyard.dev/libs/engine"
+	"switchyard.dev/libs/mesh/discovery"
+	"switchyard.dev/libs/mesh/service"
+	"switchyard.dev/libs/worker/handler"
+	"switchyard.dev/libs/worker/metrics"
+)
+
+// Spec is the service.Spec of a worker with the given role ("prefill" or
+// "decode") and default listen address. Each call has its own Config.
+func Spec(role, version, defaultListen string) service.Spec {
+	cfg := new(Config)
+	return service.Spec{
+		Role:          role,
+		Version:       version,
+		DefaultListen: defaultListen,
+		Flags:         cfg.Register,
+		Validate:      cfg.Validate,
+		Setup: func(ctx context.Context, rt *service.Runtime) error {
+			return Setup(ctx, rt, cfg)
+		},
+	}
+}
+
+// Setup loads the model, mounts the WorkerService and metrics, publishes
+// the discovery record, and runs the engine until ctx ends and the drain
+// is over. cfg must have passed Validate.
+func Setup(ctx context.Context, rt *service.Runtime, cfg *Config) error {
+	log := rt.Logger
+	m, err := cfg.openModel()
+	if err != nil {
+		return err
+	}
+	eng, err := engine.New(engine.Config{
+		BlockSize: cfg.BlockSize, NumBlocks: cfg.NumBlocks, MaxRunning: cfg.MaxRunning,
+		MaxBatchTokens: cfg.MaxBatchTokens, EventBuffer: cfg.EventBuffer,
+	}, m.exec, log.With("component", "engine"))
+	if err != nil {
+		return err
+	}
+	inv := cuda.Open(log)
+	unregister, err := metrics.Register(rt.Telemetry.Meter, eng, inv.GPUs)
+	if err != nil {
+		_ = eng.Close()
+		_ = inv.Close()
+		return err
+	}
+	h := handler.New(handler.Config{Engine: eng, Model: cfg.ModelName, Tokenizer: m.tokenizer, TokenizerKind: m.tokenizerKind, Logger: log})
+	rt.Server.Mount(workerv1connect.NewWorkerServiceHandler(h, rt.Server.HandlerOptions()...))
+	publish(ctx, rt, cfg, eng.ModelInfo(), inv)
+
+	engCtx, stopEngine := context.WithCancel(context.WithoutCancel(ctx))
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := eng.Run(engCtx); err != nil {
+			log.Error("engine loop", "err", err)
+		}
+	}()
+	go func() {
+		<-ctx.Done()
+		drain(h, drainWindow(rt.Common.DrainTimeout), log)
+		stopEngine()
+		<-done
+		_ = unregister()
+		if err := eng.Close(); err != nil {
+			log.Warn("closing engine", "err", err)
+		}
+		_ = inv.Close()
+	}()
+	mi := eng.ModelInfo()
+	log.Info("worker ready", "model", cfg.ModelName, "executor", cfg.Executor, "vocab", mi.VocabSize,
+		"context", mi.ContextLen, "kv_blocks", mi.NumBlocks, "block_size", mi.BlockSize)
+	return nil
+}
+
+// drainWindow leaves the server a margin after the worker's drain, so
+// generations the engine ends still reach their clients as errors.
+func drainWindow(serverDrain time.Duration) time.Duration {
+	if serverDrain <= 0 {
+		serverDrain = 10 * time.Second // the server's default
+	}
+	return serverDrain - min(serverDrain/10, time.Second)
+}
+
+func drain(h *handler.Handler, window time.Duration, log *slog.Logger) {
+	ctx, cancel := context.WithTimeout(context.Background(), window)
+	defer cancel()
+	if err := h.Drain(ctx); err != nil {
+		log.Warn("drain window over; stopping the engine with generations in flight", "inflight", h.Inflight(), "window", window)
+	}
+}
+
+// publish puts the model and KV geometry into the discovery record and the
+// GPUs into InfoService.
+func publish(ctx context.Context, rt *service.Runtime, cfg *Config, mi engine.ModelInfo, inv cuda.Inventory) {
+	gpus, err := inv.GPUs(ctx)
+	if err != nil {
+		rt.Logger.Warn("listing GPUs", "err", err)
+	}
+	meta := Meta(cfg.Executor, mi)
+	maps.Copy(meta, cuda.Meta(gpus))
+	rt.Server.UpdateInstance(func(in *discovery.Instance) {
+		in.Model = cfg.ModelName
+		if in.Meta == nil {
+			in.Meta = make(map[string]string, len(meta))
+		}
+		maps.Copy(in.Meta, meta)
+	})
+	rt.Server.SetInfo(func(res *meshv1.GetInfoResponse) {
+		now, err := inv.GPUs(context.Background())
+		if err != nil {
+			now = gpus
+		}
+		res.Gpus = GPUInfo(now)
+	})
+}
+
+// Meta is the worker's discovery metadata, without GPUs.
+func Meta(executor string, mi engine.ModelInfo) map[string]string {
+	return map[string]string{
+		"kv_blocks":      strconv.Itoa(mi.NumBlocks),
+		"block_size":     strconv.Itoa(mi.BlockSize),
+		"context_length": strconv.Itoa(mi.ContextLen),
+		"vocab_size":     strconv.Itoa(mi.VocabSize),
+		"executor":       executor,
+	}
+}
+
+// GPUInfo converts GPUs to their wire form.
+func GPUInfo(gpus []cuda.GPU) []*commonv1.GpuInfo {
+	out := make([]*commonv1.GpuInfo, 0, len(gpus))
+	for _, g := range gpus {
+		out = append(out, &commonv1.GpuInfo{
+			Index: uint32(max(g.Index, 0)), Name: g.Name, Uuid: g.UUID,
+			MemoryTotalBytes: g.MemoryTotalBytes, MemoryUsedBytes: g.MemoryUsedBytes,
+			UtilizationPercent: g.UtilizationPercent,
+		})
+	}
+	return out
+}
