@@ -1,0 +1,186 @@
+package ingest
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"switchyard.dev/libs/radix"
+	"switchyard.dev/services/router/internal/workertest"
+)
+
+func newIngester(t *testing.T, ix *radix.Index) *Ingester {
+	t.Helper()
+	return New(Config{Index: ix, MinBackoff: 5 * time.Millisecond, MaxBackoff: 50 * time.Millisecond})
+}
+
+// eventually polls cond for up to 10s.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// inSync reports whether the index holds exactly what w caches.
+func inSync(ix *radix.Index, id string, w *workertest.Worker) func() bool {
+	return func() bool {
+		want := w.State()
+		got, ok := ix.Dump()[id]
+		return ok && got.Next == want.Next && slices.Equal(got.Blocks, want.Blocks)
+	}
+}
+
+func TestFollow(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		// before runs before the router subscribes, during after it synced.
+		before, during func(w *workertest.Worker)
+		wantDumps      int
+	}{
+		{"dump then live", func(w *workertest.Worker) { w.Store(1, 2) }, func(w *workertest.Worker) { w.Store(3); w.Remove(1) }, 1},
+		{"empty worker", nil, func(w *workertest.Worker) { w.Store(7) }, 1},
+		{"gap resyncs", func(w *workertest.Worker) { w.Store(1) }, func(w *workertest.Worker) {
+			w.StoreHidden(2)
+			w.Store(3)
+		}, 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			w := workertest.Start(t)
+			if tt.before != nil {
+				tt.before(w)
+			}
+			ix := radix.New()
+			in := newIngester(t, ix)
+			in.Sync(t.Context(), []Worker{{ID: "w", URL: w.URL}})
+			eventually(t, "initial sync", inSync(ix, "w", w))
+			tt.during(w)
+			eventually(t, "live sync", inSync(ix, "w", w))
+			dumps := 0
+			for _, r := range w.Requests() {
+				if r.GetDump() {
+					dumps++
+				}
+			}
+			if dumps != tt.wantDumps {
+				t.Errorf("%d dump subscriptions, want %d: %v", dumps, tt.wantDumps, w.Requests())
+			}
+		})
+	}
+}
+
+// A router restored from a snapshot resumes after its sequence; when the
+// worker no longer has that history (OutOfRange) it dumps instead.
+func TestResume(t *testing.T) {
+	t.Parallel()
+	for _, forget := range []bool{false, true} {
+		t.Run(map[bool]string{false: "history kept", true: "history gone"}[forget], func(t *testing.T) {
+			t.Parallel()
+			w := workertest.Start(t)
+			w.Store(1)
+			w.Store(2)
+			ix := radix.New()
+			ix.AddWorker("w")
+			if err := ix.Resync("w", 1, []radix.Block{{Hash: 1, Tiers: radix.TierDevice.Mask()}}); err != nil {
+				t.Fatal(err)
+			}
+			if forget {
+				w.Forget(2)
+			}
+			in := newIngester(t, ix)
+			in.Sync(t.Context(), []Worker{{ID: "w", URL: w.URL}})
+			eventually(t, "resumed", inSync(ix, "w", w))
+			reqs := w.Requests()
+			if reqs[0].GetDump() || reqs[0].GetAfterSequence() != 1 {
+				t.Errorf("first subscription %v, want after_sequence 1 without dump", reqs[0])
+			}
+			if forget != (len(reqs) == 2 && reqs[1].GetDump()) {
+				t.Errorf("subscriptions %v (history gone: %v)", reqs, forget)
+			}
+		})
+	}
+}
+
+func TestWorkerLeaves(t *testing.T) {
+	t.Parallel()
+	a, b := workertest.Start(t), workertest.Start(t)
+	a.Store(1)
+	b.Store(2)
+	ix := radix.New()
+	ix.AddWorker("stale") // e.g. from a snapshot, no longer in discovery
+	in := newIngester(t, ix)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer func() { cancel(); in.Wait() }()
+	in.Sync(ctx, []Worker{{ID: "a", URL: a.URL}, {ID: "b", URL: b.URL}})
+	eventually(t, "a", inSync(ix, "a", a))
+	eventually(t, "b", inSync(ix, "b", b))
+	if slices.Contains(ix.Workers(), "stale") {
+		t.Error("worker not in discovery kept")
+	}
+	in.Sync(ctx, []Worker{{ID: "b", URL: b.URL}})
+	if got := ix.Workers(); !slices.Equal(got, []string{"b"}) {
+		t.Errorf("workers after a left: %v", got)
+	}
+	if r := ix.Match([]uint64{1}); len(r.Workers) != 0 {
+		t.Errorf("blocks of departed worker still match: %v", r.Workers)
+	}
+}
+
+func TestReconnects(t *testing.T) {
+	t.Parallel()
+	w := workertest.Start(t)
+	w.Store(1)
+	ix := radix.New()
+	in := newIngester(t, ix)
+	// Point the follower at a dead address first, then at the worker.
+	in.Sync(t.Context(), []Worker{{ID: "w", URL: "http://127.0.0.1:1"}})
+	time.Sleep(30 * time.Millisecond)
+	in.Sync(t.Context(), []Worker{{ID: "w", URL: w.URL}})
+	eventually(t, "synced after reconnect", inSync(ix, "w", w))
+}
+
+func TestNoEvents(t *testing.T) {
+	t.Parallel()
+	w := workertest.Start(t)
+	w.NoEvents()
+	got := make(chan string, 1)
+	in := New(Config{Index: radix.New(), OnNoEvents: func(id string) { got <- id }})
+	in.Sync(t.Context(), []Worker{{ID: "w", URL: w.URL}})
+	select {
+	case id := <-got:
+		if id != "w" {
+			t.Errorf("OnNoEvents(%q)", id)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("OnNoEvents not called")
+	}
+}
+
+func TestParseVLLM(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		in   string
+		want VLLMWorker
+		ok   bool
+	}{
+		{"w1=tcp://h:5557", VLLMWorker{ID: "w1", Endpoint: "tcp://h:5557"}, true},
+		{"w1=tcp://h:5557,replay=tcp://h:5558,topic=kv", VLLMWorker{ID: "w1", Endpoint: "tcp://h:5557", Replay: "tcp://h:5558", Topic: "kv"}, true},
+		{"tcp://h:5557", VLLMWorker{}, false},
+		{"w1=http://h", VLLMWorker{}, false},
+		{"w1=tcp://h:1,bogus=1", VLLMWorker{}, false},
+	}
+	for _, tt := range tests {
+		got, err := ParseVLLM(tt.in)
+		if (err == nil) != tt.ok || got != tt.want {
+			t.Errorf("ParseVLLM(%q) = %+v, %v", tt.in, got, err)
+		}
+	}
+}

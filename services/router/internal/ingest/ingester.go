@@ -1,0 +1,131 @@
+package ingest
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"switchyard.dev/gen/switchyard/worker/v1/workerv1connect"
+	"switchyard.dev/libs/radix"
+)
+
+// Worker is a worker whose KV events the router follows.
+type Worker struct {
+	ID  string
+	URL string // Connect base URL
+	// Approx: the worker sends no events; the router approximates its
+	// cache from its own decisions, so nothing is followed.
+	Approx bool
+}
+
+// Config configures an Ingester.
+type Config struct {
+	Index  *radix.Index
+	HTTP   connect.HTTPClient // h2c client for Connect streams
+	Logger *slog.Logger
+	// Reconnect backoff bounds (defaults 50ms and 5s).
+	MinBackoff, MaxBackoff time.Duration
+	ClientOptions          []connect.ClientOption
+	// OnNoEvents, if set, is called when a worker answers Unimplemented:
+	// following stops and the caller approximates that worker instead.
+	OnNoEvents func(id string)
+}
+
+// Ingester runs one follower per worker. Its methods are safe for
+// concurrent use.
+type Ingester struct {
+	cfg     Config
+	resyncs atomic.Int64
+
+	mu      sync.Mutex
+	running map[string]*running
+	static  map[string]bool // never removed by Sync (ZeroMQ workers)
+	wg      sync.WaitGroup
+}
+
+type running struct {
+	w      Worker
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// New returns an ingester over cfg.Index.
+func New(cfg Config) *Ingester {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.HTTP == nil {
+		cfg.HTTP = http.DefaultClient
+	}
+	if cfg.MinBackoff <= 0 {
+		cfg.MinBackoff = 50 * time.Millisecond
+	}
+	if cfg.MaxBackoff <= 0 {
+		cfg.MaxBackoff = 5 * time.Second
+	}
+	return &Ingester{cfg: cfg, running: map[string]*running{}, static: map[string]bool{}}
+}
+
+// Resyncs counts the dumps requested since start.
+func (in *Ingester) Resyncs() int64 { return in.resyncs.Load() }
+
+// Sync makes the followed workers exactly workers (plus static ones):
+// new workers are added to the index (unless a restored snapshot already
+// has them, in which case they resume after its sequence number), and
+// workers that left are stopped and their blocks dropped. Followers run
+// until ctx ends or they are synced away.
+func (in *Ingester) Sync(ctx context.Context, workers []Worker) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	want := make(map[string]Worker, len(workers))
+	for _, w := range workers {
+		want[w.ID] = w
+	}
+	for id, r := range in.running {
+		if w, ok := want[id]; !ok || w != r.w {
+			r.cancel()
+			<-r.done
+			delete(in.running, id)
+		}
+	}
+	for _, id := range in.cfg.Index.Workers() {
+		if _, ok := want[id]; !ok && !in.static[id] {
+			if err := in.cfg.Index.RemoveWorker(id); err == nil {
+				in.cfg.Logger.Info("worker left, blocks dropped", "worker", id)
+			}
+		}
+	}
+	for _, w := range workers {
+		if _, ok := in.running[w.ID]; ok {
+			continue
+		}
+		in.addWorker(w.ID)
+		fctx, cancel := context.WithCancel(ctx)
+		r := &running{w: w, cancel: cancel, done: make(chan struct{})}
+		in.running[w.ID] = r
+		in.wg.Add(1)
+		go func() {
+			defer in.wg.Done()
+			defer close(r.done)
+			if !w.Approx {
+				f := &follower{in: in, w: w, client: workerv1connect.NewWorkerServiceClient(in.cfg.HTTP, w.URL, in.cfg.ClientOptions...)}
+				f.run(fctx)
+			}
+		}()
+	}
+}
+
+func (in *Ingester) addWorker(id string) {
+	if err := in.cfg.Index.AddWorker(id); err != nil && !errors.Is(err, radix.ErrWorkerExists) {
+		in.cfg.Logger.Warn("index: add worker", "worker", id, "err", err)
+	}
+}
+
+// Wait blocks until every follower has stopped (after ctx ended).
+func (in *Ingester) Wait() { in.wg.Wait() }
