@@ -67,9 +67,15 @@ require (
 	google.golang.org/grpc v1.85.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
 	switchyard.dev/gen v0.0.0 // indirect
+	switchyard.dev/libs/engine v0.0.0
+	switchyard.dev/libs/kvhash v0.0.0
 )
 
 replace (
 	switchyard.dev/gen => ../../gen
 	switchyard.dev/libs/mesh => ../../libs/mesh
 )
+
+replace switchyard.dev/libs/engine => ../../libs/engine
+
+replace switchyard.dev/libs/kvhash => ../../libs/kvhash

@@ -1,0 +1,93 @@
+package catalog
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"switchyard.dev/libs/mesh/discovery"
+	"switchyard.dev/services/frontend/internal/fakemesh"
+	"switchyard.dev/services/frontend/internal/upstream"
+)
+
+func TestDiscoveryCatalog(t *testing.T) {
+	t.Parallel()
+	broken := fakemesh.StartWorker(t, fakemesh.WorkerConfig{ID: "w0", InfoErr: connect.NewError(connect.CodeInternal, errors.New("boom"))})
+	good := fakemesh.StartWorker(t, fakemesh.WorkerConfig{ID: "w1"})
+	reg := fakemesh.NewRegistry()
+	reg.Set(discovery.RoleDecode, fakemesh.WorkerInstance(broken), fakemesh.WorkerInstance(good))
+	c := New(Config{Registry: reg, Dialer: upstream.NewWorkers(upstream.NewHTTPClient())})
+	if err := c.Run(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if got := c.Models(t.Context()); len(got) != 1 || got[0].Name != "tiny" {
+		t.Fatalf("Models = %+v", got)
+	}
+	for range 3 {
+		m, err := c.Get(t.Context(), "tiny")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.Info.GetContextLength() != 512 || m.Tok.VocabSize() != fakemesh.VocabSize {
+			t.Fatalf("info %+v", m.Info)
+		}
+		if ids := m.Encode("ab"); len(ids) != 3 || ids[0] != 1 {
+			t.Fatalf("Encode = %v", ids)
+		}
+	}
+	if good.InfoCalls() != 1 {
+		t.Fatalf("GetModelInfo called %d times, want 1 (cached)", good.InfoCalls())
+	}
+	if _, err := c.Get(t.Context(), "nope"); !errors.Is(err, ErrUnknownModel) {
+		t.Fatalf("unknown model: %v", err)
+	}
+	reg.Set(discovery.RoleDecode)
+	deadline := time.Now().Add(5 * time.Second)
+	for len(c.Models(t.Context())) != 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("model still listed after its workers left")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func TestLocatorCatalog(t *testing.T) {
+	t.Parallel()
+	w := fakemesh.StartWorker(t, fakemesh.WorkerConfig{ID: "w1"})
+	locate := func(_ context.Context, model string) (string, error) {
+		if model != "tiny" {
+			return "", connect.NewError(connect.CodeNotFound, errors.New("no such model"))
+		}
+		return w.URL, nil
+	}
+	c := New(Config{Locate: locate, Dialer: upstream.NewWorkers(upstream.NewHTTPClient())})
+	if got := c.Models(t.Context()); len(got) != 0 {
+		t.Fatalf("Models before any request = %+v", got)
+	}
+	if _, err := c.Get(t.Context(), "tiny"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Get(t.Context(), "other"); !errors.Is(err, ErrUnknownModel) {
+		t.Fatalf("unknown: %v", err)
+	}
+	if got := c.Models(t.Context()); len(got) != 1 || got[0].Name != "tiny" {
+		t.Fatalf("Models = %+v", got)
+	}
+}
+
+func TestTokenizerKinds(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		kind string
+		data []byte
+		ok   bool
+	}{{"bytes", nil, true}, {"", nil, true}, {"llama2c", nil, false}, {"llama2c", []byte{1}, false}, {"sentencepiece", nil, false}} {
+		info := fakeInfo(tc.kind, tc.data)
+		if _, err := Tokenizer(info); (err == nil) != tc.ok {
+			t.Errorf("kind %q with %d bytes: err=%v", tc.kind, len(tc.data), err)
+		}
+	}
+}

@@ -1,0 +1,117 @@
+package catalog
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"connectrpc.com/connect"
+
+	workerv1 "switchyard.dev/gen/switchyard/worker/v1"
+	"switchyard.dev/libs/engine/tokenizer"
+)
+
+// Get returns model, fetching its info on first use. It fails with
+// ErrUnknownModel when no worker serves it.
+func (c *Catalog) Get(ctx context.Context, model string) (*Model, error) {
+	c.waitReady(ctx)
+	e, err := c.entry(model)
+	if err != nil {
+		return nil, err
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.model != nil {
+		return e.model, nil
+	}
+	m, err := c.fetch(ctx, model, e)
+	if err != nil {
+		return nil, err
+	}
+	e.model = m
+	return m, nil
+}
+
+func (c *Catalog) entry(model string) (*entry, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.models[model]
+	if ok {
+		return e, nil
+	}
+	if c.cfg.Registry != nil {
+		return nil, fmt.Errorf("%w: %q", ErrUnknownModel, model)
+	}
+	e = &entry{created: c.cfg.Now()}
+	c.models[model] = e
+	return e, nil
+}
+
+func (c *Catalog) urls(ctx context.Context, model string, e *entry) ([]string, error) {
+	if c.cfg.Registry != nil {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return append([]string(nil), e.urls...), nil
+	}
+	if c.cfg.Locate == nil {
+		return nil, fmt.Errorf("%w: %q", ErrUnknownModel, model)
+	}
+	u, err := c.cfg.Locate(ctx, model)
+	if err != nil {
+		if code := connect.CodeOf(err); code == connect.CodeNotFound || code == connect.CodeFailedPrecondition {
+			return nil, fmt.Errorf("%w: %q: %w", ErrUnknownModel, model, err)
+		}
+		return nil, fmt.Errorf("catalog: locate %q: %w", model, err)
+	}
+	return []string{u}, nil
+}
+
+// fetch asks the model's workers in turn for its info.
+func (c *Catalog) fetch(ctx context.Context, model string, e *entry) (*Model, error) {
+	urls, err := c.urls(ctx, model, e)
+	if err != nil {
+		return nil, err
+	}
+	var errs []error
+	for _, u := range urls {
+		resp, err := c.cfg.Dialer.Worker(u).GetModelInfo(ctx, connect.NewRequest(&workerv1.GetModelInfoRequest{}))
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", u, err))
+			continue
+		}
+		tok, err := Tokenizer(resp.Msg)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", u, err))
+			continue
+		}
+		c.cfg.Logger.Info("model resolved", "model", model, "worker", u, "vocab", resp.Msg.GetVocabSize(),
+			"context", resp.Msg.GetContextLength(), "tokenizer", resp.Msg.GetTokenizerKind())
+		return &Model{Name: model, Info: resp.Msg, Tok: tok, Created: e.created}, nil
+	}
+	if len(errs) == 0 {
+		return nil, fmt.Errorf("%w: %q has no workers", ErrUnknownModel, model)
+	}
+	return nil, fmt.Errorf("catalog: model info for %q: %w", model, errors.Join(errs...))
+}
+
+// Tokenizer builds the tokenizer a worker described.
+func Tokenizer(info *workerv1.GetModelInfoResponse) (tokenizer.Tokenizer, error) {
+	switch kind := info.GetTokenizerKind(); {
+	case kind == "llama2c" && len(info.GetTokenizer()) > 0:
+		return tokenizer.ParseBPE(info.GetTokenizer(), int(info.GetVocabSize()))
+	case kind == "bytes" || kind == "" && len(info.GetTokenizer()) == 0:
+		return tokenizer.NewBytes(int(info.GetVocabSize()))
+	default:
+		return nil, fmt.Errorf("catalog: tokenizer kind %q with %d bytes: unsupported", kind, len(info.GetTokenizer()))
+	}
+}
+
+// Encode tokenizes prompt text the way the model wants it: the worker's
+// BOS id first, then the text (llama2.c encode with bos=true).
+func (m *Model) Encode(text string) []uint32 {
+	if m.Info.GetBosTokenId() == m.Tok.BOS() {
+		return m.Tok.Encode(text, true, false)
+	}
+	ids := m.Tok.Encode(text, false, false)
+	return append([]uint32{m.Info.GetBosTokenId()}, ids...)
+}

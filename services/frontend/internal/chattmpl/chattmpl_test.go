@@ -1,0 +1,37 @@
+package chattmpl
+
+import "testing"
+
+func TestRender(t *testing.T) {
+	t.Parallel()
+	msgs := []Message{{"system", "Be terse."}, {"user", "Hi"}, {"assistant", "Hello"}, {"developer", "No."}, {"user", "Story?"}}
+	tests := []struct {
+		spec, model, want string
+	}{
+		{"", "m", "System: Be terse.\nUser: Hi\nAssistant: Hello\nSystem: No.\nUser: Story?\nAssistant:"},
+		{"raw", "m", "Be terse.\nHi\nHello\nNo.\nStory?"},
+		{"plain,m=raw", "m", "Be terse.\nHi\nHello\nNo.\nStory?"},
+		{"m=raw", "other", "System: Be terse.\nUser: Hi\nAssistant: Hello\nSystem: No.\nUser: Story?\nAssistant:"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.spec+"/"+tc.model, func(t *testing.T) {
+			t.Parallel()
+			s, err := Parse(tc.spec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := s.For(tc.model)(msgs); got != tc.want {
+				t.Fatalf("got %q\nwant %q", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestParseErrors(t *testing.T) {
+	t.Parallel()
+	for _, spec := range []string{"jinja", "m=jinja", "=raw"} {
+		if _, err := Parse(spec); err == nil {
+			t.Errorf("Parse(%q): no error", spec)
+		}
+	}
+}

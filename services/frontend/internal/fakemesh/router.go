@@ -1,0 +1,96 @@
+package fakemesh
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"sync"
+	"testing"
+
+	"connectrpc.com/connect"
+
+	routerv1 "switchyard.dev/gen/switchyard/router/v1"
+	"switchyard.dev/gen/switchyard/router/v1/routerv1connect"
+)
+
+// Router is a fake RouterService: the i-th Route call of a model goes to
+// that model's workers[i % len(workers)], or to hints.worker_id.
+type Router struct {
+	routerv1connect.UnimplementedRouterServiceHandler
+	URL string
+
+	mu       sync.Mutex
+	workers  []*Worker
+	calls    int
+	routes   []*routerv1.RouteRequest
+	releases []string
+	err      *connect.Error
+}
+
+// StartRouter serves a fake router over workers until the test ends.
+func StartRouter(tb testing.TB, workers ...*Worker) *Router {
+	tb.Helper()
+	r := &Router{workers: workers}
+	r.URL = serve(tb, handler(routerv1connect.NewRouterServiceHandler(r)))
+	return r
+}
+
+func handler(path string, h http.Handler) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle(path, h)
+	return mux
+}
+
+// FailWith makes every Route fail with err (nil restores).
+func (r *Router) FailWith(err *connect.Error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.err = err
+}
+
+// Routes returns the Route requests received.
+func (r *Router) Routes() []*routerv1.RouteRequest {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]*routerv1.RouteRequest(nil), r.routes...)
+}
+
+// Releases returns the released request ids.
+func (r *Router) Releases() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), r.releases...)
+}
+
+// Route implements the RouterService.
+func (r *Router) Route(_ context.Context, req *connect.Request[routerv1.RouteRequest]) (*connect.Response[routerv1.RouteResponse], error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.routes = append(r.routes, req.Msg)
+	if r.err != nil {
+		return nil, r.err
+	}
+	var pool []*Worker
+	for _, w := range r.workers {
+		if w.cfg.Model == req.Msg.GetModel() {
+			if id := req.Msg.GetHints().GetWorkerId(); id != "" && id == w.cfg.ID {
+				return connect.NewResponse(&routerv1.RouteResponse{Decode: &routerv1.Worker{InstanceId: w.cfg.ID, Address: w.URL}, Mode: "direct"}), nil
+			}
+			pool = append(pool, w)
+		}
+	}
+	if len(pool) == 0 {
+		return nil, connect.NewError(connect.CodeNotFound, errors.New("no worker serves model "+req.Msg.GetModel()))
+	}
+	w := pool[r.calls%len(pool)]
+	r.calls++
+	return connect.NewResponse(&routerv1.RouteResponse{Decode: &routerv1.Worker{InstanceId: w.cfg.ID, Address: w.URL}, Mode: "round-robin"}), nil
+}
+
+// Release implements the RouterService.
+func (r *Router) Release(_ context.Context, req *connect.Request[routerv1.ReleaseRequest]) (*connect.Response[routerv1.ReleaseResponse], error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.releases = append(r.releases, req.Msg.GetRequestId())
+	return connect.NewResponse(&routerv1.ReleaseResponse{}), nil
+}

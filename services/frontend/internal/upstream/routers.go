@@ -1,0 +1,125 @@
+package upstream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+
+	"connectrpc.com/connect"
+
+	routerv1 "switchyard.dev/gen/switchyard/router/v1"
+	"switchyard.dev/gen/switchyard/router/v1/routerv1connect"
+	"switchyard.dev/libs/mesh/discovery"
+)
+
+// ErrNoRouter means no router replica is known.
+var ErrNoRouter = errors.New("upstream: no router available")
+
+// Routed is a routing decision and the replica that made it; Release must
+// go to the same replica, which holds the request's predicted load.
+type Routed struct {
+	Resp    *routerv1.RouteResponse
+	Replica string
+}
+
+// Routers spreads Route calls over router replicas round-robin and fails
+// over to the next replica when one is unavailable.
+type Routers struct {
+	hc   connect.HTTPClient
+	opts []connect.ClientOption
+	log  *slog.Logger
+	next atomic.Uint64
+
+	mu      sync.Mutex
+	urls    []string
+	clients map[string]routerv1connect.RouterServiceClient
+}
+
+// NewRouters returns a pool over the given base URLs (static mode); call
+// Watch to follow discovery instead.
+func NewRouters(hc connect.HTTPClient, log *slog.Logger, urls []string, opts ...connect.ClientOption) *Routers {
+	r := &Routers{hc: hc, opts: opts, log: log, clients: make(map[string]routerv1connect.RouterServiceClient)}
+	r.set(urls)
+	return r
+}
+
+func (r *Routers) set(urls []string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.urls = urls
+	for _, u := range urls {
+		if _, ok := r.clients[u]; !ok {
+			r.clients[u] = routerv1connect.NewRouterServiceClient(r.hc, u, r.opts...)
+		}
+	}
+}
+
+// Watch follows the healthy router instances in reg until ctx ends.
+func (r *Routers) Watch(ctx context.Context, reg discovery.Registry) error {
+	ch, err := reg.Watch(ctx, discovery.RoleRouter)
+	if err != nil {
+		return fmt.Errorf("watch routers: %w", err)
+	}
+	go func() {
+		for ins := range ch {
+			urls := make([]string, len(ins))
+			for i, in := range ins {
+				urls[i] = in.URL()
+			}
+			r.log.Debug("routers changed", "count", len(urls))
+			r.set(urls)
+		}
+	}()
+	return nil
+}
+
+func (r *Routers) snapshot() ([]string, map[string]routerv1connect.RouterServiceClient) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.urls, r.clients
+}
+
+func (r *Routers) client(url string) routerv1connect.RouterServiceClient {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.clients[url]
+}
+
+// Route asks one replica after another, starting round-robin, until one
+// answers with anything but Unavailable.
+func (r *Routers) Route(ctx context.Context, req *routerv1.RouteRequest) (Routed, error) {
+	urls, _ := r.snapshot()
+	if len(urls) == 0 {
+		return Routed{}, ErrNoRouter
+	}
+	start := int(r.next.Add(1))
+	var last error
+	for i := range urls {
+		url := urls[(start+i)%len(urls)]
+		resp, err := r.client(url).Route(ctx, connect.NewRequest(req))
+		if err == nil {
+			return Routed{Resp: resp.Msg, Replica: url}, nil
+		}
+		last = err
+		if connect.CodeOf(err) != connect.CodeUnavailable || ctx.Err() != nil {
+			break
+		}
+		r.log.Debug("router unavailable, trying next", "router", url, "err", err)
+	}
+	return Routed{}, fmt.Errorf("route: %w", last)
+}
+
+// Release tells the replica that routed id that the request ended. Errors
+// are logged, not returned: the router also expires load on its own.
+func (r *Routers) Release(ctx context.Context, replica, id string) {
+	c := r.client(replica)
+	if c == nil {
+		return
+	}
+	if _, err := c.Release(ctx, connect.NewRequest(&routerv1.ReleaseRequest{RequestId: id})); err != nil {
+		r.log.Debug("release failed", "router", replica, "request_id", id, "err", err)
+	}
+}
