@@ -1,0 +1,101 @@
+package generate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"connectrpc.com/connect"
+
+	routerv1 "switchyard.dev/gen/switchyard/router/v1"
+	workerv1 "switchyard.dev/gen/switchyard/worker/v1"
+)
+
+// releaseTimeout bounds Release, which runs after the client may be gone.
+const releaseTimeout = 2 * time.Second
+
+// attempt routes and streams once. done reports that the generation ended
+// (successfully, or with an error that must not be retried).
+func (g *Generator) attempt(ctx context.Context, st *state, n int, emit func(Delta) error) (done bool, err error) {
+	st.before = len(st.generated)
+	id := st.req.ID
+	if n > 0 {
+		id = fmt.Sprintf("%s-m%d", st.req.ID, n)
+	}
+	gen := st.generateRequest(id)
+	routed, err := g.cfg.Router.Route(ctx, &routerv1.RouteRequest{RequestId: id, Model: st.req.Model, TokenIds: gen.TokenIds, Hints: st.req.Hints})
+	if err != nil {
+		return true, routeError{err}
+	}
+	defer func() {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+		g.cfg.Router.Release(rctx, routed.Replica, id)
+		cancel()
+	}()
+	w := routed.Resp.GetDecode()
+	if w.GetAddress() == "" {
+		return true, routeError{connect.NewError(connect.CodeUnavailable, errors.New("router chose no decode worker"))}
+	}
+	// Cancelling sctx cancels the worker's stream: on client disconnect, on
+	// a stop string found here, and on return.
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stream, err := g.cfg.Dialer.Worker(w.GetAddress()).Generate(sctx, connect.NewRequest(gen))
+	if err != nil {
+		return false, fmt.Errorf("worker %s: %w", w.GetInstanceId(), err)
+	}
+	defer stream.Close()
+	for stream.Receive() {
+		done, err := st.consume(stream.Msg(), emit)
+		if done {
+			return true, err
+		}
+		if err != nil {
+			return false, fmt.Errorf("worker %s: %w", w.GetInstanceId(), err)
+		}
+	}
+	if err := stream.Err(); err != nil {
+		return false, fmt.Errorf("worker %s: %w", w.GetInstanceId(), err)
+	}
+	return false, fmt.Errorf("worker %s: %w", w.GetInstanceId(), ErrIncomplete)
+}
+
+// consume handles one worker message.
+func (st *state) consume(msg *workerv1.GenerateResponse, emit func(Delta) error) (done bool, err error) {
+	var b strings.Builder
+	stopped := false
+	ids := msg.GetTokenIds()
+	for i, id := range ids {
+		st.generated = append(st.generated, id)
+		text, stop := st.text.Push(id)
+		b.WriteString(text)
+		if stop {
+			stopped, ids = true, ids[:i+1]
+			break
+		}
+	}
+	st.noteUsage(msg.GetUsage())
+	finish := msg.GetFinishReason()
+	switch {
+	case stopped:
+		st.finish, st.completion = "stop", len(st.generated)
+	case finish == workerv1.FinishReason_FINISH_REASON_STOP:
+		st.finish = "stop"
+	case finish == workerv1.FinishReason_FINISH_REASON_LENGTH || len(st.generated) >= st.req.MaxTokens:
+		st.finish = "length"
+	case finish == workerv1.FinishReason_FINISH_REASON_CANCELLED:
+		// Cancelled by the worker, not by us: treat like a broken stream.
+		return false, connect.NewError(connect.CodeCanceled, errors.New("worker cancelled the generation"))
+	}
+	if st.finish != "" && !stopped {
+		b.WriteString(st.text.Flush())
+	}
+	if len(ids) > 0 || b.Len() > 0 {
+		if err := emit(Delta{Text: b.String(), Tokens: len(ids)}); err != nil {
+			return true, emitError{err}
+		}
+	}
+	return st.finish != "", nil
+}

@@ -1,0 +1,218 @@
+// Package generate runs one generation across the mesh: route, stream from
+// the chosen worker, release, and migrate to another worker when the
+// stream breaks.
+//
+// Migration keeps the client's view whole. When a worker stream fails
+// mid-way (Unavailable, a reset connection, or EOF before a final
+// message), the request is routed again with the tokens generated so far
+// appended to the prompt and max_tokens reduced by as many; text is
+// decoded here from token ids (package detok), so bytes the dead worker
+// held back are not lost, and usage counts the original prompt and every
+// generated token.
+package generate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"time"
+
+	"connectrpc.com/connect"
+
+	commonv1 "switchyard.dev/gen/switchyard/common/v1"
+	routerv1 "switchyard.dev/gen/switchyard/router/v1"
+	workerv1 "switchyard.dev/gen/switchyard/worker/v1"
+	"switchyard.dev/gen/switchyard/worker/v1/workerv1connect"
+	"switchyard.dev/libs/engine/tokenizer"
+	"switchyard.dev/services/frontend/internal/detok"
+	"switchyard.dev/services/frontend/internal/upstream"
+)
+
+// Router is the routing the generator needs (upstream.Routers).
+type Router interface {
+	Route(ctx context.Context, req *routerv1.RouteRequest) (upstream.Routed, error)
+	Release(ctx context.Context, replica, id string)
+}
+
+// Dialer returns a worker client (upstream.Workers).
+type Dialer interface {
+	Worker(baseURL string) workerv1connect.WorkerServiceClient
+}
+
+// Request is one generation on a tokenized prompt.
+type Request struct {
+	ID        string
+	Model     string
+	Prompt    []uint32
+	Tokenizer tokenizer.Tokenizer
+	// MaxTokens is the completion budget, already fitted to the context.
+	MaxTokens int
+	Sampling  *commonv1.SamplingParams
+	Stop      []string
+	StopIDs   []uint32
+	IgnoreEOS bool
+	Hints     *commonv1.Hints
+}
+
+// Delta is new output: Tokens tokens arrived and Text can be shown (it
+// may be empty while bytes are held back).
+type Delta struct {
+	Text   string
+	Tokens int
+}
+
+// Result summarizes a generation that ended.
+type Result struct {
+	Finish           string // "stop" or "length"
+	PromptTokens     int
+	CompletionTokens int
+	CachedTokens     int
+	Migrations       int
+}
+
+// Config configures a Generator.
+type Config struct {
+	Router  Router
+	Dialer  Dialer
+	Logger  *slog.Logger
+	// MigrationAttempts is how many times a broken stream is re-routed.
+	MigrationAttempts int
+	// OnMigrate, if set, is called before each migration.
+	OnMigrate func(model string)
+}
+
+// Generator runs generations; it is safe for concurrent use.
+type Generator struct{ cfg Config }
+
+// New returns a Generator.
+func New(cfg Config) *Generator {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Generator{cfg: cfg}
+}
+
+// ErrIncomplete marks a worker stream that ended without a final message.
+var ErrIncomplete = errors.New("generate: worker stream ended without a finish reason")
+
+// emitError marks a failure to deliver output to the client.
+type emitError struct{ err error }
+
+func (e emitError) Error() string { return "generate: client: " + e.err.Error() }
+func (e emitError) Unwrap() error { return e.err }
+
+// Run generates, calling emit for each delta in order, and returns how it
+// ended. An error before the first delta leaves nothing emitted, so the
+// caller can still answer with an error status.
+func (g *Generator) Run(ctx context.Context, req Request, emit func(Delta) error) (Result, error) {
+	st := &state{req: req, text: detok.New(req.Tokenizer, req.Prompt[len(req.Prompt)-1], req.Stop)}
+	var last error
+	for attempt := 0; attempt <= g.cfg.MigrationAttempts; attempt++ {
+		if attempt > 0 {
+			st.migrations++
+			if g.cfg.OnMigrate != nil {
+				g.cfg.OnMigrate(req.Model)
+			}
+			g.cfg.Logger.Info("migrating request", "request_id", req.ID, "attempt", attempt, "generated", len(st.generated), "err", last)
+			if err := sleep(ctx, time.Duration(attempt-1)*25*time.Millisecond); err != nil {
+				return st.result(), err
+			}
+		}
+		done, err := g.attempt(ctx, st, attempt, emit)
+		if done {
+			return st.result(), err
+		}
+		if !Migratable(ctx, err) {
+			return st.result(), err
+		}
+		last = err
+	}
+	return st.result(), fmt.Errorf("generate: gave up after %d migrations: %w", g.cfg.MigrationAttempts, last)
+}
+
+// Migratable reports whether err, from a worker stream, is worth another
+// worker: the worker went away or failed, and the client is still there.
+func Migratable(ctx context.Context, err error) bool {
+	if ctx.Err() != nil || err == nil {
+		return false
+	}
+	var ee emitError
+	var re routeError
+	if errors.As(err, &ee) || errors.As(err, &re) {
+		return false
+	}
+	if errors.Is(err, ErrIncomplete) {
+		return true
+	}
+	switch connect.CodeOf(err) {
+	case connect.CodeUnavailable, connect.CodeUnknown, connect.CodeInternal, connect.CodeAborted,
+		connect.CodeCanceled, connect.CodeResourceExhausted:
+		return true
+	}
+	return false
+}
+
+// routeError wraps a failure of the router itself: it already failed over
+// between replicas, so it is not retried here.
+type routeError struct{ err error }
+
+func (e routeError) Error() string { return e.err.Error() }
+func (e routeError) Unwrap() error { return e.err }
+
+func sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// state is what survives across attempts.
+type state struct {
+	req        Request
+	text       *detok.Stream
+	generated  []uint32
+	before     int // tokens generated before the current attempt
+	finish     string
+	completion int
+	cached     int
+	haveCached bool
+	migrations int
+}
+
+func (s *state) result() Result {
+	return Result{Finish: s.finish, PromptTokens: len(s.req.Prompt), CompletionTokens: max(s.completion, len(s.generated)),
+		CachedTokens: min(s.cached, len(s.req.Prompt)), Migrations: s.migrations}
+}
+
+func (s *state) noteUsage(u *workerv1.Usage) {
+	if u == nil {
+		return
+	}
+	if !s.haveCached || s.migrations == 0 {
+		s.cached, s.haveCached = int(u.GetCachedTokens()), true
+	}
+	s.completion = s.before + int(u.GetCompletionTokens())
+}
+
+func (s *state) generateRequest(id string) *workerv1.GenerateRequest {
+	return &workerv1.GenerateRequest{
+		RequestId: id,
+		Model:     s.req.Model,
+		TokenIds:  slices.Concat(s.req.Prompt, s.generated),
+		Sampling:  s.req.Sampling,
+		Stop: &commonv1.StopConditions{
+			MaxTokens: uint32(s.req.MaxTokens - len(s.generated)), Stop: s.req.Stop,
+			StopTokenIds: s.req.StopIDs, IgnoreEos: s.req.IgnoreEOS,
+		},
+		Hints: s.req.Hints,
+	}
+}
