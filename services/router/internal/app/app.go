@@ -1,12 +1,25 @@
-// Package app wires the router service.
+// Package app wires the router service: flags, the radix index (restored
+// from a Redis snapshot when configured), KV event ingestion from the
+// workers in discovery, the decision engine behind RouterService, and load
+// sharing with peer routers through RouterPeerService.
 package app
 
 import (
 	"context"
+	"flag"
 	"io"
+	"net/http"
+	"time"
 
+	"switchyard.dev/gen/switchyard/router/v1/routerv1connect"
 	"switchyard.dev/libs/mesh/discovery"
 	"switchyard.dev/libs/mesh/service"
+	"switchyard.dev/libs/radix"
+	"switchyard.dev/services/router/internal/ingest"
+	"switchyard.dev/services/router/internal/peer"
+	"switchyard.dev/services/router/internal/policy"
+	"switchyard.dev/services/router/internal/route"
+	"switchyard.dev/services/router/internal/snapshot"
 )
 
 // Main runs the service until ctx ends and returns the exit code.
@@ -15,10 +28,168 @@ func Main(ctx context.Context, version string, args []string, stdout, stderr io.
 }
 
 // Spec describes the router service.
-func Spec(version string) service.Spec {
+func Spec(version string) service.Spec { return spec(version, nil) }
+
+// stack is a running router's parts, handed to tests.
+type stack struct {
+	index    *radix.Index
+	router   *route.Router
+	ingester *ingest.Ingester
+	id       string
+}
+
+func spec(version string, onSetup func(*stack)) service.Spec {
+	f := new(flags)
 	return service.Spec{
 		Role:          discovery.RoleRouter,
 		Version:       version,
 		DefaultListen: "127.0.0.1:9000",
+		Flags:         func(fs *flag.FlagSet) { f.register(fs) },
+		Validate:      f.validate,
+		Setup: func(ctx context.Context, rt *service.Runtime) error {
+			st, err := setup(ctx, rt, f)
+			if err == nil && onSetup != nil {
+				onSetup(st)
+			}
+			return err
+		},
 	}
+}
+
+// h2cClient speaks HTTP/2 without TLS, as every Switchyard server does.
+func h2cClient() *http.Client {
+	p := new(http.Protocols)
+	p.SetUnencryptedHTTP2(true)
+	return &http.Client{Transport: &http.Transport{Protocols: p}}
+}
+
+func setup(ctx context.Context, rt *service.Runtime, f *flags) (*stack, error) {
+	log, id := rt.Logger, rt.Server.Instance().ID
+	hc := h2cClient()
+	index, saver := openIndex(ctx, rt, f)
+	var pusher *peer.Pusher
+	cfg := route.Config{
+		Self: id, Index: index, Mode: f.mode,
+		Params:                policy.Params{Weights: f.weights, PrefillLoadScale: f.prefillLoadScale, Temperature: f.temperature},
+		DisaggThresholdTokens: f.disaggThreshold, DefaultBlockSize: f.blockSize, ExpectedOutputTokens: f.expectedOutput,
+		PrefillBlockTime: f.prefillBlockTime, LoadTTL: f.loadTTL,
+		Approx: f.approx, ApproxTTL: f.approxTTL, ApproxMaxBlocks: f.approxMaxBlocks,
+		Meter: rt.Telemetry.Meter.Meter("switchyard.dev/services/router"), Logger: log,
+	}
+	if f.sharePeers && rt.Registry != nil {
+		pusher = peer.NewPusher(id, hc, log)
+		cfg.Publish = pusher.Publish
+	}
+	router, err := route.New(cfg)
+	if err != nil {
+		return nil, err
+	}
+	opts := rt.Server.HandlerOptions()
+	rt.Server.Mount(routerv1connect.NewRouterServiceHandler(router, opts...))
+	rt.Server.Mount(routerv1connect.NewRouterPeerServiceHandler(&peer.Handler{Self: id, Apply: router.ApplyPeer}, opts...))
+
+	icfg := ingest.Config{Index: index, HTTP: hc, Logger: log}
+	if f.approx == "auto" {
+		icfg.OnNoEvents = router.SetApprox
+	}
+	in := ingest.New(icfg)
+	for _, w := range f.vllm {
+		in.FollowVLLM(ctx, w)
+	}
+	if rt.Registry != nil {
+		if err := watchWorkers(ctx, rt.Registry, router, in, f.approx == "all"); err != nil {
+			return nil, err
+		}
+		if pusher != nil {
+			if err := pusher.Watch(ctx, rt.Registry); err != nil {
+				return nil, err
+			}
+			go pusher.Run(ctx)
+		}
+	}
+	go router.Run(ctx, 50*time.Millisecond)
+	if saver != nil {
+		saver.Source = index.Snapshot
+		go saver.Run(ctx)
+	}
+	return &stack{index: index, router: router, ingester: in, id: id}, nil
+}
+
+// openIndex restores the index from Redis when configured. An unreachable
+// Redis or a bad snapshot is logged and routing starts from an empty index
+// (the workers' dumps rebuild it); the saver keeps retrying.
+func openIndex(ctx context.Context, rt *service.Runtime, f *flags) (*radix.Index, *snapshot.Saver) {
+	if f.redisAddr == "" {
+		return radix.New(), nil
+	}
+	store := snapshot.NewRedis(f.redisAddr)
+	key := "switchyard:router:" + f.namespace + ":index"
+	saver := &snapshot.Saver{Store: store, Key: key, Interval: f.snapshotInterval, Logger: rt.Logger}
+	lctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	data, err := store.Load(lctx, key)
+	switch {
+	case err != nil:
+		rt.Logger.Warn("index snapshot not loaded; starting empty, snapshots will retry", "redis", f.redisAddr, "err", err)
+	case data == nil:
+		rt.Logger.Info("no index snapshot yet", "key", key)
+	default:
+		ix, err := radix.Restore(data)
+		if err != nil {
+			rt.Logger.Warn("index snapshot unusable; starting empty", "key", key, "err", err)
+			break
+		}
+		rt.Logger.Info("index restored from snapshot", "key", key, "workers", len(ix.Workers()), "bytes", len(data))
+		return ix, saver
+	}
+	return radix.New(), saver
+}
+
+// watchWorkers follows the decode and prefill roles. The ingester is
+// synced only once both roles have reported, so workers restored from a
+// snapshot are not dropped just because the other role was not seen yet.
+func watchWorkers(ctx context.Context, reg discovery.Registry, router *route.Router, in *ingest.Ingester, approxAll bool) error {
+	decCh, err := reg.Watch(ctx, discovery.RoleDecode)
+	if err != nil {
+		return err
+	}
+	preCh, err := reg.Watch(ctx, discovery.RolePrefill)
+	if err != nil {
+		return err
+	}
+	go func() {
+		var dec, pre []discovery.Instance
+		seenDec, seenPre := false, false
+		for decCh != nil || preCh != nil {
+			select {
+			case ins, ok := <-decCh:
+				if !ok {
+					decCh = nil
+					continue
+				}
+				dec, seenDec = ins, true
+			case ins, ok := <-preCh:
+				if !ok {
+					preCh = nil
+					continue
+				}
+				pre, seenPre = ins, true
+			}
+			router.SetWorkers(dec, pre)
+			if seenDec && seenPre && ctx.Err() == nil {
+				in.Sync(ctx, followed(dec, pre, approxAll))
+			}
+		}
+	}()
+	return nil
+}
+
+func followed(dec, pre []discovery.Instance, approxAll bool) []ingest.Worker {
+	var out []ingest.Worker
+	for _, ins := range [][]discovery.Instance{dec, pre} {
+		for _, in := range ins {
+			out = append(out, ingest.Worker{ID: in.ID, URL: in.URL(), Approx: approxAll})
+		}
+	}
+	return out
 }

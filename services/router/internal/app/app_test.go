@@ -11,5 +11,5 @@ import (
 func TestGRPCConformance(t *testing.T) {
 	t.Parallel()
 	r := meshtest.Start(t, Spec("v0.0.0-test"), "-listen", "127.0.0.1:0", "-discovery", "none")
-	meshtest.CheckGRPC(t, r.Addr, "router")
+	meshtest.CheckGRPC(t, r.Addr, "router", "switchyard.router.v1.RouterService", "switchyard.router.v1.RouterPeerService")
 }

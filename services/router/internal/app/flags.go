@@ -1,0 +1,116 @@
+package app
+
+import (
+	"flag"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+
+	"switchyard.dev/services/router/internal/ingest"
+	"switchyard.dev/services/router/internal/policy"
+)
+
+// flags are the router's own settings.
+type flags struct {
+	mode             string
+	temperature      float64
+	prefillLoadScale float64
+	tierWeights      string
+	disaggThreshold  int
+	blockSize        int
+	expectedOutput   int
+	prefillBlockTime time.Duration
+	loadTTL          time.Duration
+	approx           string
+	approxTTL        time.Duration
+	approxMaxBlocks  int
+	vllm             vllmFlag
+	redisAddr        string
+	snapshotInterval time.Duration
+	namespace        string
+	sharePeers       bool
+
+	weights policy.TierWeights // parsed tierWeights
+}
+
+// vllmFlag collects repeated -vllm-endpoint values.
+type vllmFlag []ingest.VLLMWorker
+
+func (v *vllmFlag) String() string { return fmt.Sprint(len(*v), " endpoints") }
+
+func (v *vllmFlag) Set(s string) error {
+	w, err := ingest.ParseVLLM(s)
+	if err != nil {
+		return err
+	}
+	*v = append(*v, w)
+	return nil
+}
+
+func (f *flags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.mode, "mode", policy.ModeKV, "routing mode: kv, round-robin, random, least-loaded or direct (requests with hints.worker_id are always direct)")
+	fs.Float64Var(&f.temperature, "temperature", 0, "kv mode: 0 picks the lowest cost (random tie-break); > 0 samples softmax over normalized costs")
+	fs.Float64Var(&f.prefillLoadScale, "prefill-load-scale", 1, "weight of prefill blocks against decode blocks in the cost")
+	fs.StringVar(&f.tierWeights, "tier-weights", "1,0.75,0.25,0.1", "overlap credit per cached block in device,host,disk,external tiers")
+	fs.IntVar(&f.disaggThreshold, "disagg-threshold-tokens", 512, "with prefill workers for the model, prefill remotely when the uncached prompt exceeds this")
+	fs.IntVar(&f.blockSize, "block-size", 16, "KV block size in tokens when workers publish no block_size meta")
+	fs.IntVar(&f.expectedOutput, "expected-output-tokens", 256, "decode length assumed for predicted load when hints give none")
+	fs.DurationVar(&f.prefillBlockTime, "prefill-block-time", time.Millisecond, "estimated prefill time per uncached block (predicted prefill load ends after it)")
+	fs.DurationVar(&f.loadTTL, "load-ttl", 2*time.Minute, "predicted load of a routed request is dropped after this unless released earlier")
+	fs.StringVar(&f.approx, "approx", "auto", "approximate KV caches from routing decisions: off, auto (workers that serve no KV events) or all")
+	fs.DurationVar(&f.approxTTL, "approx-ttl", 2*time.Minute, "approximate mode: how long a routed prefix counts as cached")
+	fs.IntVar(&f.approxMaxBlocks, "approx-max-blocks", 65536, "approximate mode: most blocks assumed cached per worker")
+	fs.Var(&f.vllm, "vllm-endpoint", "static vLLM/SGLang worker KV events: worker-id=tcp://host:port[,replay=tcp://host:port][,topic=T] (repeatable)")
+	fs.StringVar(&f.redisAddr, "redis-addr", "", "Redis host:port for index snapshots (empty: no snapshots)")
+	fs.DurationVar(&f.snapshotInterval, "snapshot-interval", 10*time.Second, "how often the index is saved to Redis")
+	fs.StringVar(&f.namespace, "namespace", "default", "snapshot namespace: routers of one namespace share the key switchyard:router:<namespace>:index")
+	fs.BoolVar(&f.sharePeers, "share-load", true, "share predicted load with peer routers found in discovery")
+}
+
+func (f *flags) validate() error {
+	modes := policy.NewRegistry().Modes()
+	if !contains(modes, f.mode) {
+		return fmt.Errorf("-mode=%q: want one of %v", f.mode, modes)
+	}
+	if f.temperature < 0 || f.prefillLoadScale < 0 {
+		return fmt.Errorf("-temperature and -prefill-load-scale must not be negative")
+	}
+	parts := strings.Split(f.tierWeights, ",")
+	if len(parts) != policy.NumTiers {
+		return fmt.Errorf("-tier-weights=%q: want %d comma-separated numbers", f.tierWeights, policy.NumTiers)
+	}
+	for i, p := range parts {
+		w, err := strconv.ParseFloat(strings.TrimSpace(p), 64)
+		if err != nil || w < 0 {
+			return fmt.Errorf("-tier-weights=%q: bad weight %q", f.tierWeights, p)
+		}
+		f.weights[i] = w
+	}
+	if f.blockSize <= 0 {
+		return fmt.Errorf("-block-size=%d: must be positive", f.blockSize)
+	}
+	if f.approx != "off" && f.approx != "auto" && f.approx != "all" {
+		return fmt.Errorf("-approx=%q: want off, auto or all", f.approx)
+	}
+	if f.loadTTL <= 0 || f.approxTTL <= 0 || f.snapshotInterval <= 0 {
+		return fmt.Errorf("-load-ttl, -approx-ttl and -snapshot-interval must be positive")
+	}
+	if f.redisAddr != "" {
+		host, port, err := net.SplitHostPort(f.redisAddr)
+		if p, perr := strconv.Atoi(port); err != nil || host == "" || perr != nil || p <= 0 || p > 65535 {
+			return fmt.Errorf("-redis-addr=%q: want host:port", f.redisAddr)
+		}
+	}
+	return nil
+}
+
+func contains(xs []string, x string) bool {
+	for _, v := range xs {
+		if v == x {
+			return true
+		}
+	}
+	return false
+}

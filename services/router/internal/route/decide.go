@@ -1,0 +1,187 @@
+package route
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	"connectrpc.com/connect"
+
+	routerv1 "switchyard.dev/gen/switchyard/router/v1"
+	"switchyard.dev/libs/kvhash"
+	"switchyard.dev/libs/radix"
+	"switchyard.dev/services/router/internal/load"
+	"switchyard.dev/services/router/internal/policy"
+)
+
+// scratch is per-decision buffers, pooled so Route allocates little.
+type scratch struct {
+	match  radix.Result
+	cands  []policy.Candidate
+	loads  []load.Load
+	policy policy.Scratch
+}
+
+// decision is one pick among a pool.
+type decision struct {
+	cands  []policy.Candidate // scored survivors
+	chosen int
+}
+
+func (d *decision) worker() *policy.Candidate { return &d.cands[d.chosen] }
+
+// Route implements RouterService.Route.
+func (r *Router) Route(ctx context.Context, req *connect.Request[routerv1.RouteRequest]) (*connect.Response[routerv1.RouteResponse], error) {
+	res, err := r.Decide(ctx, req.Msg)
+	if err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(res), nil
+}
+
+// Decide routes one request; errors are *connect.Error with precise codes.
+func (r *Router) Decide(ctx context.Context, req *routerv1.RouteRequest) (*routerv1.RouteResponse, error) {
+	if len(req.GetTokenIds()) == 0 {
+		return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("token_ids is empty"))
+	}
+	if req.GetModel() == "" {
+		return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("model is empty"))
+	}
+	pools := r.pools.Load()
+	mp := pools.pool(req.GetModel())
+	if mp == nil || len(mp.decode) == 0 {
+		return nil, connect.NewError(connect.CodeUnavailable, fmt.Errorf("no healthy decode workers serve model %q", req.GetModel()))
+	}
+	mode := r.cfg.Mode
+	if req.GetHints().GetWorkerId() != "" {
+		mode = policy.ModeDirect
+	}
+	s, _ := r.scratch.Get().(*scratch)
+	if s == nil {
+		s = new(scratch)
+	}
+	defer r.scratch.Put(s)
+	hashes := kvhash.BlockHashes(req.GetTokenIds(), mp.blockSize, 0)
+	r.cfg.Index.MatchInto(&s.match, hashes)
+	preq := policy.Request{Blocks: len(hashes), WorkerID: req.GetHints().GetWorkerId()}
+
+	dec, err := r.pick(r.profiles[mode], &preq, s, mp.decode, mp.decodeIDs, mp.decodePos)
+	if err != nil {
+		return nil, r.pickError(err, preq.WorkerID, pools.known)
+	}
+	res := &routerv1.RouteResponse{RequestBlocks: uint32(len(hashes)), Mode: mode,
+		Decode: &routerv1.Worker{InstanceId: dec.worker().ID, Address: mp.decode[mp.decodePos[dec.worker().ID]].URL}}
+	appendCandidates(res, dec.cands)
+	chosen := *dec.worker()
+	prefillID, prefillCredit := "", r.cfg.Params.Weights.Credit(chosen.Depth)
+	uncached := len(req.GetTokenIds()) - chosen.Depth[radix.TierDevice]*mp.blockSize
+	if len(mp.prefill) > 0 && uncached > r.cfg.DisaggThresholdTokens {
+		preqP := policy.Request{Blocks: len(hashes)}
+		pd, err := r.pick(r.prefill, &preqP, s, mp.prefill, mp.prefillID, mp.prefillAt)
+		if err == nil {
+			p := pd.worker()
+			prefillID, prefillCredit = p.ID, p.Overlap
+			res.Prefill = &routerv1.Worker{InstanceId: p.ID, Address: mp.prefill[mp.prefillAt[p.ID]].URL}
+			appendCandidates(res, pd.cands)
+		}
+	}
+	r.recordLoad(req, mp.blockSize, len(hashes), chosen.ID, prefillID, prefillCredit)
+	r.approximate(chosen.ID, hashes)
+	if r.metrics != nil {
+		r.metrics.record(ctx, mode, chosen.ID, len(hashes), chosen.Depth[radix.TierDevice], chosen.Overlap)
+	}
+	return res, nil
+}
+
+// pick builds the candidates of one pool and runs profile over them.
+func (r *Router) pick(profile *policy.Profile, preq *policy.Request, s *scratch, ws []Worker, ids []string, pos map[string]int) (decision, error) {
+	s.loads = r.loads.Get(ids, s.loads)
+	s.cands = s.cands[:0]
+	for i, w := range ws {
+		s.cands = append(s.cands, policy.Candidate{ID: w.ID, PrefillBlocks: s.loads[i].Prefill, DecodeBlocks: s.loads[i].Decode})
+	}
+	for _, m := range s.match.Workers {
+		if i, ok := pos[m.Worker]; ok {
+			s.cands[i].Depth = m.Depth
+		}
+	}
+	cands, i, err := profile.Pick(preq, s.cands, r.rng, &s.policy)
+	return decision{cands: cands, chosen: i}, err
+}
+
+func appendCandidates(res *routerv1.RouteResponse, cs []policy.Candidate) {
+	for _, c := range cs {
+		res.Candidates = append(res.Candidates, &routerv1.Candidate{InstanceId: c.ID, OverlapBlocks: uint32(c.Depth[radix.TierExternal]), Cost: c.Cost})
+	}
+}
+
+func (r *Router) pickError(err error, workerID string, known map[string]bool) error {
+	switch {
+	case errors.Is(err, policy.ErrWorkerNotFound) && known[workerID]:
+		return connect.NewError(connect.CodeUnavailable, fmt.Errorf("worker %q is not healthy or does not serve this model", workerID))
+	case errors.Is(err, policy.ErrWorkerNotFound):
+		return connect.NewError(connect.CodeNotFound, fmt.Errorf("worker %q is unknown", workerID))
+	case errors.Is(err, policy.ErrNoWorkerID):
+		return connect.NewError(connect.CodeInvalidArgument, err)
+	case errors.Is(err, policy.ErrNoCandidates):
+		return connect.NewError(connect.CodeUnavailable, err)
+	}
+	return connect.NewError(connect.CodeInternal, err)
+}
+
+// recordLoad adds the request's predicted load and tells the peers.
+func (r *Router) recordLoad(req *routerv1.RouteRequest, blockSize, blocks int, decodeID, prefillID string, credit float64) {
+	id := req.GetRequestId()
+	if id == "" {
+		id = newRequestID()
+	}
+	out := int(req.GetHints().GetExpectedOutputTokens())
+	if out == 0 {
+		out = r.cfg.ExpectedOutputTokens
+	}
+	prefillBlocks := uint32(math.Ceil(max(float64(blocks)-credit, 0)))
+	decodeBlocks := uint32((len(req.GetTokenIds()) + out + blockSize - 1) / blockSize)
+	estimate := time.Duration(prefillBlocks) * r.cfg.PrefillBlockTime
+	r.loads.Add(r.cfg.Now(), load.Add{Origin: r.cfg.Self, RequestID: id, Decode: decodeID, Prefill: prefillID,
+		PrefillBlocks: prefillBlocks, DecodeBlocks: decodeBlocks, PrefillFor: estimate})
+	if r.cfg.Publish != nil {
+		r.cfg.Publish(&routerv1.LoadEvent{Kind: routerv1.LoadEventKind_LOAD_EVENT_KIND_ADD, RequestId: id,
+			DecodeWorkerId: decodeID, PrefillWorkerId: prefillID, PrefillBlocks: prefillBlocks, DecodeBlocks: decodeBlocks,
+			PrefillEstimateMs: uint32(min(estimate.Milliseconds(), math.MaxUint32))})
+	}
+}
+
+// approximate inserts the routed prefix for workers without KV events.
+func (r *Router) approximate(worker string, hashes []uint64) {
+	if r.cfg.Approx == "off" || r.cfg.Approx == "" || len(hashes) == 0 {
+		return
+	}
+	r.approxMu.Lock()
+	if r.cfg.Approx != "all" && !r.approxSet[worker] {
+		r.approxMu.Unlock()
+		return
+	}
+	stored, evicted := r.approx.Insert(worker, hashes, r.cfg.Now())
+	stored = append([]uint64(nil), stored...)
+	r.approxMu.Unlock()
+	evs := []radix.Event{radix.StoredEvent(radix.TierDevice, stored...)}
+	if len(evicted) > 0 {
+		evs = append(evs, radix.RemovedEvent(radix.TierDevice, evicted...))
+	}
+	_ = r.cfg.Index.Apply(worker, evs...)
+}
+
+// Release implements RouterService.Release. Releasing an unknown or
+// expired request succeeds: Release is idempotent.
+func (r *Router) Release(_ context.Context, req *connect.Request[routerv1.ReleaseRequest]) (*connect.Response[routerv1.ReleaseResponse], error) {
+	id := req.Msg.GetRequestId()
+	if id == "" {
+		return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("request_id is empty"))
+	}
+	if r.loads.Free(r.cfg.Self, id) && r.cfg.Publish != nil {
+		r.cfg.Publish(&routerv1.LoadEvent{Kind: routerv1.LoadEventKind_LOAD_EVENT_KIND_FREE, RequestId: id})
+	}
+	return connect.NewResponse(&routerv1.ReleaseResponse{}), nil
+}

@@ -1,0 +1,189 @@
+// Package route is the router's decision engine behind RouterService: it
+// joins the radix index (what each worker caches), the predicted load of
+// recent decisions (its own and its peers'), and the policy profiles, and
+// answers Route and Release with precise Connect errors.
+//
+// Worker pools come from discovery as immutable snapshots swapped with one
+// atomic store, so a Route never waits on a discovery update; the only
+// shared state a Route writes is the load tracker (and, for workers without
+// KV events, the approximate cache).
+package route
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	mrand "math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.opentelemetry.io/otel/metric"
+
+	routerv1 "switchyard.dev/gen/switchyard/router/v1"
+	"switchyard.dev/libs/mesh/discovery"
+	"switchyard.dev/libs/radix"
+	"switchyard.dev/services/router/internal/approx"
+	"switchyard.dev/services/router/internal/load"
+	"switchyard.dev/services/router/internal/policy"
+)
+
+// Config configures a Router.
+type Config struct {
+	Self  string // this router's instance id (origin of its load events)
+	Index *radix.Index
+	// Registry builds the profiles; nil means policy.NewRegistry().
+	Registry *policy.Registry
+	Params   policy.Params
+	Mode     string // default mode
+	// DisaggThresholdTokens: with prefill workers for the model, a request
+	// whose uncached prompt (on the chosen decode worker) exceeds this is
+	// also given a prefill worker.
+	DisaggThresholdTokens int
+	DefaultBlockSize      int
+	// ExpectedOutputTokens is the decode length assumed when the hints
+	// give none.
+	ExpectedOutputTokens int
+	// PrefillBlockTime estimates the prefill time of one uncached block.
+	PrefillBlockTime time.Duration
+	LoadTTL          time.Duration
+	// Approx settings: "off", "auto" (workers answering Unimplemented) or
+	// "all"; routed prefixes are kept ApproxTTL, at most ApproxMaxBlocks.
+	Approx          string
+	ApproxTTL       time.Duration
+	ApproxMaxBlocks int
+	// Publish sends this router's load events to its peers; may be nil.
+	Publish func(*routerv1.LoadEvent)
+	Meter   metric.Meter
+	Logger  *slog.Logger
+	Now     func() time.Time
+}
+
+// Router decides. It is safe for concurrent use.
+type Router struct {
+	cfg      Config
+	profiles map[string]*policy.Profile
+	prefill  *policy.Profile
+	loads    *load.Tracker
+	metrics  *metrics
+	pools    atomic.Pointer[pools]
+	rng      *mrand.Rand
+	scratch  sync.Pool // *scratch
+
+	approxMu  sync.Mutex
+	approxSet map[string]bool
+	approx    *approx.Tracker
+}
+
+// New builds a router; it builds every registered mode's profile.
+func New(cfg Config) (*Router, error) {
+	if cfg.Registry == nil {
+		cfg.Registry = policy.NewRegistry()
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	r := &Router{cfg: cfg, profiles: map[string]*policy.Profile{}, loads: load.New(cfg.LoadTTL),
+		rng: mrand.New(runtimeSource{}), approxSet: map[string]bool{}, approx: approx.New(cfg.ApproxTTL, cfg.ApproxMaxBlocks)}
+	for _, m := range cfg.Registry.Modes() {
+		p, err := cfg.Registry.Build(m, cfg.Params)
+		if err != nil {
+			return nil, err
+		}
+		r.profiles[m] = p
+	}
+	if r.profiles[cfg.Mode] == nil {
+		return nil, fmt.Errorf("route: unknown mode %q (have %v)", cfg.Mode, cfg.Registry.Modes())
+	}
+	r.prefill = r.profiles[policy.ModeKV]
+	if r.prefill == nil {
+		return nil, errors.New("route: registry has no kv mode for prefill selection")
+	}
+	if cfg.Meter != nil {
+		m, err := newMetrics(cfg.Meter, r.loads)
+		if err != nil {
+			return nil, fmt.Errorf("route: metrics: %w", err)
+		}
+		r.metrics = m
+	}
+	r.pools.Store(buildPools(nil, nil, cfg.DefaultBlockSize, nil))
+	return r, nil
+}
+
+// runtimeSource draws from the runtime's concurrency-safe generator.
+type runtimeSource struct{}
+
+func (runtimeSource) Uint64() uint64 { return mrand.Uint64() }
+
+// Loads is the predicted load tracker (for peers and tests).
+func (r *Router) Loads() *load.Tracker { return r.loads }
+
+// SetWorkers publishes the current decode and prefill instances.
+func (r *Router) SetWorkers(decode, prefill []discovery.Instance) {
+	r.pools.Store(buildPools(decode, prefill, r.cfg.DefaultBlockSize, r.pools.Load().known))
+}
+
+// SetApprox marks a worker as sending no KV events: the router
+// approximates its cache from its own decisions.
+func (r *Router) SetApprox(id string) {
+	r.approxMu.Lock()
+	defer r.approxMu.Unlock()
+	r.approxSet[id] = true
+}
+
+// Run expires predicted load and approximate blocks until ctx ends.
+func (r *Router) Run(ctx context.Context, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		now := r.cfg.Now()
+		r.loads.Expire(now)
+		r.approxMu.Lock()
+		gone := r.approx.Expire(now)
+		r.approxMu.Unlock()
+		for w, hs := range gone {
+			_ = r.cfg.Index.Apply(w, radix.RemovedEvent(radix.TierDevice, hs...))
+		}
+	}
+}
+
+// ApplyPeer applies a peer router's load events and returns how many took
+// effect.
+func (r *Router) ApplyPeer(origin string, evs []*routerv1.LoadEvent) int {
+	now, n := r.cfg.Now(), 0
+	for _, ev := range evs {
+		switch ev.GetKind() {
+		case routerv1.LoadEventKind_LOAD_EVENT_KIND_ADD:
+			r.loads.Add(now, load.Add{Origin: origin, RequestID: ev.GetRequestId(), Decode: ev.GetDecodeWorkerId(),
+				Prefill: ev.GetPrefillWorkerId(), PrefillBlocks: ev.GetPrefillBlocks(), DecodeBlocks: ev.GetDecodeBlocks(),
+				PrefillFor: time.Duration(ev.GetPrefillEstimateMs()) * time.Millisecond})
+			n++
+		case routerv1.LoadEventKind_LOAD_EVENT_KIND_PREFILL_DONE:
+			if r.loads.PrefillDone(origin, ev.GetRequestId()) {
+				n++
+			}
+		case routerv1.LoadEventKind_LOAD_EVENT_KIND_FREE:
+			if r.loads.Free(origin, ev.GetRequestId()) {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+func newRequestID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return "rt-" + hex.EncodeToString(b[:])
+}
