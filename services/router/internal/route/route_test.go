@@ -1,0 +1,212 @@
+package route
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+
+	commonv1 "switchyard.dev/gen/switchyard/common/v1"
+	routerv1 "switchyard.dev/gen/switchyard/router/v1"
+	"switchyard.dev/libs/kvhash"
+	"switchyard.dev/libs/mesh/discovery"
+	"switchyard.dev/libs/radix"
+	"switchyard.dev/services/router/internal/policy"
+)
+
+const bs = 4
+
+func instances(role, model string, ids ...string) []discovery.Instance {
+	var out []discovery.Instance
+	for i, id := range ids {
+		out = append(out, discovery.Instance{ID: id, Role: role, Model: model, Address: "127.0.0.1:" + strconv.Itoa(9100+i),
+			Meta: map[string]string{"block_size": strconv.Itoa(bs)}})
+	}
+	return out
+}
+
+func newRouter(t testing.TB, mut func(*Config)) *Router {
+	t.Helper()
+	cfg := Config{Self: "r1", Index: radix.New(), Mode: policy.ModeKV, Params: policy.DefaultParams(), DefaultBlockSize: bs,
+		DisaggThresholdTokens: 8, ExpectedOutputTokens: 8, PrefillBlockTime: time.Millisecond, LoadTTL: time.Minute,
+		Approx: "off", ApproxTTL: time.Minute, ApproxMaxBlocks: 1000}
+	if mut != nil {
+		mut(&cfg)
+	}
+	r, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func tokens(n, seed int) []uint32 {
+	out := make([]uint32, n)
+	for i := range out {
+		out[i] = uint32(seed*100000 + i)
+	}
+	return out
+}
+
+// cache makes worker hold the first blocks of toks in tier.
+func cache(t testing.TB, ix *radix.Index, worker string, toks []uint32, tier radix.Tier) {
+	t.Helper()
+	_ = ix.AddWorker(worker)
+	if err := ix.Apply(worker, radix.StoredEvent(tier, kvhash.BlockHashes(toks, bs, 0)...)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestRouteErrors(t *testing.T) {
+	t.Parallel()
+	r := newRouter(t, nil)
+	r.SetWorkers(instances(discovery.RoleDecode, "m", "gone", "w1"), nil)
+	r.SetWorkers(instances(discovery.RoleDecode, "m", "w1"), nil)
+	tests := []struct {
+		name string
+		req  *routerv1.RouteRequest
+		code connect.Code
+	}{
+		{"empty tokens", &routerv1.RouteRequest{Model: "m"}, connect.CodeInvalidArgument},
+		{"empty model", &routerv1.RouteRequest{TokenIds: tokens(8, 1)}, connect.CodeInvalidArgument},
+		{"unknown model", &routerv1.RouteRequest{Model: "x", TokenIds: tokens(8, 1)}, connect.CodeUnavailable},
+		{"direct unknown worker", &routerv1.RouteRequest{Model: "m", TokenIds: tokens(8, 1), Hints: &commonv1.Hints{WorkerId: "nope"}}, connect.CodeNotFound},
+		{"direct departed worker", &routerv1.RouteRequest{Model: "m", TokenIds: tokens(8, 1), Hints: &commonv1.Hints{WorkerId: "gone"}}, connect.CodeUnavailable},
+	}
+	for _, tt := range tests {
+		_, err := r.Decide(t.Context(), tt.req)
+		if connect.CodeOf(err) != tt.code {
+			t.Errorf("%s: err %v, want code %v", tt.name, err, tt.code)
+		}
+	}
+	if _, err := r.Release(t.Context(), connect.NewRequest(&routerv1.ReleaseRequest{})); connect.CodeOf(err) != connect.CodeInvalidArgument {
+		t.Errorf("empty release: %v", err)
+	}
+}
+
+func TestRouteDecisions(t *testing.T) {
+	t.Parallel()
+	prompt := tokens(32, 1) // 8 blocks
+	tests := []struct {
+		name    string
+		setup   func(t *testing.T, r *Router, ix *radix.Index)
+		req     *routerv1.RouteRequest
+		decode  string
+		prefill string
+	}{
+		{"overlap wins", func(t *testing.T, r *Router, ix *radix.Index) {
+			cache(t, ix, "w2", prompt, radix.TierDevice)
+		}, &routerv1.RouteRequest{Model: "m", TokenIds: prompt}, "w2", ""},
+		{"direct", nil, &routerv1.RouteRequest{Model: "m", TokenIds: prompt, Hints: &commonv1.Hints{WorkerId: "w3"}}, "w3", ""},
+		{"other model's workers ignored", func(t *testing.T, r *Router, ix *radix.Index) {
+			r.SetWorkers(append(instances(discovery.RoleDecode, "m", "w1"), instances(discovery.RoleDecode, "other", "o1")...), nil)
+			cache(t, ix, "o1", prompt, radix.TierDevice)
+		}, &routerv1.RouteRequest{Model: "m", TokenIds: prompt}, "w1", ""},
+		{"disaggregated: long uncached prompt", func(t *testing.T, r *Router, ix *radix.Index) {
+			r.SetWorkers(instances(discovery.RoleDecode, "m", "w1"), instances(discovery.RolePrefill, "m", "p1", "p2"))
+			cache(t, ix, "p2", prompt, radix.TierHost)
+		}, &routerv1.RouteRequest{Model: "m", TokenIds: prompt}, "w1", "p2"},
+		{"disaggregated: short prompt stays local", func(t *testing.T, r *Router, ix *radix.Index) {
+			r.SetWorkers(instances(discovery.RoleDecode, "m", "w1"), instances(discovery.RolePrefill, "m", "p1"))
+		}, &routerv1.RouteRequest{Model: "m", TokenIds: tokens(6, 2)}, "w1", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			r := newRouter(t, nil)
+			r.SetWorkers(instances(discovery.RoleDecode, "m", "w1", "w2", "w3"), nil)
+			if tt.setup != nil {
+				tt.setup(t, r, r.cfg.Index)
+			}
+			res, err := r.Decide(t.Context(), tt.req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.GetDecode().GetInstanceId() != tt.decode || res.GetPrefill().GetInstanceId() != tt.prefill {
+				t.Fatalf("decode %q prefill %q, want %q %q; candidates %v", res.GetDecode().GetInstanceId(), res.GetPrefill().GetInstanceId(), tt.decode, tt.prefill, res.GetCandidates())
+			}
+			if res.GetDecode().GetAddress() == "" || len(res.GetCandidates()) == 0 {
+				t.Fatalf("incomplete response %v", res)
+			}
+		})
+	}
+}
+
+// A burst routed before any worker reports back spreads evenly thanks to
+// predicted load; Release removes it again.
+func TestBurstAndRelease(t *testing.T) {
+	t.Parallel()
+	r := newRouter(t, nil)
+	r.SetWorkers(instances(discovery.RoleDecode, "m", "a", "b", "c", "d"), nil)
+	got := map[string]int{}
+	for i := range 40 {
+		res, err := r.Decide(t.Context(), &routerv1.RouteRequest{RequestId: fmt.Sprint("q", i), Model: "m", TokenIds: tokens(32, i)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got[res.GetDecode().GetInstanceId()]++
+	}
+	for _, id := range []string{"a", "b", "c", "d"} {
+		if got[id] != 10 {
+			t.Fatalf("burst split %v, want 10 each", got)
+		}
+	}
+	for i := range 40 {
+		if _, err := r.Release(t.Context(), connect.NewRequest(&routerv1.ReleaseRequest{RequestId: fmt.Sprint("q", i)})); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := r.Loads().Len(); n != 0 {
+		t.Fatalf("%d requests still tracked after release", n)
+	}
+}
+
+// Without KV events the router remembers what it routed where.
+func TestApproximate(t *testing.T) {
+	t.Parallel()
+	r := newRouter(t, func(c *Config) { c.Approx = "auto" })
+	r.SetWorkers(instances(discovery.RoleDecode, "m", "a", "b", "c"), nil)
+	for _, id := range []string{"a", "b", "c"} {
+		_ = r.cfg.Index.AddWorker(id)
+		r.SetApprox(id)
+	}
+	prompt := tokens(64, 7)
+	first, err := r.Decide(t.Context(), &routerv1.RouteRequest{RequestId: "x", Model: "m", TokenIds: prompt})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Release(t.Context(), connect.NewRequest(&routerv1.ReleaseRequest{RequestId: "x"}))
+	again, err := r.Decide(t.Context(), &routerv1.RouteRequest{RequestId: "y", Model: "m", TokenIds: prompt})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first.GetDecode().GetInstanceId() != again.GetDecode().GetInstanceId() {
+		t.Fatalf("same prompt went to %s then %s", first.GetDecode().GetInstanceId(), again.GetDecode().GetInstanceId())
+	}
+}
+
+func TestApplyPeer(t *testing.T) {
+	t.Parallel()
+	r := newRouter(t, nil)
+	n := r.ApplyPeer("r2", []*routerv1.LoadEvent{
+		{Kind: routerv1.LoadEventKind_LOAD_EVENT_KIND_ADD, RequestId: "q", DecodeWorkerId: "a", PrefillBlocks: 2, DecodeBlocks: 5, PrefillEstimateMs: 1000},
+		{Kind: routerv1.LoadEventKind_LOAD_EVENT_KIND_PREFILL_DONE, RequestId: "q"},
+	})
+	if n != 2 || r.Loads().All()["a"].Decode != 5 || r.Loads().All()["a"].Prefill != 0 {
+		t.Fatalf("applied %d, loads %v", n, r.Loads().All())
+	}
+	if r.ApplyPeer("r2", []*routerv1.LoadEvent{{Kind: routerv1.LoadEventKind_LOAD_EVENT_KIND_FREE, RequestId: "q"}}) != 1 || r.Loads().Len() != 0 {
+		t.Fatal("free not applied")
+	}
+}
+
+func TestUnknownMode(t *testing.T) {
+	t.Parallel()
+	_, err := New(Config{Index: radix.New(), Mode: "nope"})
+	if err == nil || errors.Is(err, nil) {
+		t.Fatal("unknown mode accepted")
+	}
+}
