@@ -1,0 +1,3 @@
+module switchyard.dev/libs/nixl
+
+go 1.26.0
