@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 
 	"connectrpc.com/connect"
 
@@ -57,7 +58,7 @@ func (h *Handler) relay(ctx context.Context, st *engine.Stream, promptLen int, o
 		}
 		h.pendingPrefill.Add(-pending)
 		pending = 0
-		res, err := response(ctx, o)
+		res, err := response(ctx, h.coalesce(st, o))
 		if err != nil {
 			return err
 		}
@@ -72,6 +73,26 @@ func (h *Handler) relay(ctx context.Context, st *engine.Stream, promptLen int, o
 			return nil
 		}
 	}
+}
+
+// maxCoalesce bounds the outputs merged into one message.
+const maxCoalesce = 256
+
+// coalesce merges outputs already queued on st into o, so a client (or
+// network) slower than the engine gets fewer, larger messages and never a
+// later one. It relies on Recv returning queued outputs before looking at
+// its (here already cancelled) context.
+func (h *Handler) coalesce(st *engine.Stream, o engine.Output) engine.Output {
+	for i := 0; o.Finish == "" && i < maxCoalesce; i++ {
+		next, err := st.Recv(h.noWait)
+		if err != nil {
+			break
+		}
+		o.TokenIDs = append(slices.Clip(o.TokenIDs), next.TokenIDs...)
+		o.Text += next.Text
+		o.Finish, o.Err, o.Usage = next.Finish, next.Err, next.Usage
+	}
+	return o
 }
 
 // EngineRequest converts a GenerateRequest; the engine validates the result.

@@ -64,6 +64,8 @@ type Handler struct {
 	model string
 	info  *workerv1.GetModelInfoResponse
 	log   *slog.Logger
+	// noWait is a cancelled context: Recv with it takes only queued outputs.
+	noWait context.Context
 
 	// pendingPrefill counts prompt tokens of requests that have not yet
 	// produced their first output.
@@ -86,8 +88,10 @@ func New(cfg Config) *Handler {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	mi := cfg.Engine.ModelInfo()
+	noWait, cancel := context.WithCancel(context.Background())
+	cancel()
 	return &Handler{
-		eng: cfg.Engine, model: cfg.Model, log: cfg.Logger, stopped: make(chan struct{}),
+		eng: cfg.Engine, model: cfg.Model, log: cfg.Logger, stopped: make(chan struct{}), noWait: noWait,
 		info: &workerv1.GetModelInfoResponse{
 			Model: cfg.Model, VocabSize: u32(mi.VocabSize), ContextLength: u32(mi.ContextLen),
 			BlockSize: u32(mi.BlockSize), BosTokenId: mi.BOS, EosTokenId: mi.EOS,
