@@ -1,4 +1,7 @@
-// Package app wires the frontend service.
+// Package app wires the frontend service: flags, upstream clients, the
+// model catalog, the generator and the OpenAI-compatible API, all mounted
+// on the shared service runtime (libs/mesh), which also serves /health,
+// /live, /ready and /metrics.
 package app
 
 import (
@@ -11,14 +14,24 @@ import (
 
 // Main runs the service until ctx ends and returns the exit code.
 func Main(ctx context.Context, version string, args []string, stdout, stderr io.Writer, getenv func(string) string) int {
-	return service.Run(ctx, Spec(version), service.Env{Args: args, Stdout: stdout, Stderr: stderr, Getenv: getenv})
+	return service.Run(ctx, Spec(version, getenv), service.Env{Args: args, Stdout: stdout, Stderr: stderr, Getenv: getenv})
 }
 
-// Spec describes the frontend service.
-func Spec(version string) service.Spec {
+// Spec describes the frontend service. getenv supplies
+// SWITCHYARD_API_KEYS; nil means an empty environment.
+func Spec(version string, getenv func(string) string) service.Spec {
+	if getenv == nil {
+		getenv = func(string) string { return "" }
+	}
+	f := &flags{getenv: getenv}
 	return service.Spec{
 		Role:          discovery.RoleFrontend,
 		Version:       version,
 		DefaultListen: "127.0.0.1:8000",
+		Flags:         f.register,
+		Validate:      f.validate,
+		Setup: func(ctx context.Context, rt *service.Runtime) error {
+			return setup(ctx, rt, f, version)
+		},
 	}
 }

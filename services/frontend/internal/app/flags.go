@@ -1,0 +1,78 @@
+package app
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+
+	"switchyard.dev/services/frontend/internal/auth"
+	"switchyard.dev/services/frontend/internal/chattmpl"
+)
+
+// flags are the frontend's own settings.
+type flags struct {
+	getenv            func(string) string
+	routerURLs        string
+	apiKeysFile       string
+	rateLimit         float64
+	rateBurst         int
+	maxBodyBytes      int64
+	migrationAttempts int
+	requestTimeout    time.Duration
+	chatTemplate      string
+
+	// Set by validate.
+	routers   []string
+	keys      []string
+	templates *chattmpl.Set
+}
+
+func (f *flags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.routerURLs, "router-url", "", "comma-separated router base URLs (default: routers found in discovery)")
+	fs.StringVar(&f.apiKeysFile, "api-keys-file", "", "file of accepted API keys, one per line (also SWITCHYARD_API_KEYS, comma-separated); none means no auth")
+	fs.Float64Var(&f.rateLimit, "rate-limit", 0, "requests per second allowed per API key (0: unlimited)")
+	fs.IntVar(&f.rateBurst, "rate-burst", 0, "rate-limit bucket size per API key (default: ceil(rate-limit))")
+	fs.Int64Var(&f.maxBodyBytes, "max-body-bytes", 4<<20, "largest accepted request body")
+	fs.IntVar(&f.migrationAttempts, "migration-attempts", 3, "times a generation whose worker fails mid-stream is moved to another worker")
+	fs.DurationVar(&f.requestTimeout, "request-timeout", 10*time.Minute, "longest one generation may run (0: no limit)")
+	fs.StringVar(&f.chatTemplate, "chat-template", "plain", "chat template: plain or raw, for all models or per model as model=template, comma-separated")
+}
+
+func (f *flags) validate() error {
+	switch {
+	case f.rateLimit < 0:
+		return fmt.Errorf("-rate-limit=%v: must not be negative", f.rateLimit)
+	case f.rateBurst < 0:
+		return fmt.Errorf("-rate-burst=%d: must not be negative", f.rateBurst)
+	case f.maxBodyBytes <= 0:
+		return fmt.Errorf("-max-body-bytes=%d: must be positive", f.maxBodyBytes)
+	case f.migrationAttempts < 0:
+		return fmt.Errorf("-migration-attempts=%d: must not be negative", f.migrationAttempts)
+	case f.requestTimeout < 0:
+		return fmt.Errorf("-request-timeout=%v: must not be negative", f.requestTimeout)
+	}
+	var err error
+	if f.templates, err = chattmpl.Parse(f.chatTemplate); err != nil {
+		return fmt.Errorf("-chat-template: %w", err)
+	}
+	if f.keys, err = auth.LoadKeys(f.apiKeysFile, f.getenv("SWITCHYARD_API_KEYS")); err != nil {
+		return fmt.Errorf("-api-keys-file: %w", err)
+	}
+	f.routers = nil
+	for u := range strings.SplitSeq(f.routerURLs, ",") {
+		if u = strings.TrimSpace(u); u == "" {
+			continue
+		}
+		p, err := url.Parse(u)
+		if err != nil || p.Scheme != "http" || p.Host == "" {
+			return fmt.Errorf("-router-url=%q: want http://host:port", u)
+		}
+		f.routers = append(f.routers, strings.TrimSuffix(u, "/"))
+	}
+	return nil
+}
+
+var errNoRouterSource = errors.New("-router-url is required with -discovery=none")

@@ -1,0 +1,91 @@
+package app
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+
+	"connectrpc.com/connect"
+	"connectrpc.com/otelconnect"
+
+	routerv1 "switchyard.dev/gen/switchyard/router/v1"
+	"switchyard.dev/libs/engine/tokenizer"
+	"switchyard.dev/libs/mesh/service"
+	"switchyard.dev/services/frontend/internal/auth"
+	"switchyard.dev/services/frontend/internal/catalog"
+	"switchyard.dev/services/frontend/internal/generate"
+	"switchyard.dev/services/frontend/internal/httpapi"
+	"switchyard.dev/services/frontend/internal/metrics"
+	"switchyard.dev/services/frontend/internal/upstream"
+)
+
+func setup(ctx context.Context, rt *service.Runtime, f *flags, version string) error {
+	if len(f.routers) == 0 && rt.Registry == nil {
+		return errNoRouterSource
+	}
+	otel, err := otelconnect.NewInterceptor(
+		otelconnect.WithTracerProvider(rt.Telemetry.Tracer),
+		otelconnect.WithMeterProvider(rt.Telemetry.Meter),
+		otelconnect.WithPropagator(rt.Telemetry.Propagator),
+	)
+	if err != nil {
+		return fmt.Errorf("otel interceptor: %w", err)
+	}
+	opts := []connect.ClientOption{connect.WithInterceptors(otel)}
+	hc := upstream.NewHTTPClient()
+	workers := upstream.NewWorkers(hc, opts...)
+	routers := upstream.NewRouters(hc, rt.Logger, f.routers, opts...)
+	if len(f.routers) == 0 {
+		if err := routers.Watch(ctx, rt.Registry); err != nil {
+			return err
+		}
+	}
+	cat := catalog.New(catalog.Config{Registry: rt.Registry, Locate: locator(routers), Dialer: workers, Logger: rt.Logger})
+	if err := cat.Run(ctx); err != nil {
+		return err
+	}
+	m, err := metrics.New(rt.Telemetry.Registry)
+	if err != nil {
+		return err
+	}
+	gen := generate.New(generate.Config{
+		Router: routers, Dialer: workers, Logger: rt.Logger, MigrationAttempts: f.migrationAttempts,
+		OnMigrate: func(model string) { m.Migrations.WithLabelValues(model).Inc() },
+	})
+	var guard *auth.Guard
+	if len(f.keys) > 0 || f.rateLimit > 0 {
+		guard = auth.New(auth.Config{Keys: f.keys, Rate: f.rateLimit, Burst: f.rateBurst})
+	}
+	api, err := httpapi.New(httpapi.Config{
+		Catalog: cat, Generator: gen, Metrics: m, Templates: f.templates, Guard: guard, Logger: rt.Logger,
+		MaxBodyBytes: f.maxBodyBytes, RequestTimeout: f.requestTimeout, Version: version,
+	})
+	if err != nil {
+		return err
+	}
+	for _, p := range httpapi.Patterns {
+		rt.Server.Handle(p, api)
+	}
+	rt.Logger.Info("openai api ready", "routers", len(f.routers), "api_keys", len(f.keys), "rate_limit", f.rateLimit,
+		"migration_attempts", f.migrationAttempts, "chat_template", f.templates.String())
+	return nil
+}
+
+// locator finds a worker of a model through the router, for catalogs
+// without discovery: route a one-token probe, release it at once.
+func locator(r *upstream.Routers) catalog.Locator {
+	return func(ctx context.Context, model string) (string, error) {
+		id := "probe-" + rand.Text()
+		routed, err := r.Route(ctx, &routerv1.RouteRequest{RequestId: id, Model: model, TokenIds: []uint32{tokenizer.BOS}})
+		if err != nil {
+			return "", err
+		}
+		r.Release(context.WithoutCancel(ctx), routed.Replica, id)
+		addr := routed.Resp.GetDecode().GetAddress()
+		if addr == "" {
+			return "", connect.NewError(connect.CodeUnavailable, errors.New("router chose no decode worker"))
+		}
+		return addr, nil
+	}
+}

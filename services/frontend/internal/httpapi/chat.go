@@ -1,0 +1,67 @@
+package httpapi
+
+import (
+	"net/http"
+
+	"switchyard.dev/services/frontend/internal/catalog"
+	"switchyard.dev/services/frontend/internal/chattmpl"
+	"switchyard.dev/services/frontend/internal/openai"
+)
+
+func (a *API) chat(w http.ResponseWriter, r *http.Request) {
+	body, err := a.readBody(w, r)
+	if err != nil {
+		a.fail(w, r, err, "")
+		return
+	}
+	req, g, err := openai.DecodeChat(body)
+	if err != nil {
+		a.fail(w, r, err, "")
+		return
+	}
+	msgs := make([]chattmpl.Message, len(req.Messages))
+	for i, m := range req.Messages {
+		msgs[i] = chattmpl.Message{Role: m.Role, Content: m.Content.Text}
+	}
+	text := a.cfg.Templates.For(g.Model)(msgs)
+	gen, err := a.prepare(r.Context(), g, func(m *catalog.Model) ([]uint32, error) { return m.Encode(text), nil })
+	if err != nil {
+		a.fail(w, r, err, g.Model)
+		return
+	}
+	c := call{id: newID("chatcmpl-"), created: a.cfg.Now().Unix(), model: g.Model}
+	a.serve(w, r, epChat, g, gen, c, chatFormat{})
+}
+
+// chatFormat builds chat.completion and chat.completion.chunk bodies.
+type chatFormat struct{}
+
+func (chatFormat) chunk(c call, delta openai.ChatDelta, reason *string) openai.ChatChunk {
+	return openai.ChatChunk{ID: c.id, Object: openai.ObjectChatCompletionChunk, Created: c.created, Model: c.model,
+		Choices: []openai.ChatChunkChoice{{Delta: delta, FinishReason: reason}}}
+}
+
+func (f chatFormat) start(c call) any {
+	empty := ""
+	return f.chunk(c, openai.ChatDelta{Role: "assistant", Content: &empty}, nil)
+}
+
+func (f chatFormat) delta(c call, text string) any {
+	return f.chunk(c, openai.ChatDelta{Content: &text}, nil)
+}
+
+func (f chatFormat) finish(c call, reason string) any {
+	return f.chunk(c, openai.ChatDelta{}, &reason)
+}
+
+func (chatFormat) usage(c call, u openai.Usage) any {
+	return openai.ChatChunk{ID: c.id, Object: openai.ObjectChatCompletionChunk, Created: c.created, Model: c.model,
+		Choices: []openai.ChatChunkChoice{}, Usage: &u}
+}
+
+func (chatFormat) whole(c call, text, reason string, u openai.Usage) any {
+	return openai.ChatCompletion{ID: c.id, Object: openai.ObjectChatCompletion, Created: c.created, Model: c.model,
+		Choices: []openai.ChatChoice{{Message: openai.AssistantReply{Role: "assistant", Content: text}, FinishReason: reason}},
+		Usage:   &u}
+}
+

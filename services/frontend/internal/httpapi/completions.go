@@ -1,0 +1,57 @@
+package httpapi
+
+import (
+	"net/http"
+
+	"switchyard.dev/services/frontend/internal/catalog"
+	"switchyard.dev/services/frontend/internal/openai"
+)
+
+func (a *API) completions(w http.ResponseWriter, r *http.Request) {
+	body, err := a.readBody(w, r)
+	if err != nil {
+		a.fail(w, r, err, "")
+		return
+	}
+	req, g, err := openai.DecodeCompletion(body)
+	if err != nil {
+		a.fail(w, r, err, "")
+		return
+	}
+	gen, err := a.prepare(r.Context(), g, func(m *catalog.Model) ([]uint32, error) {
+		if len(req.Prompt.Tokens) == 1 {
+			return tokenPrompt(req.Prompt.Tokens[0], m)
+		}
+		return m.Encode(req.Prompt.Texts[0]), nil
+	})
+	if err != nil {
+		a.fail(w, r, err, g.Model)
+		return
+	}
+	c := call{id: newID("cmpl-"), created: a.cfg.Now().Unix(), model: g.Model}
+	a.serve(w, r, epCompletions, g, gen, c, completionFormat{})
+}
+
+// completionFormat builds text_completion bodies; chunks have the same
+// shape as the whole response.
+type completionFormat struct{}
+
+func (completionFormat) body(c call, text string, reason *string, u *openai.Usage) openai.Completion {
+	choices := []openai.CompletionChoice{{Text: text, FinishReason: reason}}
+	if u != nil && reason == nil {
+		choices = []openai.CompletionChoice{}
+	}
+	return openai.Completion{ID: c.id, Object: openai.ObjectTextCompletion, Created: c.created, Model: c.model, Choices: choices, Usage: u}
+}
+
+func (completionFormat) start(call) any { return nil }
+
+func (f completionFormat) delta(c call, text string) any { return f.body(c, text, nil, nil) }
+
+func (f completionFormat) finish(c call, reason string) any { return f.body(c, "", &reason, nil) }
+
+func (f completionFormat) usage(c call, u openai.Usage) any { return f.body(c, "", nil, &u) }
+
+func (f completionFormat) whole(c call, text, reason string, u openai.Usage) any {
+	return f.body(c, text, &reason, &u)
+}

@@ -1,0 +1,71 @@
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"strconv"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"switchyard.dev/services/frontend/internal/catalog"
+	"switchyard.dev/services/frontend/internal/openai"
+	"switchyard.dev/services/frontend/internal/upstream"
+)
+
+// retryAfter is what 503s ask clients to wait: long enough for discovery
+// to notice a new worker or router, short enough not to idle.
+const retryAfter = time.Second
+
+// apiError maps any failure to the error the client sees.
+func apiError(err error, model string) *openai.Error {
+	var e *openai.Error
+	var maxBytes *http.MaxBytesError
+	switch {
+	case errors.As(err, &e):
+		return e
+	case errors.As(err, &maxBytes):
+		return openai.TooLarge(maxBytes.Limit)
+	case errors.Is(err, catalog.ErrUnknownModel):
+		return openai.ModelNotFound(model)
+	case errors.Is(err, upstream.ErrNoRouter):
+		return openai.Unavailable(retryAfter, "No router is available; retry shortly.")
+	case errors.Is(err, context.DeadlineExceeded):
+		return &openai.Error{Status: http.StatusGatewayTimeout, Type: openai.TypeServer, Code: "timeout", Message: "The request timed out."}
+	}
+	var ce *connect.Error
+	if !errors.As(err, &ce) {
+		return openai.Internal("Internal error.")
+	}
+	switch ce.Code() {
+	case connect.CodeUnavailable, connect.CodeResourceExhausted, connect.CodeAborted, connect.CodeCanceled:
+		return openai.Unavailable(retryAfter, "No worker is available for model %q; retry shortly.", model)
+	case connect.CodeNotFound:
+		return openai.ModelNotFound(model)
+	case connect.CodeInvalidArgument, connect.CodeOutOfRange, connect.CodeFailedPrecondition:
+		return openai.Invalid("", "%s", ce.Message())
+	case connect.CodeDeadlineExceeded:
+		return &openai.Error{Status: http.StatusGatewayTimeout, Type: openai.TypeServer, Code: "timeout", Message: "The request timed out upstream."}
+	default:
+		return &openai.Error{Status: http.StatusBadGateway, Type: openai.TypeServer, Message: fmt.Sprintf("Upstream error: %s.", ce.Code())}
+	}
+}
+
+// fail answers with err, which must happen before anything was written.
+func (a *API) fail(w http.ResponseWriter, r *http.Request, err error, model string) {
+	e := apiError(err, model)
+	if e.Status >= 500 {
+		a.cfg.Logger.Warn("request failed", "path", r.URL.Path, "model", model, "status", e.Status, "err", err)
+	}
+	a.writeError(w, e)
+}
+
+func (a *API) writeError(w http.ResponseWriter, e *openai.Error) {
+	if e.RetryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(e.RetryAfter.Seconds()))))
+	}
+	writeJSON(w, e.Status, e.Body())
+}

@@ -1,0 +1,77 @@
+package httpapi
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+
+	commonv1 "switchyard.dev/gen/switchyard/common/v1"
+	"switchyard.dev/services/frontend/internal/catalog"
+	"switchyard.dev/services/frontend/internal/generate"
+	"switchyard.dev/services/frontend/internal/openai"
+)
+
+// readBody reads at most MaxBodyBytes; more is a 413.
+func (a *API) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, a.cfg.MaxBodyBytes))
+	if err != nil {
+		return nil, fmt.Errorf("read body: %w", err)
+	}
+	return body, nil
+}
+
+// promptFunc tokenizes the request's prompt for model.
+type promptFunc func(m *catalog.Model) ([]uint32, error)
+
+// prepare resolves the model, tokenizes, and fits max_tokens to the
+// context the way vLLM does: a prompt that fills the context, or an
+// explicit max_tokens that does not fit beside it, is a 400; no max_tokens
+// means all that is left.
+func (a *API) prepare(ctx context.Context, g openai.Generation, prompt promptFunc) (generate.Request, error) {
+	m, err := a.cfg.Catalog.Get(ctx, g.Model)
+	if err != nil {
+		return generate.Request{}, err
+	}
+	ids, err := prompt(m)
+	if err != nil {
+		return generate.Request{}, err
+	}
+	window := int(m.Info.GetContextLength())
+	switch {
+	case len(ids) >= window:
+		return generate.Request{}, openai.ContextTooLong(window, len(ids), g.MaxTokens, g.MaxTokensParam)
+	case g.MaxTokens > 0 && len(ids)+g.MaxTokens > window:
+		return generate.Request{}, openai.ContextTooLong(window, len(ids), g.MaxTokens, g.MaxTokensParam)
+	}
+	maxTokens := g.MaxTokens
+	if maxTokens == 0 {
+		maxTokens = window - len(ids)
+	}
+	for _, id := range g.StopTokenIDs {
+		if int(id) >= m.Tok.VocabSize() {
+			return generate.Request{}, openai.Invalid("stop_token_ids", "Token id %d is not below the vocabulary size %d.", id, m.Tok.VocabSize())
+		}
+	}
+	return generate.Request{
+		Model: g.Model, Prompt: ids, Tokenizer: m.Tok, MaxTokens: maxTokens,
+		Sampling:  &commonv1.SamplingParams{Temperature: g.Temperature, TopP: g.TopP, TopK: g.TopK, Seed: g.Seed},
+		Stop:      g.Stop,
+		StopIDs:   g.StopTokenIDs,
+		IgnoreEOS: g.IgnoreEOS,
+		Hints: &commonv1.Hints{Priority: g.Hints.Priority, ExpectedOutputTokens: g.Hints.ExpectedOutputTokens,
+			SessionId: g.Hints.SessionID, WorkerId: g.Hints.WorkerID},
+	}, nil
+}
+
+// tokenPrompt checks a token-id prompt against the vocabulary.
+func tokenPrompt(ids []int64, m *catalog.Model) ([]uint32, error) {
+	out := make([]uint32, len(ids))
+	for i, id := range ids {
+		if id >= int64(m.Tok.VocabSize()) {
+			return nil, openai.Invalid("prompt", "Token id %d at position %d is not below the vocabulary size %d.", id, i, m.Tok.VocabSize())
+		}
+		out[i] = uint32(id)
+	}
+	return out, nil
+}

@@ -1,0 +1,149 @@
+package httpapi
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"time"
+
+	"switchyard.dev/services/frontend/internal/generate"
+	"switchyard.dev/services/frontend/internal/openai"
+)
+
+// call identifies one response: every chunk repeats these.
+type call struct {
+	id      string
+	created int64
+	model   string
+}
+
+// format builds an endpoint's response bodies.
+type format interface {
+	start(c call) any // first chunk, or nil
+	delta(c call, text string) any
+	finish(c call, reason string) any
+	usage(c call, u openai.Usage) any
+	whole(c call, text, reason string, u openai.Usage) any
+}
+
+// serve runs a prepared generation and writes the response.
+func (a *API) serve(w http.ResponseWriter, r *http.Request, endpoint string, g openai.Generation, req generate.Request, c call, f format) {
+	start := time.Now()
+	ctx := r.Context()
+	if a.cfg.RequestTimeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, a.cfg.RequestTimeout)
+		defer cancel()
+	}
+	req.ID = c.id
+	tm := a.timing(endpoint, start)
+	var res generate.Result
+	var err error
+	if g.Stream {
+		res, err = a.stream(ctx, w, r, req, c, f, g.IncludeUsage, tm)
+	} else {
+		var text strings.Builder
+		res, err = a.cfg.Generator.Run(ctx, req, func(d generate.Delta) error {
+			tm.observe(d)
+			text.WriteString(d.Text)
+			return nil
+		})
+		if err == nil {
+			writeJSON(w, http.StatusOK, f.whole(c, text.String(), res.Finish, usage(res)))
+		} else if r.Context().Err() == nil {
+			a.fail(w, r, err, req.Model)
+		}
+	}
+	if m := a.cfg.Metrics; m != nil {
+		m.PromptTokens.WithLabelValues(req.Model).Add(float64(res.PromptTokens))
+		m.CompletionTokens.WithLabelValues(req.Model).Add(float64(res.CompletionTokens))
+	}
+	if err != nil && r.Context().Err() != nil {
+		a.cfg.Logger.Debug("client went away", "request_id", c.id, "err", err)
+	}
+}
+
+// stream writes server-sent events. Headers go out with the first text, so
+// a failure before it is still an ordinary error response.
+func (a *API) stream(ctx context.Context, w http.ResponseWriter, r *http.Request, req generate.Request, c call, f format, includeUsage bool, tm *timing) (generate.Result, error) {
+	sse := newSSE(w)
+	begin := func() error {
+		if sse.started {
+			return nil
+		}
+		sse.begin()
+		if first := f.start(c); first != nil {
+			return sse.event(first)
+		}
+		return nil
+	}
+	res, err := a.cfg.Generator.Run(ctx, req, func(d generate.Delta) error {
+		tm.observe(d)
+		if d.Text == "" {
+			return nil
+		}
+		if err := begin(); err != nil {
+			return err
+		}
+		return sse.event(f.delta(c, d.Text))
+	})
+	switch {
+	case err != nil && !sse.started:
+		if r.Context().Err() == nil {
+			a.fail(w, r, err, req.Model)
+		}
+		return res, err
+	case err != nil:
+		if r.Context().Err() == nil {
+			a.cfg.Logger.Warn("stream failed mid-way", "request_id", c.id, "err", err)
+			_ = sse.event(apiError(err, req.Model).Body())
+			_ = sse.done()
+		}
+		return res, err
+	}
+	if err := begin(); err != nil {
+		return res, err
+	}
+	_ = sse.event(f.finish(c, res.Finish))
+	if includeUsage {
+		_ = sse.event(f.usage(c, usage(res)))
+	}
+	return res, sse.done()
+}
+
+func usage(res generate.Result) openai.Usage {
+	return openai.Usage{
+		PromptTokens: res.PromptTokens, CompletionTokens: res.CompletionTokens, TotalTokens: res.PromptTokens + res.CompletionTokens,
+		PromptTokensDetails: &openai.PromptTokensDetails{CachedTokens: res.CachedTokens},
+	}
+}
+
+// timing records time to first token and inter-token latency.
+type timing struct {
+	a        *API
+	endpoint string
+	start    time.Time
+	last     time.Time
+}
+
+func (a *API) timing(endpoint string, start time.Time) *timing {
+	return &timing{a: a, endpoint: endpoint, start: start}
+}
+
+func (t *timing) observe(d generate.Delta) {
+	m := t.a.cfg.Metrics
+	if m == nil || d.Tokens == 0 {
+		return
+	}
+	now := time.Now()
+	if t.last.IsZero() {
+		m.TTFT.WithLabelValues(t.endpoint).Observe(now.Sub(t.start).Seconds())
+	} else {
+		per := now.Sub(t.last).Seconds() / float64(d.Tokens)
+		itl := m.ITL.WithLabelValues(t.endpoint)
+		for range d.Tokens {
+			itl.Observe(per)
+		}
+	}
+	t.last = now
+}
