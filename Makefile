@@ -7,17 +7,11 @@
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
 
-# Local stack settings (see README "Configuration").
-MODEL       ?=
-TOKENIZER   ?=
-EXECUTOR    ?= llama
-PREFILL     ?= 0
-DECODE      ?= 1
-ROUTERS     ?= 1
-ROUTER_MODE ?= kv
-DISCOVERY   ?= file
-PORT        ?= 8000
+# Local stack settings are read from the environment or the command line by
+# scripts/run-local.sh and scripts/bench.sh (see README "Configuration"):
+# MODEL TOKENIZER EXECUTOR PREFILL DECODE ROUTERS ROUTER_MODE DISCOVERY PORT.
 export MODEL TOKENIZER EXECUTOR PREFILL DECODE ROUTERS ROUTER_MODE DISCOVERY PORT
+export TRACE NUM_BLOCKS SPEED LIMIT OUT LOADTEST_ARGS WORKER_ARGS ROUTER_ARGS FRONTEND_ARGS
 
 SERVICES := frontend router prefill decode kvbm-controller planner
 BIN      := $(CURDIR)/bin
@@ -27,7 +21,7 @@ help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[1m%-16s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 .PHONY: run
-run: build ## build and start the whole mesh; frontend at http://127.0.0.1:$(PORT) (vars: MODEL TOKENIZER EXECUTOR PREFILL DECODE ROUTERS ROUTER_MODE DISCOVERY PORT)
+run: build ## build and start the whole mesh; frontend at http://127.0.0.1:8000 (vars: MODEL TOKENIZER EXECUTOR PREFILL DECODE ROUTERS ROUTER_MODE DISCOVERY PORT)
 	@scripts/run-local.sh
 
 .PHONY: test
@@ -51,7 +45,11 @@ proto-check: ## buf lint, generated code up to date, buf breaking against the pr
 	@scripts/buf.sh check
 
 .PHONY: bench
-bench: ## run every benchmark for real (slow); numbers to compare, not assertions
+bench: ## load-test a local mesh of sim workers with loadtest (vars: TRACE DECODE ROUTER_MODE NUM_BLOCKS SPEED LIMIT OUT); see docs/benchmarks.md
+	@scripts/bench.sh
+
+.PHONY: gobench
+gobench: ## run every Go benchmark for real (slow); numbers to compare, not assertions
 	@go test -run '^$$' -bench . -benchmem $$(scripts/modules.sh pkgs)
 
 .PHONY: fuzz

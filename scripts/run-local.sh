@@ -12,6 +12,7 @@
 #   ROUTER_MODE  kv | round-robin | random | least-loaded
 #   DISCOVERY    file | consul (consul: a local dev agent is started too)
 #   PORT         the frontend's port (OpenAI API)
+#   WORKER_ARGS, ROUTER_ARGS, FRONTEND_ARGS  extra flags for those services
 set -euo pipefail
 cd "$(dirname "$0")/.."
 : "${EXECUTOR:=llama}" "${PREFILL:=0}" "${DECODE:=1}" "${ROUTERS:=1}" "${ROUTER_MODE:=kv}" "${DISCOVERY:=file}" "${PORT:=8000}"
@@ -47,7 +48,7 @@ else
   die "DISCOVERY=$DISCOVERY: want file or consul"
 fi
 
-worker=(-executor "$EXECUTOR")
+worker=(-executor "$EXECUTOR" ${WORKER_ARGS:-})
 [ -n "${MODEL:-}" ] && worker+=(-model "$MODEL")
 [ -n "${TOKENIZER:-}" ] && worker+=(-tokenizer "$TOKENIZER")
 
@@ -65,11 +66,11 @@ for i in $(seq 0 $((PREFILL - 1))); do
   start "prefill-$i" bin/prefill "${common[@]}" "${worker[@]}" -id "prefill-$i" -listen "127.0.0.1:$((9100 + i))"
 done
 for i in $(seq 0 $((ROUTERS - 1))); do
-  start "router-$i" bin/router "${common[@]}" -id "router-$i" -mode "$ROUTER_MODE" -listen "127.0.0.1:$((9000 + i))"
+  start "router-$i" bin/router "${common[@]}" -id "router-$i" -mode "$ROUTER_MODE" ${ROUTER_ARGS:-} -listen "127.0.0.1:$((9000 + i))"
 done
 start kvbm-controller bin/kvbm-controller "${common[@]}" -id kvbm-controller-0 -listen 127.0.0.1:9300
 start planner bin/planner "${common[@]}" -id planner-0 -listen 127.0.0.1:9400
-start frontend bin/frontend "${common[@]}" -id frontend-0 -listen "127.0.0.1:$PORT"
+start frontend bin/frontend "${common[@]}" -id frontend-0 ${FRONTEND_ARGS:-} -listen "127.0.0.1:$PORT"
 
 # Wait until every service answers its health endpoint.
 ports=($(seq 9200 $((9200 + DECODE - 1))) $(seq 9000 $((9000 + ROUTERS - 1))) 9300 9400 "$PORT")
