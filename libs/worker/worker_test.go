@@ -305,7 +305,7 @@ func TestRegistrationAndMetrics(t *testing.T) {
 		"switchyard_worker_kv_usage_ratio ", "switchyard_worker_prompt_tokens_total 4",
 		"switchyard_worker_prefix_hit_tokens_total ", "switchyard_worker_generated_tokens_total ",
 		"switchyard_worker_preemptions_total ", "switchyard_worker_step_time_seconds ",
-		"switchyard_worker_generation_rate",
+		"switchyard_worker_tokens_per_second ",
 	} {
 		if !strings.Contains(string(body), want) {
 			t.Errorf("/metrics lacks %q", want)

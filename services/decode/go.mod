@@ -2,18 +2,24 @@ module switchyard.dev/services/decode
 
 go 1.26.7
 
-require switchyard.dev/libs/mesh v0.0.0
+require (
+	connectrpc.com/connect v1.21.1
+	switchyard.dev/gen v0.0.0
+	switchyard.dev/libs/mesh v0.0.0
+	switchyard.dev/libs/worker v0.0.0
+)
 
 require (
-	connectrpc.com/connect v1.21.1 // indirect
 	connectrpc.com/connect/v2 v2.0.0 // indirect
 	connectrpc.com/grpchealth v1.5.0 // indirect
 	connectrpc.com/grpcreflect v1.3.1 // indirect
 	connectrpc.com/otelconnect v0.12.0 // indirect
+	github.com/NVIDIA/go-nvml v0.13.4-1 // indirect
 	github.com/armon/go-metrics v0.4.1 // indirect
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/cenkalti/backoff/v5 v5.0.3 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	github.com/chewxy/math32 v1.10.1 // indirect
 	github.com/fatih/color v1.19.0 // indirect
 	github.com/go-logr/logr v1.4.4 // indirect
 	github.com/go-logr/stdr v1.2.2 // indirect
@@ -31,6 +37,7 @@ require (
 	github.com/hashicorp/go-rootcerts v1.0.2 // indirect
 	github.com/hashicorp/golang-lru v1.0.2 // indirect
 	github.com/hashicorp/serf v0.10.4 // indirect
+	github.com/klauspost/cpuid/v2 v2.2.10 // indirect
 	github.com/mattn/go-colorable v0.1.15 // indirect
 	github.com/mattn/go-isatty v0.0.22 // indirect
 	github.com/mitchellh/go-homedir v1.1.0 // indirect
@@ -40,6 +47,9 @@ require (
 	github.com/prometheus/common v0.72.0 // indirect
 	github.com/prometheus/otlptranslator v1.0.0 // indirect
 	github.com/prometheus/procfs v0.22.0 // indirect
+	github.com/viterin/partial v1.1.0 // indirect
+	github.com/viterin/vek v0.4.3 // indirect
+	github.com/zeebo/xxh3 v1.1.0 // indirect
 	go.opentelemetry.io/auto/sdk v1.2.1 // indirect
 	go.opentelemetry.io/otel v1.47.0 // indirect
 	go.opentelemetry.io/otel/exporters/otlp/otlptrace v1.47.0 // indirect
@@ -60,10 +70,16 @@ require (
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20260928230214-8a89bd6388cc // indirect
 	google.golang.org/grpc v1.85.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
-	switchyard.dev/gen v0.0.0 // indirect
+	switchyard.dev/libs/cuda v0.0.0 // indirect
+	switchyard.dev/libs/engine v0.0.0 // indirect
+	switchyard.dev/libs/kvhash v0.0.0 // indirect
 )
 
 replace (
 	switchyard.dev/gen => ../../gen
+	switchyard.dev/libs/cuda => ../../libs/cuda
+	switchyard.dev/libs/engine => ../../libs/engine
+	switchyard.dev/libs/kvhash => ../../libs/kvhash
 	switchyard.dev/libs/mesh => ../../libs/mesh
+	switchyard.dev/libs/worker => ../../libs/worker
 )

@@ -108,7 +108,7 @@ func newEngineInstruments(m metric.Meter) (*engineInstruments, error) {
 	i.kvTotal = gauge("switchyard.worker.kv.blocks.total", "{block}", "KV blocks in the pool.")
 	i.kvUsage = fgauge("switchyard.worker.kv.usage", "1", "Used over total KV blocks.")
 	i.stepTime = fgauge("switchyard.worker.step.time", "s", "Executor time of the latest step.")
-	i.tokensPerSec = fgauge("switchyard.worker.generation.rate", "{token}/s", "Generated tokens per second over the latest steps.")
+	i.tokensPerSec = fgauge("switchyard.worker.tokens", "{token}/s", "Generated tokens per second over the latest steps.")
 	i.prompt = counter("switchyard.worker.prompt.tokens", "{token}", "Prompt tokens admitted.")
 	i.prefixHit = counter("switchyard.worker.prefix_hit.tokens", "{token}", "Prompt tokens served from the prefix cache.")
 	i.generated = counter("switchyard.worker.generated.tokens", "{token}", "Tokens generated.")

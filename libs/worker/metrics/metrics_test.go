@@ -71,7 +71,7 @@ func TestRegisterObservesEngineAndGPUs(t *testing.T) {
 		"switchyard.worker.preemptions":       1,
 		"switchyard.worker.steps":             40,
 		"switchyard.worker.step.time":         0.02,
-		"switchyard.worker.generation.rate":   123.5,
+		"switchyard.worker.tokens":            123.5,
 		"switchyard.worker.gpu.memory.used":   10 << 30,
 		"switchyard.worker.gpu.memory.total":  80 << 30,
 		"switchyard.worker.gpu.utilization":   0.5,
