@@ -1,0 +1,189 @@
+package nixl
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"sync"
+
+	"switchyard.dev/libs/nixl/metadata"
+)
+
+// DefaultPreference is the backend order used when Config.Preference is
+// empty: hardware one-sided first, then portable, then same-process.
+var DefaultPreference = []string{"ucx", "tcp", "local"}
+
+// Config configures an Agent.
+type Config struct {
+	Name     string           // unique among peers; published in metadata
+	Backends []BackendFactory // at least one
+	// Preference orders backend names when picking one per peer; nil means
+	// DefaultPreference. Backends not listed are tried last, by name.
+	Preference []string
+	Logger     *slog.Logger // nil discards
+}
+
+// Agent is one worker's endpoint for KV transfers.
+type Agent struct {
+	name     string
+	log      *slog.Logger
+	backends []Backend // in preference order
+	regions  *regionTable
+	notifs   notifQueue
+
+	mu     sync.Mutex
+	peers  map[string]*peer
+	closed bool
+}
+
+type peer struct {
+	md      *metadata.Agent
+	conn    Conn
+	backend Backend
+}
+
+// NewAgent builds an agent and its backends.
+func NewAgent(cfg Config) (*Agent, error) {
+	if cfg.Name == "" || len(cfg.Name) > metadata.MaxNameLen {
+		return nil, fmt.Errorf("nixl: agent name length %d out of range", len(cfg.Name))
+	}
+	if len(cfg.Backends) == 0 {
+		return nil, errors.New("nixl: no backends configured")
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	a := &Agent{
+		name:    cfg.Name,
+		log:     log.With("agent", cfg.Name),
+		regions: newRegionTable(),
+		peers:   map[string]*peer{},
+	}
+	a.notifs.init()
+	env := Env{Agent: cfg.Name, Logger: a.log, Regions: a.regions, Notify: a.notifs.push}
+	for _, f := range cfg.Backends {
+		b, err := f(env)
+		if err != nil {
+			a.closeBackends()
+			return nil, fmt.Errorf("nixl: agent %s: %w", cfg.Name, err)
+		}
+		a.backends = append(a.backends, b)
+	}
+	sortBackends(a.backends, cfg.Preference)
+	return a, nil
+}
+
+func sortBackends(bs []Backend, pref []string) {
+	if pref == nil {
+		pref = DefaultPreference
+	}
+	rank := func(name string) int {
+		for i, p := range pref {
+			if p == name {
+				return i
+			}
+		}
+		return len(pref)
+	}
+	sort.SliceStable(bs, func(i, j int) bool {
+		ri, rj := rank(bs[i].Name()), rank(bs[j].Name())
+		if ri != rj {
+			return ri < rj
+		}
+		return bs[i].Name() < bs[j].Name()
+	})
+}
+
+// Name returns the agent's name.
+func (a *Agent) Name() string { return a.name }
+
+// RegisterMemory registers mem with every backend. mem must stay mapped
+// until DeregisterMemory returns and must not be Go heap memory.
+func (a *Agent) RegisterMemory(mem []byte) (RegionID, error) {
+	if len(mem) == 0 {
+		return 0, errors.New("nixl: register empty region")
+	}
+	id := a.regions.add(mem)
+	var keys []metadata.Key
+	for i, b := range a.backends {
+		key, err := b.RegisterMemory(id, mem)
+		if err != nil {
+			for _, done := range a.backends[:i] {
+				_ = done.DeregisterMemory(id)
+			}
+			_ = a.regions.remove(context.Background(), id)
+			return 0, fmt.Errorf("nixl: register with %s: %w", b.Name(), err)
+		}
+		if key != nil {
+			keys = append(keys, metadata.Key{Backend: b.Name(), Key: key})
+		}
+	}
+	a.regions.setKeys(id, keys)
+	return id, nil
+}
+
+// DeregisterMemory waits for accesses to the region to end (bounded by
+// ctx), then removes it from every backend. Peers learn of it through
+// fresh metadata; until then their accesses fail with ErrUnknownRegion.
+func (a *Agent) DeregisterMemory(ctx context.Context, id RegionID) error {
+	if err := a.regions.remove(ctx, id); err != nil {
+		return err
+	}
+	var errs []error
+	for _, b := range a.backends {
+		if err := b.DeregisterMemory(id); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", b.Name(), err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Metadata encodes the agent's current connection metadata. Re-publish it
+// after registering or deregistering memory.
+func (a *Agent) Metadata() ([]byte, error) {
+	md := &metadata.Agent{Name: a.name, Regions: a.regions.snapshot()}
+	for _, b := range a.backends {
+		md.Backends = append(md.Backends, metadata.Backend{Name: b.Name(), Address: b.Address()})
+	}
+	return metadata.Encode(md)
+}
+
+// Notified returns a channel that receives a value when notifications
+// arrive; drain them with GetNotifs.
+func (a *Agent) Notified() <-chan struct{} { return a.notifs.signal }
+
+// GetNotifs returns and clears the notifications received so far.
+func (a *Agent) GetNotifs() []Notif { return a.notifs.drain() }
+
+// Close closes every connection and backend. Transfers still in flight
+// end with an error.
+func (a *Agent) Close() error {
+	a.mu.Lock()
+	if a.closed {
+		a.mu.Unlock()
+		return nil
+	}
+	a.closed = true
+	peers := a.peers
+	a.peers = map[string]*peer{}
+	a.mu.Unlock()
+	for _, p := range peers {
+		if p.conn != nil {
+			_ = p.conn.Close()
+		}
+	}
+	return a.closeBackends()
+}
+
+func (a *Agent) closeBackends() error {
+	var errs []error
+	for _, b := range a.backends {
+		if err := b.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", b.Name(), err))
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,120 @@
+package metadata
+
+import (
+	"bytes"
+	"errors"
+	"reflect"
+	"testing"
+)
+
+func sample() *Agent {
+	return &Agent{
+		Name: "prefill-0",
+		Backends: []Backend{
+			{Name: "tcp", Address: []byte("127.0.0.1:4000")},
+			{Name: "ucx", Address: []byte{0, 1, 2, 3}},
+		},
+		Regions: []Region{
+			{ID: 1, Len: 1 << 30, Keys: []Key{{Backend: "ucx", Key: []byte{9, 9}}}},
+			{ID: 2, Len: 4096},
+		},
+	}
+}
+
+func TestRoundTrip(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		a    *Agent
+	}{
+		{"full", sample()},
+		{"bare", &Agent{Name: "x"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			blob, err := Encode(tc.a)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := Decode(blob)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, tc.a) {
+				t.Fatalf("round trip:\n got %+v\nwant %+v", got, tc.a)
+			}
+		})
+	}
+}
+
+// TestGolden pins the wire format: peers built from other commits must
+// keep decoding what this one publishes.
+func TestGolden(t *testing.T) {
+	t.Parallel()
+	blob, err := Encode(&Agent{
+		Name:     "a",
+		Backends: []Backend{{Name: "tcp", Address: []byte("h:1")}},
+		Regions:  []Region{{ID: 7, Len: 16, Keys: []Key{{Backend: "ucx", Key: []byte{0xAB}}}}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []byte("NIXL\x01\x01a\x01\x03tcp\x00\x00\x00\x03h:1" +
+		"\x00\x00\x00\x01\x00\x00\x00\x07\x00\x00\x00\x00\x00\x00\x00\x10\x01\x03ucx\x00\x00\x00\x01\xAB")
+	if !bytes.Equal(blob, want) {
+		t.Fatalf("encoding changed:\n got %q\nwant %q", blob, want)
+	}
+}
+
+func TestDecodeRejects(t *testing.T) {
+	t.Parallel()
+	good, err := Encode(sample())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		blob []byte
+	}{
+		{"empty", nil},
+		{"magic", append([]byte("XIXL"), good[4:]...)},
+		{"version", append(append([]byte("NIXL"), 9), good[5:]...)},
+		{"truncated", good[:len(good)-1]},
+		{"trailing", append(append([]byte(nil), good...), 0)},
+		{"empty name", []byte("NIXL\x01\x00\x00\x00\x00\x00\x00")},
+		{"huge region count", []byte("NIXL\x01\x01a\x00\xff\xff\xff\xff")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			if _, err := Decode(tc.blob); !errors.Is(err, ErrMalformed) {
+				t.Fatalf("Decode err = %v, want ErrMalformed", err)
+			}
+		})
+	}
+}
+
+func TestEncodeRejects(t *testing.T) {
+	t.Parallel()
+	if _, err := Encode(&Agent{}); err == nil {
+		t.Fatal("Encode accepted an empty name")
+	}
+}
+
+func FuzzDecode(f *testing.F) {
+	good, _ := Encode(sample())
+	f.Add(good)
+	f.Add([]byte("NIXL\x01"))
+	f.Fuzz(func(t *testing.T, blob []byte) {
+		a, err := Decode(blob)
+		if err != nil {
+			return
+		}
+		again, err := Encode(a)
+		if err != nil {
+			t.Fatalf("decoded value does not re-encode: %v", err)
+		}
+		if !bytes.Equal(again, blob) {
+			t.Fatalf("re-encoding differs")
+		}
+	})
+}

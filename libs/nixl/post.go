@@ -1,0 +1,190 @@
+package nixl
+
+import (
+	"errors"
+	"fmt"
+
+	"switchyard.dev/libs/nixl/metadata"
+)
+
+// LoadRemoteMetadata decodes a peer's blob and remembers it under the
+// peer's name, replacing earlier metadata of that name (a restarted peer).
+// The connection is made on the first transfer.
+func (a *Agent) LoadRemoteMetadata(blob []byte) (string, error) {
+	md, err := metadata.Decode(blob)
+	if err != nil {
+		return "", fmt.Errorf("nixl: load remote metadata: %w", err)
+	}
+	if md.Name == a.name {
+		return "", fmt.Errorf("nixl: remote metadata carries our own name %q", md.Name)
+	}
+	a.mu.Lock()
+	if a.closed {
+		a.mu.Unlock()
+		return "", ErrClosed
+	}
+	old := a.peers[md.Name]
+	p := &peer{md: md}
+	if old != nil && old.conn != nil {
+		if addr, ok := md.Backend(old.backend.Name()); ok && string(addr) == string(mustAddr(old.md, old.backend.Name())) {
+			p.conn, p.backend = old.conn, old.backend // same endpoint: keep the connection
+			old = nil
+		}
+	}
+	a.peers[md.Name] = p
+	a.mu.Unlock()
+	if old != nil && old.conn != nil {
+		_ = old.conn.Close()
+	}
+	a.log.Debug("nixl: loaded remote metadata", "peer", md.Name, "regions", len(md.Regions))
+	return md.Name, nil
+}
+
+func mustAddr(md *metadata.Agent, backend string) []byte {
+	addr, _ := md.Backend(backend)
+	return addr
+}
+
+// Invalidate forgets a peer: its connection is closed and transfers in
+// flight to it fail with ErrPeerGone. Unknown names are ignored.
+func (a *Agent) Invalidate(name string) {
+	a.mu.Lock()
+	p := a.peers[name]
+	delete(a.peers, name)
+	a.mu.Unlock()
+	if p != nil && p.conn != nil {
+		_ = p.conn.Close()
+	}
+}
+
+// Post validates req and starts it. Validation errors are returned here;
+// errors after that are reported on the handle.
+func (a *Agent) Post(req XferRequest) (*Xfer, error) {
+	if req.Op != Read && req.Op != Write {
+		return nil, fmt.Errorf("nixl: invalid op %v", req.Op)
+	}
+	if len(req.Local) != len(req.Remote) {
+		return nil, fmt.Errorf("%w: %d local vs %d remote descriptors", ErrLenMismatch, len(req.Local), len(req.Remote))
+	}
+	a.mu.Lock()
+	p, ok := a.peers[req.Peer]
+	closed := a.closed
+	a.mu.Unlock()
+	if closed {
+		return nil, ErrClosed
+	}
+	if !ok {
+		return nil, fmt.Errorf("%w: %q", ErrUnknownPeer, req.Peer)
+	}
+	if err := checkRemote(p.md, req); err != nil {
+		return nil, err
+	}
+	conn, be, err := a.connect(req.Peer, p)
+	if err != nil {
+		return nil, err
+	}
+	br := &Request{Op: req.Op, Notif: req.Notif, Pairs: make([]Pair, 0, len(req.Local))}
+	var releases []func()
+	releaseAll := func() {
+		for _, r := range releases {
+			r()
+		}
+	}
+	for i, l := range req.Local {
+		if l.Len == 0 {
+			continue
+		}
+		mem, release, err := a.regions.Acquire(l.Region, l.Offset, l.Len)
+		if err != nil {
+			releaseAll()
+			return nil, fmt.Errorf("nixl: local descriptor %d: %w", i, err)
+		}
+		releases = append(releases, release)
+		r := req.Remote[i]
+		reg, _ := p.md.Region(uint32(r.Region))
+		br.Pairs = append(br.Pairs, Pair{Local: mem, Remote: RemoteDesc{Region: r.Region, Offset: r.Offset, Key: reg.Key(be.Name())}})
+	}
+	x := newXfer(func(err error) {
+		releaseAll()
+		if errors.Is(err, ErrPeerGone) {
+			a.dropConn(req.Peer, conn)
+		}
+	})
+	br.Canceled = x.cancel
+	br.Done = x.finish
+	conn.Post(br)
+	return x, nil
+}
+
+func checkRemote(md *metadata.Agent, req XferRequest) error {
+	for i, r := range req.Remote {
+		if req.Local[i].Len != r.Len {
+			return fmt.Errorf("%w: pair %d: local %d, remote %d bytes", ErrLenMismatch, i, req.Local[i].Len, r.Len)
+		}
+		reg, ok := md.Region(uint32(r.Region))
+		if !ok {
+			return fmt.Errorf("%w: remote descriptor %d: region %d of %s", ErrUnknownRegion, i, r.Region, md.Name)
+		}
+		if !inRange(r.Offset, r.Len, reg.Len) {
+			return fmt.Errorf("%w: remote descriptor %d: [%d,+%d) of %d", ErrOutOfRange, i, r.Offset, r.Len, reg.Len)
+		}
+	}
+	return nil
+}
+
+// connect returns the peer's connection, choosing a backend on first use:
+// the first in preference order that both sides advertise and that
+// connects.
+func (a *Agent) connect(name string, p *peer) (Conn, Backend, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if p.conn != nil {
+		return p.conn, p.backend, nil
+	}
+	var errs []error
+	for _, b := range a.backends {
+		addr, ok := p.md.Backend(b.Name())
+		if !ok {
+			continue
+		}
+		c, err := b.Connect(PeerInfo{Name: name, Address: addr})
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", b.Name(), err))
+			continue
+		}
+		p.conn, p.backend = c, b
+		a.log.Debug("nixl: connected", "peer", name, "backend", b.Name())
+		return c, b, nil
+	}
+	if len(errs) == 0 {
+		return nil, nil, fmt.Errorf("%w with %s", ErrNoBackend, name)
+	}
+	return nil, nil, fmt.Errorf("%w: %s: %w", ErrPeerGone, name, errors.Join(errs...))
+}
+
+// dropConn forgets a broken connection so the next transfer reconnects.
+func (a *Agent) dropConn(name string, c Conn) {
+	a.mu.Lock()
+	p := a.peers[name]
+	drop := p != nil && p.conn == c
+	if drop {
+		p.conn, p.backend = nil, nil
+	}
+	a.mu.Unlock()
+	if drop {
+		// Not inline: Done callbacks run on backend goroutines that Close
+		// may wait for.
+		go func() { _ = c.Close() }()
+	}
+}
+
+// Backend returns the name of the backend chosen for a peer ("" if none
+// yet).
+func (a *Agent) Backend(peer string) string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if p := a.peers[peer]; p != nil && p.backend != nil {
+		return p.backend.Name()
+	}
+	return ""
+}

@@ -1,0 +1,110 @@
+package nixl
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+
+	"switchyard.dev/libs/nixl/metadata"
+)
+
+// regionTable owns the agent's registered regions and counts the accesses
+// in flight on each, so deregistration can wait for them.
+type regionTable struct {
+	mu      sync.Mutex
+	next    RegionID
+	m       map[RegionID]*region
+	changed chan struct{} // closed and replaced whenever a ref drops
+}
+
+type region struct {
+	mem   []byte
+	keys  []metadata.Key
+	refs  int
+	dying bool
+}
+
+func newRegionTable() *regionTable {
+	return &regionTable{next: 1, m: map[RegionID]*region{}, changed: make(chan struct{})}
+}
+
+func (t *regionTable) add(mem []byte) RegionID {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	id := t.next
+	t.next++
+	t.m[id] = &region{mem: mem}
+	return id
+}
+
+// Acquire implements RegionAccess.
+func (t *regionTable) Acquire(id RegionID, off, n uint64) ([]byte, func(), error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	r, ok := t.m[id]
+	if !ok || r.dying {
+		return nil, nil, fmt.Errorf("%w: %d", ErrUnknownRegion, id)
+	}
+	if !inRange(off, n, uint64(len(r.mem))) {
+		return nil, nil, fmt.Errorf("%w: region %d [%d,+%d) of %d", ErrOutOfRange, id, off, n, len(r.mem))
+	}
+	r.refs++
+	var once sync.Once
+	release := func() { once.Do(func() { t.release(r) }) }
+	return r.mem[off : off+n : off+n], release, nil
+}
+
+func (t *regionTable) release(r *region) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	r.refs--
+	close(t.changed)
+	t.changed = make(chan struct{})
+}
+
+// remove refuses new accesses to id and waits for current ones to end.
+func (t *regionTable) remove(ctx context.Context, id RegionID) error {
+	t.mu.Lock()
+	r, ok := t.m[id]
+	if !ok || r.dying {
+		t.mu.Unlock()
+		return fmt.Errorf("%w: %d", ErrUnknownRegion, id)
+	}
+	r.dying = true
+	for r.refs > 0 {
+		ch := t.changed
+		t.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return fmt.Errorf("nixl: deregister region %d: accesses still in flight: %w", id, ctx.Err())
+		}
+		t.mu.Lock()
+	}
+	delete(t.m, id)
+	t.mu.Unlock()
+	return nil
+}
+
+func (t *regionTable) setKeys(id RegionID, keys []metadata.Key) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if r, ok := t.m[id]; ok {
+		r.keys = keys
+	}
+}
+
+// snapshot lists live regions for metadata, by id.
+func (t *regionTable) snapshot() []metadata.Region {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := make([]metadata.Region, 0, len(t.m))
+	for id, r := range t.m {
+		if !r.dying {
+			out = append(out, metadata.Region{ID: uint32(id), Len: uint64(len(r.mem)), Keys: r.keys})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}
