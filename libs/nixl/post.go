@@ -63,6 +63,9 @@ func (a *Agent) Post(req XferRequest) (*Xfer, error) {
 	if req.Op != Read && req.Op != Write {
 		return nil, fmt.Errorf("nixl: invalid op %v", req.Op)
 	}
+	if len(req.Notif) > MaxNotif {
+		return nil, fmt.Errorf("nixl: notification of %d bytes > %d", len(req.Notif), MaxNotif)
+	}
 	if len(req.Local) != len(req.Remote) {
 		return nil, fmt.Errorf("%w: %d local vs %d remote descriptors", ErrLenMismatch, len(req.Local), len(req.Remote))
 	}

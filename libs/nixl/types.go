@@ -47,6 +47,10 @@ type XferRequest struct {
 	Notif []byte
 }
 
+// MaxNotif bounds a notification message; every backend carries at least
+// this much.
+const MaxNotif = 64 << 10
+
 // Notif is a notification received from a peer.
 type Notif struct {
 	From string

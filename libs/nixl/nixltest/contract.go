@@ -70,7 +70,9 @@ func testWriteReadBack(t *testing.T, setup Setup, caps Caps) {
 
 func testPostValidation(t *testing.T, setup Setup) {
 	init, target := pair(t, setup, 1<<20)
-	d := func(id nixl.RegionID, off, n uint64) []nixl.Desc { return []nixl.Desc{{Region: id, Offset: off, Len: n}} }
+	d := func(id nixl.RegionID, off, n uint64) []nixl.Desc {
+		return []nixl.Desc{{Region: id, Offset: off, Len: n}}
+	}
 	for _, tc := range []struct {
 		name string
 		req  nixl.XferRequest

@@ -1,0 +1,191 @@
+package tcp
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"time"
+
+	"switchyard.dev/libs/nixl"
+)
+
+// chunk is one frame's worth of a transfer, owned by a wire connection
+// from enqueue until done is called.
+type chunk struct {
+	op     op
+	region uint32
+	offset uint64
+	buf    []byte // source for writes and notifs, destination for reads
+	done   func(error)
+}
+
+// wire is one pooled TCP connection: a writer goroutine sends queued
+// chunks, a reader goroutine completes them as responses arrive.
+type wire struct {
+	c       net.Conn
+	timeout time.Duration
+
+	mu      sync.Mutex
+	cond    *sync.Cond
+	queue   []*chunk
+	pending map[uint64]*chunk
+	nextID  uint64
+	err     error // set once the connection is dead
+}
+
+func dialWire(addr, self string, timeout time.Duration) (*wire, error) {
+	c, err := net.DialTimeout("tcp", addr, timeout)
+	if err != nil {
+		return nil, fmt.Errorf("tcp: %w: dial %s: %w", nixl.ErrPeerGone, addr, err)
+	}
+	if tc, ok := c.(*net.TCPConn); ok {
+		_ = tc.SetNoDelay(true)
+	}
+	var hb [headerLen]byte
+	(&header{op: opHello, len: uint64(len(self))}).put(hb[:])
+	_ = c.SetWriteDeadline(time.Now().Add(timeout))
+	if _, err := (&net.Buffers{hb[:], []byte(self)}).WriteTo(c); err != nil {
+		_ = c.Close()
+		return nil, fmt.Errorf("tcp: %w: hello to %s: %w", nixl.ErrPeerGone, addr, err)
+	}
+	w := &wire{c: c, timeout: timeout, pending: map[uint64]*chunk{}}
+	w.cond = sync.NewCond(&w.mu)
+	go w.writeLoop()
+	go w.readLoop()
+	return w, nil
+}
+
+func (w *wire) enqueue(ch *chunk) {
+	w.mu.Lock()
+	if w.err != nil {
+		err := w.err
+		w.mu.Unlock()
+		ch.done(err)
+		return
+	}
+	w.queue = append(w.queue, ch)
+	w.mu.Unlock()
+	w.cond.Signal()
+}
+
+// fail kills the connection and fails every queued and pending chunk.
+func (w *wire) fail(err error) {
+	w.mu.Lock()
+	if w.err != nil {
+		w.mu.Unlock()
+		return
+	}
+	w.err = fmt.Errorf("tcp: %w: %w", nixl.ErrPeerGone, err)
+	failed := w.queue
+	w.queue = nil
+	for _, ch := range w.pending {
+		failed = append(failed, ch)
+	}
+	w.pending = nil
+	w.mu.Unlock()
+	w.cond.Broadcast()
+	_ = w.c.Close()
+	for _, ch := range failed {
+		ch.done(w.err)
+	}
+}
+
+func (w *wire) writeLoop() {
+	var hb [headerLen]byte
+	for {
+		w.mu.Lock()
+		for len(w.queue) == 0 && w.err == nil {
+			w.cond.Wait()
+		}
+		if w.err != nil {
+			w.mu.Unlock()
+			return
+		}
+		ch := w.queue[0]
+		w.queue = w.queue[1:]
+		w.nextID++
+		id := w.nextID
+		w.pending[id] = ch
+		// Work is outstanding: a silent peer must now time out.
+		_ = w.c.SetReadDeadline(time.Now().Add(w.timeout))
+		w.mu.Unlock()
+
+		h := header{op: ch.op, region: ch.region, id: id, offset: ch.offset, len: uint64(len(ch.buf))}
+		h.put(hb[:])
+		bufs := net.Buffers{hb[:]}
+		if ch.op != opRead {
+			bufs = append(bufs, ch.buf)
+		}
+		_ = w.c.SetWriteDeadline(time.Now().Add(w.timeout))
+		if _, err := bufs.WriteTo(w.c); err != nil {
+			w.fail(err)
+			return
+		}
+	}
+}
+
+func (w *wire) readLoop() {
+	r := bufio.NewReaderSize(w.c, 256<<10)
+	var hb [headerLen]byte
+	for {
+		if _, err := io.ReadFull(r, hb[:]); err != nil {
+			w.fail(err)
+			return
+		}
+		h, err := decodeHeader(hb[:])
+		if err == nil && h.op != opResp {
+			err = fmt.Errorf("%w: op %d from target", errFrame, h.op)
+		}
+		if err != nil {
+			w.fail(err)
+			return
+		}
+		if err := w.complete(r, h); err != nil {
+			w.fail(err)
+			return
+		}
+	}
+}
+
+// complete matches a response to its chunk and reads any payload straight
+// into the chunk's buffer.
+func (w *wire) complete(r io.Reader, h header) error {
+	w.mu.Lock()
+	ch, ok := w.pending[h.id]
+	w.mu.Unlock()
+	if !ok {
+		return fmt.Errorf("%w: response to unknown request %d", errFrame, h.id)
+	}
+	res := errFor(h.status)
+	switch {
+	case res != nil && h.len != 0:
+		return fmt.Errorf("%w: payload on an error response", errFrame)
+	case res == nil && ch.op == opRead && h.len != uint64(len(ch.buf)):
+		return fmt.Errorf("%w: read response of %d bytes, want %d", errFrame, h.len, len(ch.buf))
+	case res == nil && ch.op != opRead && h.len != 0:
+		return fmt.Errorf("%w: payload on a write response", errFrame)
+	}
+	if res == nil && ch.op == opRead {
+		if _, err := io.ReadFull(r, ch.buf); err != nil {
+			return err
+		}
+	}
+	w.mu.Lock()
+	if w.pending == nil { // failed meanwhile; fail() owns the chunk
+		w.mu.Unlock()
+		return nil
+	}
+	delete(w.pending, h.id)
+	if len(w.pending) == 0 {
+		_ = w.c.SetReadDeadline(time.Time{})
+	} else {
+		_ = w.c.SetReadDeadline(time.Now().Add(w.timeout))
+	}
+	w.mu.Unlock()
+	ch.done(res)
+	return nil
+}
+
+func (w *wire) close() { w.fail(net.ErrClosed) }

@@ -1,0 +1,177 @@
+package tcp
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"time"
+
+	"switchyard.dev/libs/nixl"
+)
+
+func (b *Backend) accept() {
+	defer b.wg.Done()
+	for {
+		c, err := b.ln.Accept()
+		if err != nil {
+			if !errors.Is(err, net.ErrClosed) {
+				b.env.Logger.Warn("nixl tcp: accept", "err", err)
+			}
+			return
+		}
+		b.mu.Lock()
+		if b.closed {
+			b.mu.Unlock()
+			_ = c.Close()
+			return
+		}
+		b.served[c] = struct{}{}
+		b.wg.Add(1)
+		b.mu.Unlock()
+		go b.serve(c)
+	}
+}
+
+// serve answers one initiator connection until it closes or misbehaves.
+func (b *Backend) serve(c net.Conn) {
+	defer b.wg.Done()
+	defer func() {
+		b.mu.Lock()
+		delete(b.served, c)
+		b.mu.Unlock()
+		_ = c.Close()
+	}()
+	s := &session{b: b, c: c, r: bufio.NewReaderSize(c, 256<<10)}
+	err := s.run()
+	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
+		b.env.Logger.Debug("nixl tcp: session ended", "peer", s.peer, "err", err)
+	}
+}
+
+type session struct {
+	b    *Backend
+	c    net.Conn
+	r    *bufio.Reader
+	peer string
+	hdr  [headerLen]byte
+}
+
+func (s *session) readHeader() (header, error) {
+	if _, err := io.ReadFull(s.r, s.hdr[:]); err != nil {
+		return header{}, err
+	}
+	return decodeHeader(s.hdr[:])
+}
+
+func (s *session) run() error {
+	_ = s.c.SetReadDeadline(time.Now().Add(s.b.cfg.IOTimeout))
+	h, err := s.readHeader()
+	if err != nil {
+		return err
+	}
+	if h.op != opHello {
+		return fmt.Errorf("%w: first frame op %d, want hello", errFrame, h.op)
+	}
+	name := make([]byte, h.len)
+	if _, err := io.ReadFull(s.r, name); err != nil {
+		return err
+	}
+	s.peer = string(name)
+	_ = s.c.SetReadDeadline(time.Time{})
+	for {
+		h, err := s.readHeader()
+		if err != nil {
+			return err
+		}
+		if err := s.handle(h); err != nil {
+			return err
+		}
+	}
+}
+
+func (s *session) handle(h header) error {
+	switch h.op {
+	case opWrite:
+		return s.write(h)
+	case opRead:
+		return s.read(h)
+	case opNotif:
+		msg := make([]byte, h.len)
+		if err := s.payload(msg); err != nil {
+			return err
+		}
+		s.b.env.Notify(s.peer, msg)
+		return s.respond(h.id, statusOK, nil)
+	}
+	return fmt.Errorf("%w: unexpected op %d from initiator", errFrame, h.op)
+}
+
+// payload reads a frame body; a peer that stalls mid-frame is dropped.
+func (s *session) payload(dst []byte) error {
+	_ = s.c.SetReadDeadline(time.Now().Add(s.b.cfg.IOTimeout))
+	_, err := io.ReadFull(s.r, dst)
+	_ = s.c.SetReadDeadline(time.Time{})
+	return err
+}
+
+func (s *session) write(h header) error {
+	mem, release, err := s.b.env.Regions.Acquire(nixl.RegionID(h.region), h.offset, h.len)
+	if err != nil {
+		// Keep the stream in sync, then refuse.
+		_ = s.c.SetReadDeadline(time.Now().Add(s.b.cfg.IOTimeout))
+		if _, derr := io.CopyN(io.Discard, s.r, int64(h.len)); derr != nil {
+			return derr
+		}
+		_ = s.c.SetReadDeadline(time.Time{})
+		return s.respond(h.id, statusFor(err), nil)
+	}
+	err = s.payload(mem)
+	release()
+	if err != nil {
+		return err
+	}
+	return s.respond(h.id, statusOK, nil)
+}
+
+func (s *session) read(h header) error {
+	mem, release, err := s.b.env.Regions.Acquire(nixl.RegionID(h.region), h.offset, h.len)
+	if err != nil {
+		return s.respond(h.id, statusFor(err), nil)
+	}
+	defer release()
+	return s.respond(h.id, statusOK, mem)
+}
+
+func (s *session) respond(id uint64, status uint16, body []byte) error {
+	var hb [headerLen]byte
+	(&header{op: opResp, status: status, id: id, len: uint64(len(body))}).put(hb[:])
+	_ = s.c.SetWriteDeadline(time.Now().Add(s.b.cfg.IOTimeout))
+	bufs := net.Buffers{hb[:], body}
+	_, err := bufs.WriteTo(s.c)
+	return err
+}
+
+func statusFor(err error) uint16 {
+	switch {
+	case errors.Is(err, nixl.ErrUnknownRegion):
+		return statusUnknownRegion
+	case errors.Is(err, nixl.ErrOutOfRange):
+		return statusOutOfRange
+	}
+	return statusBadRequest
+}
+
+// errFor maps a response status to the error reported on the handle.
+func errFor(status uint16) error {
+	switch status {
+	case statusOK:
+		return nil
+	case statusUnknownRegion:
+		return fmt.Errorf("tcp: %w: %w", nixl.ErrRemote, nixl.ErrUnknownRegion)
+	case statusOutOfRange:
+		return fmt.Errorf("tcp: %w: %w", nixl.ErrRemote, nixl.ErrOutOfRange)
+	}
+	return fmt.Errorf("tcp: %w: bad request", nixl.ErrRemote)
+}
