@@ -88,6 +88,19 @@ func Setup(ctx context.Context, rt *service.Runtime, cfg *Config) error {
 	rt.Server.Mount(workerv1connect.NewWorkerServiceHandler(h, opts...))
 	publish(ctx, rt, cfg, eng.ModelInfo(), inv)
 
+	go run(ctx, eng, h, drainWindow(rt.Common.DrainTimeout), log, func() {
+		_ = unregister()
+		_ = inv.Close()
+	})
+	mi := eng.ModelInfo()
+	log.Info("worker ready", "model", cfg.ModelName, "executor", cfg.Executor, "vocab", mi.VocabSize,
+		"context", mi.ContextLen, "kv_blocks", mi.NumBlocks, "block_size", mi.BlockSize)
+	return nil
+}
+
+// run drives the engine on a context of its own until ctx has ended and
+// h has drained (or the window passed), then releases everything.
+func run(ctx context.Context, eng *engine.Engine, h *handler.Handler, window time.Duration, log *slog.Logger, release func()) {
 	engCtx, stopEngine := context.WithCancel(context.WithoutCancel(ctx))
 	done := make(chan struct{})
 	go func() {
@@ -96,21 +109,14 @@ func Setup(ctx context.Context, rt *service.Runtime, cfg *Config) error {
 			log.Error("engine loop", "err", err)
 		}
 	}()
-	go func() {
-		<-ctx.Done()
-		drain(h, drainWindow(rt.Common.DrainTimeout), log)
-		stopEngine()
-		<-done
-		_ = unregister()
-		if err := eng.Close(); err != nil {
-			log.Warn("closing engine", "err", err)
-		}
-		_ = inv.Close()
-	}()
-	mi := eng.ModelInfo()
-	log.Info("worker ready", "model", cfg.ModelName, "executor", cfg.Executor, "vocab", mi.VocabSize,
-		"context", mi.ContextLen, "kv_blocks", mi.NumBlocks, "block_size", mi.BlockSize)
-	return nil
+	<-ctx.Done()
+	drain(h, window, log)
+	stopEngine()
+	<-done
+	release()
+	if err := eng.Close(); err != nil {
+		log.Warn("closing engine", "err", err)
+	}
 }
 
 // drainWindow leaves the server a margin after the worker's drain, so

@@ -21,6 +21,8 @@ import (
 	"switchyard.dev/libs/engine"
 	"switchyard.dev/libs/engine/llama"
 	"switchyard.dev/libs/engine/tokenizer"
+	"switchyard.dev/libs/mesh/discovery"
+	"switchyard.dev/libs/mesh/discovery/filedisc"
 	"switchyard.dev/libs/mesh/meshtest"
 	"switchyard.dev/libs/worker"
 )
@@ -317,4 +319,24 @@ func TestGRPCConformance(t *testing.T) {
 	t.Parallel()
 	w := start(t, "prefill", "-executor", "sim")
 	meshtest.CheckGRPC(t, w.Addr, "prefill", "switchyard.worker.v1.WorkerService")
+}
+
+// Through a real discovery backend, the record carries the model and KV
+// geometry before anyone can find the worker.
+func TestFileDiscoveryRecord(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	start(t, "prefill", "-discovery", "file", "-discovery-dir", dir, "-executor", "sim", "-model-name", "mock", "-num-blocks", "64")
+	reg, err := filedisc.New(filedisc.Config{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ins []discovery.Instance
+	waitFor(t, "registration", func() bool { // it registers just after serving begins
+		ins, err = reg.Instances(t.Context(), "prefill")
+		return err == nil && len(ins) == 1
+	})
+	if in := ins[0]; in.Model != "mock" || in.Meta["kv_blocks"] != "64" || in.Meta["executor"] != "sim" || in.Meta["block_size"] != "16" {
+		t.Fatalf("registered %+v", in)
+	}
 }
