@@ -1,0 +1,123 @@
+package httpapi
+
+import (
+	"errors"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+
+	"switchyard.dev/services/frontend/internal/auth"
+	"switchyard.dev/services/frontend/internal/fakemesh"
+)
+
+// The official Go SDK talks to the frontend unchanged.
+
+func sdkClient(s *stack, key string) openai.Client {
+	return openai.NewClient(option.WithBaseURL(s.URL+"/v1/"), option.WithAPIKey(key), option.WithMaxRetries(0))
+}
+
+func TestSDKChat(t *testing.T) {
+	t.Parallel()
+	s := newStack(t, stackConfig{guard: auth.New(auth.Config{Keys: []string{"sk-test"}})})
+	c := sdkClient(s, "sk-test")
+	params := openai.ChatCompletionNewParams{
+		Model:     "tiny",
+		Messages:  []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Hi")},
+		MaxTokens: openai.Int(20),
+		Stop:      openai.ChatCompletionNewParamsStopUnion{OfStringArray: []string{"zebra"}},
+	}
+	got, err := c.Chat.Completions.New(t.Context(), params, option.WithJSONSet("switchyard", map[string]any{"priority": 2}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Choices[0].Message.Content != want(chatPromptLen, 20) || got.Choices[0].FinishReason != "length" || got.Usage.CompletionTokens != 20 {
+		t.Fatalf("got %+v", got)
+	}
+	if p := s.Router.Routes()[0].GetHints().GetPriority(); p != 2 {
+		t.Fatalf("extension priority %d", p)
+	}
+
+	params.StreamOptions = openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)}
+	stream := c.Chat.Completions.NewStreaming(t.Context(), params)
+	var acc openai.ChatCompletionAccumulator
+	for stream.Next() {
+		acc.AddChunk(stream.Current())
+	}
+	if err := stream.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if acc.Choices[0].Message.Content != want(chatPromptLen, 20) || acc.Usage.CompletionTokens != 20 || acc.Usage.PromptTokens != int64(chatPromptLen) {
+		t.Fatalf("streamed %q usage %+v", acc.Choices[0].Message.Content, acc.Usage)
+	}
+}
+
+func TestSDKCompletionsAndModels(t *testing.T) {
+	t.Parallel()
+	s := newStack(t, stackConfig{workers: []fakemesh.WorkerConfig{{ID: "w", Cached: 3}}})
+	c := sdkClient(s, "unused")
+	got, err := c.Completions.New(t.Context(), openai.CompletionNewParams{
+		Model: "tiny", Prompt: openai.CompletionNewParamsPromptUnion{OfArrayOfTokens: []int64{1, 72, 101}}, MaxTokens: openai.Int(8),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Choices[0].Text != want(3, 8) || got.Usage.PromptTokensDetails.CachedTokens != 3 {
+		t.Fatalf("got %+v", got)
+	}
+	stream := c.Completions.NewStreaming(t.Context(), openai.CompletionNewParams{
+		Model: "tiny", Prompt: openai.CompletionNewParamsPromptUnion{OfString: openai.String("Hello")}, MaxTokens: openai.Int(8),
+	})
+	var text strings.Builder
+	for stream.Next() {
+		for _, ch := range stream.Current().Choices {
+			text.WriteString(ch.Text)
+		}
+	}
+	if stream.Err() != nil || text.String() != want(6, 8) {
+		t.Fatalf("streamed %q err %v", text.String(), stream.Err())
+	}
+	page, err := c.Models.List(t.Context())
+	if err != nil || len(page.Data) != 1 || page.Data[0].ID != "tiny" {
+		t.Fatalf("models %+v err %v", page, err)
+	}
+}
+
+func TestSDKErrors(t *testing.T) {
+	t.Parallel()
+	s := newStack(t, stackConfig{guard: auth.New(auth.Config{Keys: []string{"sk-test"}})})
+	chat := func(key string, p openai.ChatCompletionNewParams) error {
+		c := sdkClient(s, key)
+		_, err := c.Chat.Completions.New(t.Context(), p)
+		return err
+	}
+	base := openai.ChatCompletionNewParams{Model: "tiny", Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Hi")}}
+	tests := []struct {
+		name   string
+		key    string
+		mutate func(*openai.ChatCompletionNewParams)
+		status int
+		param  string
+	}{
+		{name: "bad key", key: "sk-wrong", status: http.StatusUnauthorized},
+		{name: "unknown model", key: "sk-test", mutate: func(p *openai.ChatCompletionNewParams) { p.Model = "gpt-9" }, status: http.StatusNotFound, param: "model"},
+		{name: "n", key: "sk-test", mutate: func(p *openai.ChatCompletionNewParams) { p.N = openai.Int(3) }, status: http.StatusBadRequest, param: "n"},
+		{name: "temperature", key: "sk-test", mutate: func(p *openai.ChatCompletionNewParams) { p.Temperature = openai.Float(9) }, status: http.StatusBadRequest, param: "temperature"},
+		{name: "context", key: "sk-test", mutate: func(p *openai.ChatCompletionNewParams) { p.MaxTokens = openai.Int(100000) }, status: http.StatusBadRequest, param: "max_tokens"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			p := base
+			if tc.mutate != nil {
+				tc.mutate(&p)
+			}
+			var apiErr *openai.Error
+			if err := chat(tc.key, p); !errors.As(err, &apiErr) || apiErr.StatusCode != tc.status || apiErr.Param != tc.param {
+				t.Fatalf("got %v, want status %d param %q", err, tc.status, tc.param)
+			}
+		})
+	}
+}
