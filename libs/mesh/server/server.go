@@ -94,6 +94,8 @@ func New(cfg Config) (*Server, error) {
 		connect.WithInterceptors(otel, loggingInterceptor{cfg.Logger}, deadlineInterceptor{def: cfg.UnaryTimeout, max: 10 * cfg.UnaryTimeout}),
 		connect.WithRecover(recoverHandler(cfg.Logger)),
 		connect.WithReadMaxBytes(cfg.MaxRequestBytes),
+		// Token streams are many tiny messages: gzip would cost more than it saves.
+		connect.WithCompressMinBytes(4096),
 	}
 	s.Mount(meshv1connect.NewInfoServiceHandler(&infoService{s: s}, s.opts...))
 	s.mux.Handle("GET /metrics", cfg.Telemetry.MetricsHandler())
