@@ -4,12 +4,14 @@ go 1.26.7
 
 require switchyard.dev/libs/mesh v0.0.0
 
+require github.com/kylelemons/godebug v1.1.0 // indirect
+
 require (
-	connectrpc.com/connect v1.21.1 // indirect
+	connectrpc.com/connect v1.21.1
 	connectrpc.com/connect/v2 v2.0.0 // indirect
 	connectrpc.com/grpchealth v1.5.0 // indirect
 	connectrpc.com/grpcreflect v1.3.1 // indirect
-	connectrpc.com/otelconnect v0.12.0 // indirect
+	connectrpc.com/otelconnect v0.12.0
 	github.com/armon/go-metrics v0.4.1 // indirect
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/cenkalti/backoff/v5 v5.0.3 // indirect
@@ -36,8 +38,8 @@ require (
 	github.com/mattn/go-isatty v0.0.22 // indirect
 	github.com/mitchellh/go-homedir v1.1.0 // indirect
 	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
-	github.com/openai/openai-go/v3 v3.99.0 // indirect
-	github.com/prometheus/client_golang v1.25.0 // indirect
+	github.com/openai/openai-go/v3 v3.99.0
+	github.com/prometheus/client_golang v1.25.0
 	github.com/prometheus/client_model v0.6.3 // indirect
 	github.com/prometheus/common v0.72.0 // indirect
 	github.com/prometheus/otlptranslator v1.0.0 // indirect
@@ -66,16 +68,13 @@ require (
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20260928230214-8a89bd6388cc // indirect
 	google.golang.org/grpc v1.85.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
-	switchyard.dev/gen v0.0.0 // indirect
+	switchyard.dev/gen v0.0.0
 	switchyard.dev/libs/engine v0.0.0
-	switchyard.dev/libs/kvhash v0.0.0
 )
 
 replace (
 	switchyard.dev/gen => ../../gen
+	switchyard.dev/libs/engine => ../../libs/engine
+	switchyard.dev/libs/kvhash => ../../libs/kvhash
 	switchyard.dev/libs/mesh => ../../libs/mesh
 )
-
-replace switchyard.dev/libs/engine => ../../libs/engine
-
-replace switchyard.dev/libs/kvhash => ../../libs/kvhash

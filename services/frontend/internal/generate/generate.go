@@ -74,9 +74,9 @@ type Result struct {
 
 // Config configures a Generator.
 type Config struct {
-	Router  Router
-	Dialer  Dialer
-	Logger  *slog.Logger
+	Router Router
+	Dialer Dialer
+	Logger *slog.Logger
 	// MigrationAttempts is how many times a broken stream is re-routed.
 	MigrationAttempts int
 	// OnMigrate, if set, is called before each migration.

@@ -64,4 +64,3 @@ func (chatFormat) whole(c call, text, reason string, u openai.Usage) any {
 		Choices: []openai.ChatChoice{{Message: openai.AssistantReply{Role: "assistant", Content: text}, FinishReason: reason}},
 		Usage:   &u}
 }
-
