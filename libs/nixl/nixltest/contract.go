@@ -25,7 +25,12 @@ func Run(t *testing.T, setup Setup, caps Caps) {
 		}
 		testRemoteValidation(t, setup)
 	})
-	t.Run("PeerClosed", func(t *testing.T) { testPeerClosed(t, setup) })
+	t.Run("PeerClosed", func(t *testing.T) {
+		if caps.NoPeerFailure {
+			t.Skip("backend cannot detect a departed peer")
+		}
+		testPeerClosed(t, setup)
+	})
 	t.Run("Cancel", func(t *testing.T) { testCancel(t, setup) })
 	t.Run("Notifications", func(t *testing.T) { testNotifications(t, setup) })
 	t.Run("Concurrent", func(t *testing.T) { testConcurrent(t, setup) })

@@ -26,6 +26,9 @@ type Caps struct {
 	// registrations (tcp, local). One-sided hardware paths (UCX RMA) trust
 	// the initiator's metadata, as RDMA does.
 	RemoteValidation bool
+	// NoPeerFailure: the backend cannot notice a peer that went away (UCX
+	// over shared memory); the suite then skips PeerClosed.
+	NoPeerFailure bool
 	// Backend is the name Agent.Backend must report after connecting.
 	Backend string
 }

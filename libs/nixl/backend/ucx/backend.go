@@ -1,0 +1,192 @@
+//go:build ucx && cgo
+
+package ucx
+
+/*
+#cgo pkg-config: ucx
+#include "nx.h"
+*/
+import "C"
+
+import (
+	"encoding/binary"
+	"fmt"
+	"unsafe"
+
+	"switchyard.dev/libs/nixl"
+)
+
+// Available reports whether the cgo backend is compiled in.
+const Available = true
+
+// notifTag marks notification messages ("NIXL" + 1).
+const notifTag = 0x4E49584C_00000001
+
+// New returns a factory for UCX backends.
+func New(cfg Config) nixl.BackendFactory {
+	return func(env nixl.Env) (nixl.Backend, error) {
+		w, err := newWorker(cfg)
+		if err != nil {
+			return nil, err
+		}
+		b := &Backend{env: env, w: w, peerErrs: !cfg.NoPeerErrHandling, regs: map[nixl.RegionID]C.ucp_mem_h{}, conns: map[*conn]struct{}{}}
+		w.onNotif = b.deliver
+		w.destroy = b.destroy
+		var addrErr error
+		w.call(func() { b.addr, addrErr = workerAddress(w.w) })
+		if addrErr != nil {
+			w.stop()
+			return nil, addrErr
+		}
+		return b, nil
+	}
+}
+
+func workerAddress(w C.ucp_worker_h) ([]byte, error) {
+	var addr *C.ucp_address_t
+	var n C.size_t
+	if st := status(C.ucp_worker_get_address(w, &addr, &n)); st != statusOK {
+		return nil, fmt.Errorf("ucx: worker address: %w", st.err())
+	}
+	defer C.ucp_worker_release_address(w, addr)
+	return C.GoBytes(unsafe.Pointer(addr), C.int(n)), nil
+}
+
+// Backend is one agent's UCX backend. Fields below w are owned by the
+// worker's loop goroutine.
+type Backend struct {
+	env      nixl.Env
+	w        *worker
+	addr     []byte
+	peerErrs bool
+
+	regs  map[nixl.RegionID]C.ucp_mem_h
+	conns map[*conn]struct{}
+}
+
+// Name implements nixl.Backend.
+func (b *Backend) Name() string { return Name }
+
+// Address implements nixl.Backend: the packed UCP worker address.
+func (b *Backend) Address() []byte { return b.addr }
+
+// RegisterMemory maps mem with ucp_mem_map and returns its key: the
+// region's base address (8 bytes, big endian) then the packed rkey.
+func (b *Backend) RegisterMemory(id nixl.RegionID, mem []byte) ([]byte, error) {
+	var key []byte
+	var err error
+	ok := b.w.call(func() {
+		var memh C.ucp_mem_h
+		var rkey unsafe.Pointer
+		var n C.size_t
+		base := unsafe.Pointer(unsafe.SliceData(mem))
+		if st := status(C.nx_mem_map(b.w.ctx, base, C.size_t(len(mem)), &memh, &rkey, &n)); st != statusOK {
+			err = fmt.Errorf("ucx: mem map %d bytes: %w", len(mem), st.err())
+			return
+		}
+		defer C.ucp_rkey_buffer_release(rkey)
+		b.regs[id] = memh
+		key = binary.BigEndian.AppendUint64(nil, uint64(uintptr(base)))
+		key = append(key, C.GoBytes(rkey, C.int(n))...)
+	})
+	if !ok {
+		return nil, nixl.ErrClosed
+	}
+	return key, err
+}
+
+// DeregisterMemory implements nixl.Backend.
+func (b *Backend) DeregisterMemory(id nixl.RegionID) error {
+	var err error
+	ok := b.w.call(func() {
+		memh, found := b.regs[id]
+		if !found {
+			err = fmt.Errorf("ucx: %w: %d", nixl.ErrUnknownRegion, id)
+			return
+		}
+		delete(b.regs, id)
+		if st := status(C.ucp_mem_unmap(b.w.ctx, memh)); st != statusOK {
+			err = fmt.Errorf("ucx: mem unmap: %w", st.err())
+		}
+	})
+	if !ok {
+		return nixl.ErrClosed
+	}
+	return err
+}
+
+// Connect creates an endpoint to the peer's worker address.
+func (b *Backend) Connect(peer nixl.PeerInfo) (nixl.Conn, error) {
+	if len(peer.Address) == 0 {
+		return nil, fmt.Errorf("ucx: empty worker address for %s", peer.Name)
+	}
+	c := &conn{b: b, peer: peer.Name, rkeys: map[nixl.RegionID]rkey{}}
+	var err error
+	ok := b.w.call(func() {
+		addr := C.CBytes(peer.Address)
+		defer C.free(addr)
+		c.failed = (*C.int)(C.calloc(1, C.sizeof_int))
+		if st := status(C.nx_ep_create(b.w.w, addr, boolInt(b.peerErrs), c.failed, &c.ep)); st != statusOK {
+			C.free(unsafe.Pointer(c.failed))
+			err = fmt.Errorf("ucx: %w: ep create to %s: %w", nixl.ErrPeerGone, peer.Name, st.err())
+			return
+		}
+		b.conns[c] = struct{}{}
+	})
+	if !ok {
+		return nil, nixl.ErrClosed
+	}
+	return c, err
+}
+
+// Close closes every endpoint, unmaps memory and destroys the worker.
+func (b *Backend) Close() error {
+	b.w.stop()
+	return nil
+}
+
+// destroy runs on the loop during shutdown.
+func (b *Backend) destroy() {
+	for c := range b.conns {
+		c.closeEP()
+	}
+	for id, memh := range b.regs {
+		C.ucp_mem_unmap(b.w.ctx, memh)
+		delete(b.regs, id)
+	}
+}
+
+// deliver parses a notification: name length (1 byte), name, message.
+func (b *Backend) deliver(data []byte) {
+	if len(data) < 1 || len(data) < 1+int(data[0]) {
+		b.env.Logger.Warn("nixl ucx: dropping malformed notification", "len", len(data))
+		return
+	}
+	n := int(data[0])
+	b.env.Notify(string(data[1:1+n]), data[1+n:])
+}
+
+// pollNotifs receives waiting notifications; it reports whether any came.
+func (w *worker) pollNotifs() bool {
+	got := false
+	for {
+		var buf unsafe.Pointer
+		n := C.nx_tag_poll(w.w, notifTag, &buf)
+		if n == -1 {
+			return got
+		}
+		got = true
+		if n >= 0 {
+			data := C.GoBytes(buf, C.int(n))
+			C.free(buf)
+			w.onNotif(data)
+		}
+	}
+}
+
+func boolInt(v bool) C.int {
+	if v {
+		return 1
+	}
+	return 0
+}

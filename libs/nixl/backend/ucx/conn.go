@@ -1,0 +1,172 @@
+//go:build ucx && cgo
+
+package ucx
+
+/*
+#cgo pkg-config: ucx
+#include "nx.h"
+*/
+import "C"
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"unsafe"
+
+	"switchyard.dev/libs/nixl"
+)
+
+// conn is an endpoint to one peer. All fields are owned by the loop.
+type conn struct {
+	b      *Backend
+	peer   string
+	ep     C.ucp_ep_h
+	failed *C.int // set by UCX's error callback
+	rkeys  map[nixl.RegionID]rkey
+	closed bool
+}
+
+type rkey struct {
+	packed []byte
+	base   uint64
+	h      C.ucp_rkey_h
+}
+
+// Post implements nixl.Conn.
+func (c *conn) Post(req *nixl.Request) {
+	if !c.b.w.do(func() { c.post(req) }) {
+		req.Done(nixl.ErrClosed)
+	}
+}
+
+// Close implements nixl.Conn.
+func (c *conn) Close() error {
+	c.b.w.do(c.closeEP)
+	return nil
+}
+
+func (c *conn) gone(why error) error {
+	return fmt.Errorf("ucx: %w: %s: %w", nixl.ErrPeerGone, c.peer, why)
+}
+
+func (c *conn) alive() error {
+	switch {
+	case c.closed:
+		return c.gone(fmt.Errorf("connection closed"))
+	case *c.failed != 0:
+		return c.gone(status(*c.failed).err())
+	}
+	return nil
+}
+
+// post issues every pair, then one flush; the flush's completion means all
+// of them have completed at the target.
+func (c *conn) post(req *nixl.Request) {
+	if err := c.alive(); err != nil {
+		req.Done(err)
+		return
+	}
+	if req.IsCanceled() {
+		req.Done(nixl.ErrCanceled)
+		return
+	}
+	var postErr error
+	get := C.int(0)
+	if req.Op == nixl.Read {
+		get = 1
+	}
+	for _, p := range req.Pairs {
+		rk, err := c.rkey(p.Remote)
+		if err != nil {
+			postErr = err
+			break
+		}
+		st := status(C.nx_rma(c.ep, get, unsafe.Pointer(unsafe.SliceData(p.Local)), C.size_t(len(p.Local)),
+			C.uint64_t(rk.base+p.Remote.Offset), rk.h))
+		if st != statusOK {
+			postErr = c.gone(st.err())
+			break
+		}
+	}
+	var st C.ucs_status_t
+	r := C.nx_flush(c.ep, &st)
+	c.b.w.watch(request(r), status(st), func(st status) {
+		switch {
+		case postErr != nil:
+			req.Done(postErr)
+		case st != statusOK:
+			req.Done(c.gone(st.err()))
+		case req.Notif != nil && !req.IsCanceled():
+			c.notify(req)
+		default:
+			req.Done(nil)
+		}
+	})
+}
+
+func (c *conn) notify(req *nixl.Request) {
+	if err := c.alive(); err != nil {
+		req.Done(err)
+		return
+	}
+	self := c.b.env.Agent
+	msg := make([]byte, 0, 1+len(self)+len(req.Notif))
+	msg = append(append(append(msg, byte(len(self))), self...), req.Notif...)
+	buf := C.CBytes(msg)
+	var st C.ucs_status_t
+	r := C.nx_tag_send(c.ep, buf, C.size_t(len(msg)), notifTag, &st)
+	c.b.w.watch(request(r), status(st), func(st status) {
+		C.free(buf)
+		if st != statusOK {
+			req.Done(c.gone(st.err()))
+			return
+		}
+		req.Done(nil)
+	})
+}
+
+// rkey unpacks (and caches) the remote key for a region.
+func (c *conn) rkey(d nixl.RemoteDesc) (rkey, error) {
+	if rk, ok := c.rkeys[d.Region]; ok && bytes.Equal(rk.packed, d.Key) {
+		return rk, nil
+	}
+	if len(d.Key) <= 8 {
+		return rkey{}, fmt.Errorf("ucx: %w: region %d has no ucx key", nixl.ErrUnknownRegion, d.Region)
+	}
+	if old, ok := c.rkeys[d.Region]; ok { // the peer re-registered the id
+		C.ucp_rkey_destroy(old.h)
+		delete(c.rkeys, d.Region)
+	}
+	rk := rkey{packed: bytes.Clone(d.Key), base: binary.BigEndian.Uint64(d.Key)}
+	packed := C.CBytes(d.Key[8:])
+	defer C.free(packed)
+	if st := status(C.ucp_ep_rkey_unpack(c.ep, packed, &rk.h)); st != statusOK {
+		return rkey{}, fmt.Errorf("ucx: %w: unpack rkey of region %d: %w", nixl.ErrRemote, d.Region, st.err())
+	}
+	c.rkeys[d.Region] = rk
+	return rk, nil
+}
+
+// closeEP force-closes the endpoint: UCX cancels its outstanding requests,
+// which then complete with errors.
+func (c *conn) closeEP() {
+	if c.closed {
+		return
+	}
+	c.closed = true
+	delete(c.b.conns, c)
+	r := C.nx_ep_close(c.ep)
+	finish := func(status) {
+		for id, rk := range c.rkeys {
+			C.ucp_rkey_destroy(rk.h)
+			delete(c.rkeys, id)
+		}
+		C.free(unsafe.Pointer(c.failed))
+	}
+	if r == nil {
+		finish(statusOK)
+		return
+	}
+	c.b.w.active = append(c.b.w.active, pending{req: request(r), done: finish})
+}

@@ -1,0 +1,53 @@
+// Package ucx is the nixl backend over UCX's UCP API (cgo, libucx): one-
+// sided ucp_put_nbx/ucp_get_nbx into peers' registered memory, completion by
+// endpoint flush, notifications as tagged messages.
+//
+// The cgo code is compiled only with the build tag "ucx" and cgo enabled
+// (files tagged `ucx && cgo`). Without it New returns a factory that fails
+// with ErrUnavailable, so programs and tests build and run on machines
+// without libucx; the agent then falls back to another backend. Build and
+// test with:
+//
+//	go test -tags ucx ./libs/nixl/...
+//
+// Threading: a UCP worker is single-threaded here (UCS_THREAD_MODE_SINGLE).
+// One goroutine, locked to its OS thread, owns the worker and runs every
+// UCX call; other goroutines hand it closures. It spins on
+// ucp_worker_progress while operations are outstanding and otherwise
+// sleeps on the worker's event fd (ucp_worker_arm), so an idle agent costs
+// no CPU yet still serves emulated RMA (UCX's tcp transport needs the
+// target to progress).
+//
+// Trust model: like RDMA, the target does not check accesses; the
+// initiator validates descriptors against the target's published metadata,
+// and UCX validates rkeys. What runs here: UCX's tcp, shared-memory (posix,
+// sysv, cma) and self transports. RDMA NICs and GPU memory (cuda_ipc,
+// gdr_copy) are not present on this machine and are not exercised.
+package ucx
+
+import (
+	"errors"
+	"time"
+)
+
+// Name is the backend's identifier in metadata.
+const Name = "ucx"
+
+// ErrUnavailable is returned by the factory when the package was built
+// without the ucx tag or cgo.
+var ErrUnavailable = errors.New("ucx: backend not built in (build with -tags ucx and cgo enabled)")
+
+// Config tunes the backend; zero values take defaults.
+type Config struct {
+	// IdleWait is the longest the progress goroutine sleeps between checks
+	// when nothing is outstanding (events wake it earlier). Default 100ms.
+	IdleWait time.Duration
+	// NoPeerErrHandling creates endpoints without
+	// UCP_ERR_HANDLING_MODE_PEER. UCX 1.13's shared-memory transports
+	// (posix, sysv) cannot handle peer failure, so with the default mode a
+	// peer reachable only over shm is unreachable, and with tcp also
+	// enabled UCX carries messages over tcp. Set it to use shm; a peer that
+	// dies mid-transfer is then not detected by UCX, so bound Wait with a
+	// context and Invalidate the peer.
+	NoPeerErrHandling bool
+}

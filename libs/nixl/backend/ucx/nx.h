@@ -1,0 +1,148 @@
+// C helpers for the ucx backend, included by the cgo files (built only
+// with the ucx tag). They keep UCX structs and status pointers on the C
+// side so Go only sees handles and status codes.
+#ifndef NIXL_NX_H
+#define NIXL_NX_H
+#include <ucp/api/ucp.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static ucs_status_t nx_init(int wakeup, ucp_context_h *ctx, ucp_worker_h *w) {
+	ucp_config_t *cfg;
+	ucs_status_t st = ucp_config_read(NULL, NULL, &cfg);
+	if (st != UCS_OK) return st;
+	ucp_params_t p;
+	memset(&p, 0, sizeof p);
+	p.field_mask = UCP_PARAM_FIELD_FEATURES;
+	p.features = UCP_FEATURE_RMA | UCP_FEATURE_TAG | (wakeup ? UCP_FEATURE_WAKEUP : 0);
+	st = ucp_init(&p, cfg, ctx);
+	ucp_config_release(cfg);
+	if (st != UCS_OK) return st;
+	ucp_worker_params_t wp;
+	memset(&wp, 0, sizeof wp);
+	wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
+	wp.thread_mode = UCS_THREAD_MODE_SINGLE;
+	st = ucp_worker_create(*ctx, &wp, w);
+	if (st != UCS_OK) ucp_cleanup(*ctx);
+	return st;
+}
+
+// nx_err_cb marks the endpoint failed; arg points at a C int owned by the
+// Go connection.
+static void nx_err_cb(void *arg, ucp_ep_h ep, ucs_status_t st) {
+	*(volatile int *)arg = (int)st;
+}
+
+static ucs_status_t nx_ep_create(ucp_worker_h w, const void *addr, int peer_errs, int *failed, ucp_ep_h *ep) {
+	ucp_ep_params_t p;
+	memset(&p, 0, sizeof p);
+	p.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
+		UCP_EP_PARAM_FIELD_ERR_HANDLER;
+	p.address = (const ucp_address_t *)addr;
+	p.err_mode = peer_errs ? UCP_ERR_HANDLING_MODE_PEER : UCP_ERR_HANDLING_MODE_NONE;
+	p.err_handler.cb = nx_err_cb;
+	p.err_handler.arg = failed;
+	return ucp_ep_create(w, &p, ep);
+}
+
+// nx_status turns a status pointer into (request, status): a NULL request
+// means the operation already finished with the returned status.
+static void *nx_status(ucs_status_ptr_t r, ucs_status_t *st) {
+	if (r == NULL) { *st = UCS_OK; return NULL; }
+	if (UCS_PTR_IS_ERR(r)) { *st = UCS_PTR_STATUS(r); return NULL; }
+	*st = UCS_INPROGRESS;
+	return r;
+}
+
+// nx_rma posts a put or get. Its request is released at once: completion
+// is observed through the endpoint flush that follows every batch.
+static ucs_status_t nx_rma(ucp_ep_h ep, int get, void *buf, size_t len, uint64_t raddr, ucp_rkey_h rkey) {
+	ucp_request_param_t p;
+	p.op_attr_mask = 0;
+	ucs_status_ptr_t r = get ? ucp_get_nbx(ep, buf, len, raddr, rkey, &p)
+	                         : ucp_put_nbx(ep, buf, len, raddr, rkey, &p);
+	ucs_status_t st;
+	void *req = nx_status(r, &st);
+	if (req != NULL) ucp_request_free(req);
+	return st == UCS_INPROGRESS ? UCS_OK : st;
+}
+
+static void *nx_flush(ucp_ep_h ep, ucs_status_t *st) {
+	ucp_request_param_t p;
+	p.op_attr_mask = 0;
+	return nx_status(ucp_ep_flush_nbx(ep, &p), st);
+}
+
+static void *nx_tag_send(ucp_ep_h ep, void *buf, size_t len, uint64_t tag, ucs_status_t *st) {
+	ucp_request_param_t p;
+	p.op_attr_mask = 0;
+	return nx_status(ucp_tag_send_nbx(ep, buf, len, tag, &p), st);
+}
+
+static void *nx_ep_close(ucp_ep_h ep) {
+	ucp_request_param_t p;
+	p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+	p.flags = UCP_EP_CLOSE_FLAG_FORCE;
+	ucs_status_t st;
+	return nx_status(ucp_ep_close_nbx(ep, &p), &st);
+}
+
+// nx_check returns a request's status, freeing it once it has finished.
+static ucs_status_t nx_check(void *req) {
+	ucs_status_t st = ucp_request_check_status(req);
+	if (st != UCS_INPROGRESS) ucp_request_free(req);
+	return st;
+}
+
+// nx_tag_poll receives one pending message with the given tag into a
+// malloc'd buffer (*out; caller frees). Returns its length, -1 when none is
+// waiting, -2 on a receive error. Notifications are small, so waiting for
+// the receive to finish here is short.
+static ssize_t nx_tag_poll(ucp_worker_h w, uint64_t tag, void **out) {
+	ucp_tag_recv_info_t info;
+	ucp_tag_message_h msg = ucp_tag_probe_nb(w, tag, (ucp_tag_t)-1, 1, &info);
+	if (msg == NULL) return -1;
+	void *buf = malloc(info.length ? info.length : 1);
+	ucp_request_param_t p;
+	p.op_attr_mask = 0;
+	ucs_status_t st;
+	void *req = nx_status(ucp_tag_msg_recv_nbx(w, buf, info.length, msg, &p), &st);
+	if (req != NULL) {
+		while ((st = ucp_request_check_status(req)) == UCS_INPROGRESS) ucp_worker_progress(w);
+		ucp_request_free(req);
+	}
+	if (st != UCS_OK) { free(buf); return -2; }
+	*out = buf;
+	return (ssize_t)info.length;
+}
+
+// nx_wait sleeps until the worker has events, wakefd is readable, or
+// timeout_ms passes. It returns 1 when events may be pending.
+static int nx_wait(ucp_worker_h w, int efd, int wakefd, int timeout_ms) {
+	ucs_status_t st = ucp_worker_arm(w);
+	if (st == UCS_ERR_BUSY) return 1;
+	if (st != UCS_OK) { usleep(100); return 1; }
+	struct pollfd fds[2] = {{efd, POLLIN, 0}, {wakefd, POLLIN, 0}};
+	int n = poll(fds, 2, timeout_ms);
+	if (n > 0 && (fds[1].revents & POLLIN)) {
+		char b[64];
+		while (read(wakefd, b, sizeof b) > 0) {}
+	}
+	return n > 0;
+}
+
+static ucs_status_t nx_mem_map(ucp_context_h ctx, void *addr, size_t len, ucp_mem_h *memh, void **rkey, size_t *rkey_len) {
+	ucp_mem_map_params_t p;
+	memset(&p, 0, sizeof p);
+	p.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH;
+	p.address = addr;
+	p.length = len;
+	ucs_status_t st = ucp_mem_map(ctx, &p, memh);
+	if (st != UCS_OK) return st;
+	st = ucp_rkey_pack(ctx, *memh, rkey, rkey_len);
+	if (st != UCS_OK) ucp_mem_unmap(ctx, *memh);
+	return st;
+}
+#endif

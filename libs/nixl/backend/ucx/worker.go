@@ -1,0 +1,193 @@
+//go:build ucx && cgo
+
+package ucx
+
+/*
+#cgo pkg-config: ucx
+#include "nx.h"
+*/
+import "C"
+
+import (
+	"fmt"
+	"runtime"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// worker owns one UCP context and worker. Every UCX call happens on its
+// loop goroutine; other goroutines submit closures with do or call.
+type worker struct {
+	ctx    C.ucp_context_h
+	w      C.ucp_worker_h
+	efd    C.int
+	wakeR  int
+	wakeW  int
+	idleMs C.int
+
+	mu      sync.Mutex
+	cmds    []func()
+	stopped bool
+	done    chan struct{}
+
+	// Owned by the loop goroutine.
+	active  []pending
+	quit    bool
+	onNotif func(data []byte)
+	destroy func()
+}
+
+// pending is an outstanding request and what to do when it finishes.
+type pending struct {
+	req  request
+	done func(status)
+}
+
+func newWorker(cfg Config) (*worker, error) {
+	w := &worker{done: make(chan struct{}), efd: -1}
+	w.idleMs = C.int(max(cfg.IdleWait, time.Millisecond) / time.Millisecond)
+	if st := status(C.nx_init(1, &w.ctx, &w.w)); st != statusOK {
+		return nil, fmt.Errorf("ucx: init: %w", st.err())
+	}
+	if st := status(C.ucp_worker_get_efd(w.w, &w.efd)); st != statusOK {
+		w.efd = -1 // fall back to timed sleeps
+	}
+	var p [2]int
+	if err := syscall.Pipe2(p[:], syscall.O_NONBLOCK|syscall.O_CLOEXEC); err != nil {
+		C.ucp_worker_destroy(w.w)
+		C.ucp_cleanup(w.ctx)
+		return nil, fmt.Errorf("ucx: wake pipe: %w", err)
+	}
+	w.wakeR, w.wakeW = p[0], p[1]
+	go w.loop()
+	return w, nil
+}
+
+// do queues f for the loop; it reports false once the worker has stopped.
+func (w *worker) do(f func()) bool {
+	w.mu.Lock()
+	if w.stopped {
+		w.mu.Unlock()
+		return false
+	}
+	w.cmds = append(w.cmds, f)
+	w.mu.Unlock()
+	_, _ = syscall.Write(w.wakeW, []byte{1})
+	return true
+}
+
+// call runs f on the loop and waits for it.
+func (w *worker) call(f func()) bool {
+	ran := make(chan struct{})
+	if !w.do(func() { f(); close(ran) }) {
+		return false
+	}
+	select {
+	case <-ran:
+		return true
+	case <-w.done:
+		return false
+	}
+}
+
+// watch tracks a request returned by a UCX call: finished ones complete at
+// once, in-progress ones when the loop sees them finish.
+func (w *worker) watch(r request, st status, done func(status)) {
+	if st != statusInProgress {
+		done(st)
+		return
+	}
+	w.active = append(w.active, pending{req: r, done: done})
+}
+
+func (w *worker) loop() {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	defer close(w.done)
+	for {
+		w.mu.Lock()
+		cmds := w.cmds
+		w.cmds = nil
+		w.mu.Unlock()
+		for _, f := range cmds {
+			f()
+		}
+		if w.quit {
+			w.shutdown()
+			return
+		}
+		busy := len(cmds) > 0
+		for C.ucp_worker_progress(w.w) != 0 {
+			busy = true
+		}
+		busy = w.pollNotifs() || busy
+		busy = w.reap() || busy
+		if !busy && len(w.active) == 0 {
+			C.nx_wait(w.w, w.efd, C.int(w.wakeR), w.idleMs)
+		}
+	}
+}
+
+// reap completes finished requests; it reports whether any did.
+func (w *worker) reap() bool {
+	if len(w.active) == 0 {
+		return false
+	}
+	type result struct {
+		done func(status)
+		st   status
+	}
+	var finished []result
+	keep := w.active[:0]
+	for _, p := range w.active {
+		if st := check(p.req); st != statusInProgress {
+			finished = append(finished, result{p.done, st})
+			continue
+		}
+		keep = append(keep, p)
+	}
+	clear(w.active[len(keep):])
+	w.active = keep
+	// Completions may post more work, so run them once active is
+	// consistent.
+	for _, f := range finished {
+		f.done(f.st)
+	}
+	return len(finished) > 0
+}
+
+// shutdown runs destroy, drains what it started, and frees the worker.
+func (w *worker) shutdown() {
+	w.mu.Lock()
+	w.stopped = true
+	w.mu.Unlock()
+	if w.destroy != nil {
+		w.destroy()
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for len(w.active) > 0 && time.Now().Before(deadline) {
+		C.ucp_worker_progress(w.w)
+		w.reap()
+	}
+	for _, p := range w.active { // UCX never finished these; report, leak
+		p.done(status(C.UCS_ERR_TIMED_OUT))
+	}
+	w.active = nil
+	C.ucp_worker_destroy(w.w)
+	C.ucp_cleanup(w.ctx)
+	_ = syscall.Close(w.wakeR)
+	_ = syscall.Close(w.wakeW)
+	w.mu.Lock()
+	cmds := w.cmds
+	w.cmds = nil
+	w.mu.Unlock()
+	_ = cmds // queued after stop: their owners see stopped via call/do
+}
+
+// stop asks the loop to shut down and waits for it.
+func (w *worker) stop() {
+	if w.do(func() { w.quit = true }) {
+		<-w.done
+	}
+}
