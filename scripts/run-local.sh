@@ -12,12 +12,15 @@
 #   ROUTER_MODE  kv | round-robin | random | least-loaded
 #   DISCOVERY    file | consul (consul: a local dev agent is started too)
 #   PORT         the frontend's port (OpenAI API)
+#   BASE_PORT    first port of the internal services (default 9000): routers
+#                BASE+i, prefill BASE+100+i, decode BASE+200+i,
+#                kvbm-controller BASE+300, planner BASE+400
 #   WORKER_ARGS, ROUTER_ARGS, FRONTEND_ARGS  extra flags for those services
 set -euo pipefail
 cd "$(dirname "$0")/.."
-: "${EXECUTOR:=llama}" "${PREFILL:=0}" "${DECODE:=1}" "${ROUTERS:=1}" "${ROUTER_MODE:=kv}" "${DISCOVERY:=file}" "${PORT:=8000}"
+: "${BASE_PORT:=9000}" "${EXECUTOR:=llama}" "${PREFILL:=0}" "${DECODE:=1}" "${ROUTERS:=1}" "${ROUTER_MODE:=kv}" "${DISCOVERY:=file}" "${PORT:=8000}"
 die() { echo "run: $*" >&2; exit 2; }
-for v in PREFILL DECODE ROUTERS PORT; do [[ "${!v}" =~ ^[0-9]+$ ]] || die "$v=${!v}: want a number"; done
+for v in PREFILL DECODE ROUTERS PORT BASE_PORT; do [[ "${!v}" =~ ^[0-9]+$ ]] || die "$v=${!v}: want a number"; done
 (( DECODE >= 1 )) || die "DECODE=$DECODE: at least one decode worker is needed"
 (( ROUTERS >= 1 )) || die "ROUTERS=$ROUTERS: at least one router is needed"
 [ -z "${MODEL:-}" ] || [ -f "$MODEL" ] || die "MODEL=$MODEL: no such file"
@@ -60,21 +63,22 @@ start() { # name binary args...
 }
 echo "run: starting the mesh (state in $state)"
 for i in $(seq 0 $((DECODE - 1))); do
-  start "decode-$i" bin/decode "${common[@]}" "${worker[@]}" -id "decode-$i" -listen "127.0.0.1:$((9200 + i))"
+  start "decode-$i" bin/decode "${common[@]}" "${worker[@]}" -id "decode-$i" -listen "127.0.0.1:$((BASE_PORT + 200 + i))"
 done
 for i in $(seq 0 $((PREFILL - 1))); do
-  start "prefill-$i" bin/prefill "${common[@]}" "${worker[@]}" -id "prefill-$i" -listen "127.0.0.1:$((9100 + i))"
+  start "prefill-$i" bin/prefill "${common[@]}" "${worker[@]}" -id "prefill-$i" -listen "127.0.0.1:$((BASE_PORT + 100 + i))"
 done
 for i in $(seq 0 $((ROUTERS - 1))); do
-  start "router-$i" bin/router "${common[@]}" -id "router-$i" -mode "$ROUTER_MODE" ${ROUTER_ARGS:-} -listen "127.0.0.1:$((9000 + i))"
+  start "router-$i" bin/router "${common[@]}" -id "router-$i" -mode "$ROUTER_MODE" ${ROUTER_ARGS:-} -listen "127.0.0.1:$((BASE_PORT + i))"
 done
-start kvbm-controller bin/kvbm-controller "${common[@]}" -id kvbm-controller-0 -listen 127.0.0.1:9300
-start planner bin/planner "${common[@]}" -id planner-0 -listen 127.0.0.1:9400
+start kvbm-controller bin/kvbm-controller "${common[@]}" -id kvbm-controller-0 -listen "127.0.0.1:$((BASE_PORT + 300))"
+start planner bin/planner "${common[@]}" -id planner-0 -listen "127.0.0.1:$((BASE_PORT + 400))"
 start frontend bin/frontend "${common[@]}" -id frontend-0 ${FRONTEND_ARGS:-} -listen "127.0.0.1:$PORT"
 
 # Wait until every service answers its health endpoint.
-ports=($(seq 9200 $((9200 + DECODE - 1))) $(seq 9000 $((9000 + ROUTERS - 1))) 9300 9400 "$PORT")
-(( PREFILL > 0 )) && ports+=($(seq 9100 $((9100 + PREFILL - 1))))
+b=$BASE_PORT
+ports=($(seq $((b + 200)) $((b + 200 + DECODE - 1))) $(seq $b $((b + ROUTERS - 1))) $((b + 300)) $((b + 400)) "$PORT")
+if (( PREFILL > 0 )); then ports+=($(seq $((b + 100)) $((b + 100 + PREFILL - 1)))); fi
 for port in "${ports[@]}"; do
   ok=""
   for _ in $(seq 300); do
@@ -90,7 +94,7 @@ Switchyard is up: OpenAI API at http://127.0.0.1:$PORT/v1  (Ctrl-C stops everyth
   curl http://127.0.0.1:$PORT/v1/models
   curl http://127.0.0.1:$PORT/v1/completions -H 'Content-Type: application/json' \\
        -d '{"model":"<id from /v1/models>","prompt":"Once upon a time","max_tokens":32}'
-  buf curl --protocol grpc --http2-prior-knowledge http://127.0.0.1:9000/switchyard.mesh.v1.InfoService/GetInfo
+  buf curl --protocol grpc --http2-prior-knowledge http://127.0.0.1:$BASE_PORT/switchyard.mesh.v1.InfoService/GetInfo
 MSG
 wait -n "${pids[@]}" || true
 echo "run: a process exited; stopping the rest (see $logs)"
