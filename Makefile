@@ -10,7 +10,7 @@ SHELL := /bin/bash
 # Local stack settings are read from the environment or the command line by
 # scripts/run-local.sh and scripts/bench.sh (see README "Configuration"):
 # MODEL TOKENIZER EXECUTOR PREFILL DECODE ROUTERS ROUTER_MODE DISCOVERY PORT.
-export MODEL TOKENIZER EXECUTOR PREFILL DECODE ROUTERS ROUTER_MODE DISCOVERY PORT
+export MODEL TOKENIZER EXECUTOR PREFILL DECODE ROUTERS ROUTER_MODE DISCOVERY PORT BASE_PORT
 export TRACE NUM_BLOCKS SPEED LIMIT OUT LOADTEST_ARGS WORKER_ARGS ROUTER_ARGS FRONTEND_ARGS
 
 SERVICES := frontend router prefill decode kvbm-controller planner
