@@ -42,3 +42,5 @@ func TestOtherRegistry(t *testing.T) {
 		t.Fatal("Post across registries succeeded")
 	}
 }
+
+func BenchmarkLocal(b *testing.B) { nixltest.Bench(b, setup) }

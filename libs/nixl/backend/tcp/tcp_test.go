@@ -15,3 +15,5 @@ func setup(testing.TB) (a, b nixl.BackendFactory) {
 func TestContract(t *testing.T) {
 	nixltest.Run(t, setup, nixltest.Caps{RemoteValidation: true, Backend: tcp.Name})
 }
+
+func BenchmarkTCP(b *testing.B) { nixltest.Bench(b, setup) }

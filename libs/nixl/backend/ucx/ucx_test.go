@@ -4,6 +4,7 @@ package ucx_test
 
 import (
 	"os"
+	"strings"
 	"testing"
 
 	"switchyard.dev/libs/nixl"
@@ -22,6 +23,16 @@ func TestMain(m *testing.M) {
 func setup(testing.TB) (a, b nixl.BackendFactory) {
 	return ucx.New(ucx.Config{}), ucx.New(ucx.Config{})
 }
+
+// benchSetup follows UCX_TLS: restricted to shared memory, endpoints must
+// go without peer error handling (see Config.NoPeerErrHandling).
+func benchSetup(testing.TB) (a, b nixl.BackendFactory) {
+	tls := os.Getenv("UCX_TLS")
+	cfg := ucx.Config{NoPeerErrHandling: tls != "" && !strings.Contains(tls, "tcp") && !strings.Contains(tls, "all")}
+	return ucx.New(cfg), ucx.New(cfg)
+}
+
+func BenchmarkUCX(b *testing.B) { nixltest.Bench(b, benchSetup) }
 
 // TestContract runs with UCX's transport choice (UCX_TLS, default all;
 // with peer error handling UCX uses tcp for messages and cma or tcp for
