@@ -38,7 +38,15 @@ done
 step "tests (-race; real Consul and Redis)"
 go test -race -count=1 -timeout 25m "${pkgs[@]}"
 
+# The UCX backend of libs/nixl is cgo behind the `ucx` build tag (libucx-dev
+# from deps.sh); the packages below are built and tested with it too.
+ucx_pkgs=(./libs/nixl/...)
+step "tests with -tags ucx (real UCX over loopback tcp and shared memory)"
+go vet -tags ucx "${ucx_pkgs[@]}"
+go test -race -count=1 -tags ucx -timeout 10m "${ucx_pkgs[@]}"
+
 step "benchmarks, one iteration each"
 go test -run '^$' -bench . -benchtime 1x -count=1 -timeout 15m "${pkgs[@]}"
+go test -run '^$' -bench . -benchtime 1x -count=1 -timeout 5m -tags ucx "${ucx_pkgs[@]}"
 
 step "done"
