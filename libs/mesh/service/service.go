@@ -13,6 +13,9 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"os"
+	"os/signal"
+	"syscall"
 
 	"switchyard.dev/libs/mesh/config"
 	"switchyard.dev/libs/mesh/discovery"
@@ -149,4 +152,14 @@ func run(ctx context.Context, spec Spec, env Env, common config.Common, log *slo
 		env.Ready(addr)
 	}
 	return srv.Serve(ctx)
+}
+
+// Main runs spec as the process: it stops on SIGINT or SIGTERM and returns
+// the exit code, so that a service's main is one line:
+//
+//	func main() { os.Exit(service.Main(app.Spec(version))) }
+func Main(spec Spec) int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return Run(ctx, spec, Env{Args: os.Args[1:], Stdout: os.Stdout, Stderr: os.Stderr, Getenv: os.Getenv})
 }

@@ -2,20 +2,13 @@
 package main
 
 import (
-	"context"
 	"os"
-	"os/signal"
-	"syscall"
 
+	"switchyard.dev/libs/mesh/service"
 	"switchyard.dev/services/frontend/internal/app"
 )
 
-// version is stamped at build time: -ldflags "-X main.version=$(cat VERSION)".
+// version is stamped at build time: -ldflags "-X main.version=$(cat VERSION)+commit".
 var version = "dev"
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := app.Main(ctx, version, os.Args[1:], os.Stdout, os.Stderr, os.Getenv)
-	stop()
-	os.Exit(code)
-}
+func main() { os.Exit(service.Main(app.Spec(version, os.Getenv))) }
