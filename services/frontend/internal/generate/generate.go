@@ -26,7 +26,6 @@ import (
 	workerv1 "switchyard.dev/gen/switchyard/worker/v1"
 	"switchyard.dev/gen/switchyard/worker/v1/workerv1connect"
 	"switchyard.dev/libs/engine/tokenizer"
-	"switchyard.dev/services/frontend/internal/detok"
 	"switchyard.dev/services/frontend/internal/upstream"
 )
 
@@ -107,7 +106,7 @@ func (e emitError) Unwrap() error { return e.err }
 // ended. An error before the first delta leaves nothing emitted, so the
 // caller can still answer with an error status.
 func (g *Generator) Run(ctx context.Context, req Request, emit func(Delta) error) (Result, error) {
-	st := &state{req: req, text: detok.New(req.Tokenizer, req.Prompt[len(req.Prompt)-1], req.Stop)}
+	st := &state{req: req, text: tokenizer.NewTextStream(req.Tokenizer, req.Prompt[len(req.Prompt)-1], req.Stop)}
 	var last error
 	for attempt := 0; attempt <= g.cfg.MigrationAttempts; attempt++ {
 		if attempt > 0 {
@@ -178,7 +177,7 @@ func sleep(ctx context.Context, d time.Duration) error {
 // state is what survives across attempts.
 type state struct {
 	req        Request
-	text       *detok.Stream
+	text       *tokenizer.TextStream
 	generated  []uint32
 	before     int // tokens generated before the current attempt
 	finish     string

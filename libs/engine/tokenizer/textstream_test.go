@@ -1,4 +1,4 @@
-package detok
+package tokenizer_test
 
 import (
 	"strings"
@@ -30,7 +30,7 @@ func TestStream(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			s := New(tok, tokenizer.BOS, tc.stops)
+			s := tokenizer.NewTextStream(tok, tokenizer.BOS, tc.stops)
 			var b strings.Builder
 			stopped := false
 			for _, id := range tok.Encode(tc.text, false, false) {
@@ -55,7 +55,7 @@ func TestStream(t *testing.T) {
 func TestDeltasAreValidUTF8(t *testing.T) {
 	t.Parallel()
 	tok, _ := tokenizer.NewBytes(300)
-	s := New(tok, tokenizer.BOS, []string{"zz"})
+	s := tokenizer.NewTextStream(tok, tokenizer.BOS, []string{"zz"})
 	for _, id := range tok.Encode("ąęść €uro 𝄞 music", false, false) {
 		out, _ := s.Push(id)
 		if !utf8.ValidString(out) {
