@@ -7,6 +7,7 @@ import (
 	"switchyard.dev/libs/engine/kvcache"
 	"switchyard.dev/libs/engine/kvevent"
 	"switchyard.dev/libs/engine/sched"
+	"switchyard.dev/libs/kvhash"
 )
 
 // ModelInfo describes the served model and its KV cache.
@@ -46,6 +47,10 @@ type Metrics struct {
 	// TokensPerSecond is generated tokens per wall second over the
 	// latest steps (up to rateWindow of them).
 	TokensPerSecond float64
+	// FirstTokenMismatches counts requests whose Request.FirstToken (a
+	// remote prefill's sample) differed from the engine's own first
+	// sample: always 0 for greedy requests between identical models.
+	FirstTokenMismatches int64
 }
 
 // KVUsage is used/total blocks.
@@ -67,6 +72,7 @@ func (e *Engine) Metrics() Metrics {
 		PromptTokens: int64(st.PromptTokens), PrefixHitTokens: int64(st.PrefixHitTokens),
 		Preemptions: int64(st.Preemptions), GeneratedTokens: e.stats.generated, Steps: e.stats.steps,
 		LastStepTime: e.stats.last, TokensPerSecond: e.stats.rate(),
+		FirstTokenMismatches: e.stats.firstMismatch,
 	}
 }
 
@@ -114,12 +120,29 @@ func (e *Engine) AllocateForImport(n int) ([]kvcache.Region, error) {
 // tokens (BlockSize per block, a sequence start) under salt, so a request
 // submitted with that prompt reuses them. It returns the block hashes.
 func (e *Engine) CommitImported(blocks []int, tokens []uint32, salt uint64) ([]uint64, error) {
+	return e.CommitImportedAfter(kvhash.Root, blocks, tokens, salt)
+}
+
+// CommitImportedAfter is CommitImported for blocks that continue the
+// cached chain ending at hash parent (kvhash.Root: a sequence start): an
+// importer that already holds a prompt's leading blocks imports only the
+// rest.
+func (e *Engine) CommitImportedAfter(parent uint64, blocks []int, tokens []uint32, salt uint64) ([]uint64, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	h, err := e.kv.CommitImported(blocks, 0, tokens, salt)
+	h, err := e.kv.CommitImported(blocks, parent, tokens, salt)
 	e.flushEvents()
 	e.signal()
 	return h, err
+}
+
+// EventSeq is the sequence number of the latest KV event batch: Subscribe
+// after it to see only what happens from now on.
+func (e *Engine) EventSeq() uint64 {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.flushEvents()
+	return e.journal.Last()
 }
 
 // PinPrefix pins the cached blocks of the leading hashes so their KV can
@@ -151,9 +174,12 @@ type stepSample struct {
 type stepStats struct {
 	steps     int64
 	generated int64
-	last      time.Duration
-	window    []stepSample
-	firstPlan time.Time
+	// firstMismatch counts Request.FirstToken values that differed from
+	// the engine's own first sample.
+	firstMismatch int64
+	last          time.Duration
+	window        []stepSample
+	firstPlan     time.Time
 }
 
 func (s *stepStats) now() time.Time { return time.Now() }

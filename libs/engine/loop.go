@@ -9,6 +9,7 @@ import (
 	"switchyard.dev/libs/engine/executor"
 	"switchyard.dev/libs/engine/sample"
 	"switchyard.dev/libs/engine/sched"
+	"switchyard.dev/libs/engine/tokenizer"
 	"switchyard.dev/libs/kvhash"
 )
 
@@ -20,10 +21,12 @@ type request struct {
 	stream    *Stream
 	sampler   *sample.Sampler
 	seed      uint64 // request seed, or a hash of the prompt (executors without logits)
-	text      *textStream
+	text      *tokenizer.TextStream
 	stops     map[uint32]bool
 	generated int
 	stopCtx   func() bool
+	submitted time.Time
+	queue     time.Duration // Submit to first scheduled step; -1 until then
 }
 
 func newRequest(e *Engine, id uint64, r Request, st *Stream, seed uint64) *request {
@@ -37,8 +40,9 @@ func newRequest(e *Engine, id uint64, r Request, st *Stream, seed uint64) *reque
 			ID: id, Tokens: slices.Clone(r.Prompt), PromptLen: len(r.Prompt),
 			Priority: r.Priority, Salt: r.CacheSalt,
 		},
-		text:  newTextStream(e.tok, r.Prompt[len(r.Prompt)-1], r.Stop.StopStrings),
-		stops: make(map[uint32]bool),
+		text:      tokenizer.NewTextStream(e.tok, r.Prompt[len(r.Prompt)-1], r.Stop.StopStrings),
+		stops:     make(map[uint32]bool),
+		submitted: time.Now(), queue: -1,
 	}
 	if r.Sampling.Seed != nil {
 		req.seed = *r.Sampling.Seed
@@ -92,6 +96,9 @@ func (e *Engine) fillBatch(b *executor.Batch, p *sched.Plan) {
 	b.Items = b.Items[:0]
 	for _, it := range p.Items {
 		r := e.reqs[it.Seq.ID]
+		if r.queue < 0 {
+			r.queue = time.Since(r.submitted)
+		}
 		b.Items = append(b.Items, executor.Item{
 			SeqID: it.Seq.ID, Tokens: it.Seq.Tokens, PromptLen: it.Seq.PromptLen,
 			Start: it.Start, End: it.End, Blocks: it.Seq.Blocks(),
@@ -120,6 +127,12 @@ func (e *Engine) complete(p *sched.Plan, b *executor.Batch, err error, took time
 	sampled := make([]uint32, len(b.Items))
 	for i := range b.Items {
 		sampled[i] = b.Items[i].Out
+		if r, ok := e.reqs[p.Items[i].Seq.ID]; ok && b.Items[i].Sample && r.generated == 0 && r.r.FirstToken != nil {
+			if sampled[i] != *r.r.FirstToken {
+				e.stats.firstMismatch++
+			}
+			sampled[i] = *r.r.FirstToken
+		}
 	}
 	e.sched.Complete(p, sampled)
 	tokens := 0
@@ -142,8 +155,11 @@ func (e *Engine) onToken(r *request, tok uint32) {
 		e.finish(r, FinishStop, nil, nil)
 		return
 	}
-	text, stopped := r.text.push(tok)
+	text, stopped := r.text.Push(tok)
 	out := Output{TokenIDs: []uint32{tok}, Text: text}
+	if r.generated == 1 {
+		out.QueueTime = max(r.queue, 0)
+	}
 	switch {
 	case stopped:
 		e.finish(r, FinishStop, nil, &out)
@@ -163,7 +179,7 @@ func (e *Engine) finish(r *request, reason FinishReason, err error, last *Output
 		out = *last
 	}
 	if reason == FinishStop || reason == FinishLength {
-		out.Text += r.text.flush()
+		out.Text += r.text.Flush()
 	}
 	out.Finish, out.Err, out.Usage = reason, err, r.usage()
 	e.sched.Abort(r.seq)

@@ -3,6 +3,7 @@ package engine
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"switchyard.dev/libs/engine/sample"
 )
@@ -20,6 +21,12 @@ type Request struct {
 	// CacheSalt separates prefix-cache entries (a LoRA or tenant key); it
 	// seeds the block hashes (package kvhash).
 	CacheSalt uint64
+	// FirstToken, when set, is the first output token, already sampled by
+	// a disaggregated prefill worker: the engine emits it in place of its
+	// own first sample. The engine still draws that sample (so a seeded
+	// request's later tokens match a local run) and counts disagreements
+	// in Metrics.FirstTokenMismatches (greedy output never disagrees).
+	FirstToken *uint32
 }
 
 // StopParams end generation.
@@ -61,6 +68,9 @@ type Output struct {
 	Finish   FinishReason
 	Err      error // why, when Finish is FinishError or FinishCancelled
 	Usage    Usage
+	// QueueTime, on a request's first output, is the time from Submit to
+	// the first step that computed any of it (admission wait).
+	QueueTime time.Duration
 }
 
 // ErrInvalidRequest matches (errors.Is) every validation error below, so
@@ -120,6 +130,9 @@ func (e *Engine) validate(r *Request) error {
 		if s == "" {
 			return fmt.Errorf("request %q: %w: empty stop string", r.ID, ErrInvalidStop)
 		}
+	}
+	if r.FirstToken != nil && int(*r.FirstToken) >= vocab {
+		return fmt.Errorf("request %q: %w: first token %d, vocabulary has %d", r.ID, ErrTokenOutOfRange, *r.FirstToken, vocab)
 	}
 	if err := r.Sampling.Validate(); err != nil {
 		return fmt.Errorf("request %q: %w: %w", r.ID, ErrInvalidSampling, err)
