@@ -24,7 +24,7 @@ var buildDir string
 var buildErr error
 
 // Build compiles every service binary once per test process.
-func Build(t *testing.T) string {
+func Build(t testing.TB) string {
 	t.Helper()
 	buildOnce.Do(func() {
 		buildDir, buildErr = os.MkdirTemp("", "switchyard-e2e-bin")
@@ -75,7 +75,7 @@ func (s *syncBuffer) String() string {
 }
 
 // Start starts bin/<svc> with args plus -listen addr and waits for /health.
-func Start(t *testing.T, bin, svc, addr string, args ...string) *Proc {
+func Start(t testing.TB, bin, svc, addr string, args ...string) *Proc {
 	t.Helper()
 	p := &Proc{Name: svc, Addr: addr, out: new(syncBuffer), done: make(chan struct{})}
 	p.cmd = exec.Command(filepath.Join(bin, svc), append(args, "-listen", addr)...)
@@ -109,7 +109,7 @@ func Start(t *testing.T, bin, svc, addr string, args ...string) *Proc {
 func (p *Proc) Log() string { return p.out.String() }
 
 // Signal sends sig and waits for the exit; it returns the exit code.
-func (p *Proc) Signal(t *testing.T, sig syscall.Signal) int {
+func (p *Proc) Signal(t testing.TB, sig syscall.Signal) int {
 	t.Helper()
 	_ = p.cmd.Process.Signal(sig)
 	select {

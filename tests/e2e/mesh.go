@@ -32,7 +32,7 @@ func StoriesModel() (model, tok string) {
 
 // StartMesh starts decode workers, one router and a frontend. workerArgs
 // select the executor and model.
-func StartMesh(t *testing.T, decode int, routerMode string, workerArgs ...string) *Mesh {
+func StartMesh(t testing.TB, decode int, routerMode string, workerArgs ...string) *Mesh {
 	t.Helper()
 	m := &Mesh{Bin: Build(t), Dir: t.TempDir()}
 	common := []string{"-discovery", "file", "-discovery-dir", m.Dir, "-drain-timeout", "2s"}
