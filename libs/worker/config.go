@@ -9,8 +9,10 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"switchyard.dev/libs/engine/llama"
+	"switchyard.dev/libs/worker/disagg"
 )
 
 // Executors selectable with -executor.
@@ -38,6 +40,13 @@ type Config struct {
 	MaxBatchTokens int
 	EventBuffer    int
 
+	// Disaggregated prefill (package disagg).
+	Disagg          string        // disagg.ModeAuto or disagg.ModeOff
+	DisaggThreshold int           // uncached prompt tokens above which to prefill remotely
+	DisaggTimeout   time.Duration // bound on one remote prefill
+	KVTransfer      string        // comma-separated nixl backends, or "none"
+	KVTransferAddr  string        // tcp backend listen address
+
 	SimSpeedup float64
 	SimProfile string
 	SimVocab   int
@@ -56,6 +65,11 @@ func (c *Config) Register(fs *flag.FlagSet) {
 	fs.IntVar(&c.MaxRunning, "max-running", 0, "most sequences in a batch; 0 means 64")
 	fs.IntVar(&c.MaxBatchTokens, "max-batch-tokens", 0, "token budget of one step (longer prompts are prefilled in chunks); 0 means 512")
 	fs.IntVar(&c.EventBuffer, "kv-event-buffer", 0, "KV event batches kept for subscribers to resume; 0 means 1024")
+	fs.StringVar(&c.Disagg, "disagg", disagg.ModeAuto, "disaggregated prefill: auto (long uncached prompts go to the router-chosen prefill worker) or off")
+	fs.IntVar(&c.DisaggThreshold, "disagg-threshold-tokens", 512, "uncached prompt tokens above which -disagg=auto prefills on a prefill worker")
+	fs.DurationVar(&c.DisaggTimeout, "disagg-timeout", 30*time.Second, "bound on one remote prefill (compute and KV transfer); past it the prompt is prefilled locally")
+	fs.StringVar(&c.KVTransfer, "kv-transfer", "tcp", `KV transfer backends in preference order (tcp, ucx with a -tags ucx build), or "none"`)
+	fs.StringVar(&c.KVTransferAddr, "kv-transfer-listen", "127.0.0.1:0", "listen address of the tcp KV transfer backend (peers learn it from the transfer metadata)")
 	fs.Float64Var(&c.SimSpeedup, "sim-speedup", 1, "sim: divide every step time by this; 0 or inf means steps take no time")
 	fs.StringVar(&c.SimProfile, "sim-profile", "", "sim: measured timing profile (JSON); default the built-in polynomial")
 	fs.IntVar(&c.SimVocab, "sim-vocab", 32000, "sim: vocabulary size (at least 259)")
@@ -66,6 +80,9 @@ func (c *Config) Register(fs *flag.FlagSet) {
 // name. Every error is one line naming the flag and its value.
 func (c *Config) Validate() error {
 	if err := c.validateSizes(); err != nil {
+		return err
+	}
+	if err := c.validateDisagg(); err != nil {
 		return err
 	}
 	switch c.Executor {
@@ -98,6 +115,19 @@ func (c *Config) validateSizes() error {
 		return fmt.Errorf("-num-blocks=%d: need at least 2 blocks", c.NumBlocks)
 	}
 	return nil
+}
+
+func (c *Config) validateDisagg() error {
+	switch {
+	case c.Disagg != disagg.ModeAuto && c.Disagg != disagg.ModeOff:
+		return fmt.Errorf("-disagg=%q: want %s or %s", c.Disagg, disagg.ModeAuto, disagg.ModeOff)
+	case c.DisaggThreshold < 0:
+		return fmt.Errorf("-disagg-threshold-tokens=%d: must be at least 0", c.DisaggThreshold)
+	case c.DisaggTimeout <= 0:
+		return fmt.Errorf("-disagg-timeout=%v: must be positive", c.DisaggTimeout)
+	}
+	_, err := transferBackends(c.KVTransfer, c.KVTransferAddr)
+	return err
 }
 
 func (c *Config) validateLlama() error {

@@ -80,7 +80,15 @@ func Setup(ctx context.Context, rt *service.Runtime, cfg *Config) error {
 		_ = inv.Close()
 		return err
 	}
-	h := handler.New(handler.Config{Engine: eng, Model: cfg.ModelName, Tokenizer: m.tokenizer, TokenizerKind: m.tokenizerKind, Logger: log})
+	hc, tr, err := disaggHooks(rt, cfg, eng, log)
+	if err != nil {
+		_ = unregister()
+		_ = eng.Close()
+		_ = inv.Close()
+		return err
+	}
+	hc.Engine, hc.Model, hc.Tokenizer, hc.TokenizerKind, hc.Logger = eng, cfg.ModelName, m.tokenizer, m.tokenizerKind, log
+	h := handler.New(hc)
 	// Token messages are tens of bytes: gzip costs far more than it saves
 	// there (it was 30% of a streamed token's CPU), so only compress big
 	// messages such as GetModelInfo's tokenizer.
@@ -91,6 +99,7 @@ func Setup(ctx context.Context, rt *service.Runtime, cfg *Config) error {
 	go run(ctx, eng, h, drainWindow(rt.Common.DrainTimeout), log, func() {
 		_ = unregister()
 		_ = inv.Close()
+		tr.close(log)
 	})
 	mi := eng.ModelInfo()
 	log.Info("worker ready", "model", cfg.ModelName, "executor", cfg.Executor, "vocab", mi.VocabSize,

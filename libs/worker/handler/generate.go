@@ -26,11 +26,35 @@ func (h *Handler) Generate(ctx context.Context, req *connect.Request[workerv1.Ge
 	}
 	defer h.end()
 	r := EngineRequest(req.Msg)
+	first := func(*engine.Output) {}
+	if h.dis != nil {
+		first = h.dis.Prepare(ctx, &r, req.Msg.GetPrefillWorker())
+	}
 	st, err := h.eng.Submit(ctx, r)
 	if err != nil {
+		first(nil)
 		return submitError(ctx, err)
 	}
-	return h.relay(ctx, st, len(r.Prompt), out)
+	return h.relay(ctx, st, len(r.Prompt), first, out)
+}
+
+// RemotePrefill implements WorkerServiceHandler.
+func (h *Handler) RemotePrefill(ctx context.Context, req *connect.Request[workerv1.RemotePrefillRequest]) (*connect.Response[workerv1.RemotePrefillResponse], error) {
+	if h.exp == nil {
+		return nil, connect.NewError(connect.CodeUnimplemented, errors.New("this worker does not export KV (no transfer agent)"))
+	}
+	if err := h.checkModel(req.Msg.GetModel()); err != nil {
+		return nil, err
+	}
+	if !h.begin() {
+		return nil, connect.NewError(connect.CodeUnavailable, errDraining)
+	}
+	defer h.end()
+	res, err := h.exp.Prefill(ctx, req.Msg)
+	if err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(res), nil
 }
 
 func (h *Handler) checkModel(model string) error {
@@ -44,10 +68,17 @@ func (h *Handler) checkModel(model string) error {
 }
 
 // relay streams st's outputs to out until the final one.
-func (h *Handler) relay(ctx context.Context, st *engine.Stream, promptLen int, out *connect.ServerStream[workerv1.GenerateResponse]) error {
+// first is called with the first output, or nil if there is none.
+func (h *Handler) relay(ctx context.Context, st *engine.Stream, promptLen int, first func(*engine.Output), out *connect.ServerStream[workerv1.GenerateResponse]) error {
 	pending := int64(promptLen)
 	h.pendingPrefill.Add(pending)
 	defer func() { h.pendingPrefill.Add(-pending) }()
+	gotFirst := false
+	defer func() {
+		if !gotFirst {
+			first(nil)
+		}
+	}()
 	for {
 		o, err := st.Recv(ctx)
 		if errors.Is(err, io.EOF) {
@@ -55,6 +86,10 @@ func (h *Handler) relay(ctx context.Context, st *engine.Stream, promptLen int, o
 		}
 		if err != nil {
 			return contextError(ctx, err)
+		}
+		if !gotFirst {
+			gotFirst = true
+			first(&o)
 		}
 		h.pendingPrefill.Add(-pending)
 		pending = 0

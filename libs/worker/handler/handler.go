@@ -56,6 +56,25 @@ type Config struct {
 	Tokenizer     []byte
 	TokenizerKind string
 	Logger        *slog.Logger
+	// Disagg, when set, may have a prefill worker prefill a Generate
+	// request's prompt (package disagg's Decoder).
+	Disagg Disagg
+	// Exporter, when set, serves RemotePrefill (package disagg's
+	// Exporter); without it RemotePrefill is Unimplemented.
+	Exporter Exporter
+}
+
+// Disagg is the decode side of disaggregated prefill. Prepare runs before
+// r is submitted and may import KV and set r.FirstToken; the returned func
+// is called exactly once, with the first output or nil.
+type Disagg interface {
+	Prepare(ctx context.Context, r *engine.Request, prefillWorker string) (first func(*engine.Output))
+}
+
+// Exporter is the prefill side of disaggregated prefill; its errors are
+// Connect errors.
+type Exporter interface {
+	Prefill(ctx context.Context, m *workerv1.RemotePrefillRequest) (*workerv1.RemotePrefillResponse, error)
 }
 
 // Handler implements workerv1connect.WorkerServiceHandler.
@@ -64,6 +83,8 @@ type Handler struct {
 	model string
 	info  *workerv1.GetModelInfoResponse
 	log   *slog.Logger
+	dis   Disagg
+	exp   Exporter
 	// noWait is a cancelled context: Recv with it takes only queued outputs.
 	noWait context.Context
 
@@ -91,7 +112,7 @@ func New(cfg Config) *Handler {
 	noWait, cancel := context.WithCancel(context.Background())
 	cancel()
 	return &Handler{
-		eng: cfg.Engine, model: cfg.Model, log: cfg.Logger, stopped: make(chan struct{}), noWait: noWait,
+		eng: cfg.Engine, model: cfg.Model, log: cfg.Logger, dis: cfg.Disagg, exp: cfg.Exporter, stopped: make(chan struct{}), noWait: noWait,
 		info: &workerv1.GetModelInfoResponse{
 			Model: cfg.Model, VocabSize: u32(mi.VocabSize), ContextLength: u32(mi.ContextLen),
 			BlockSize: u32(mi.BlockSize), BosTokenId: mi.BOS, EosTokenId: mi.EOS,

@@ -89,10 +89,15 @@ type GenerateRequest struct {
 	// Must match the worker's model.
 	Model string `protobuf:"bytes,2,opt,name=model,proto3" json:"model,omitempty"`
 	// Prompt token ids, BOS included when the model wants it.
-	TokenIds      []uint32           `protobuf:"varint,3,rep,packed,name=token_ids,json=tokenIds,proto3" json:"token_ids,omitempty"`
-	Sampling      *v1.SamplingParams `protobuf:"bytes,4,opt,name=sampling,proto3" json:"sampling,omitempty"`
-	Stop          *v1.StopConditions `protobuf:"bytes,5,opt,name=stop,proto3" json:"stop,omitempty"`
-	Hints         *v1.Hints          `protobuf:"bytes,6,opt,name=hints,proto3" json:"hints,omitempty"`
+	TokenIds []uint32           `protobuf:"varint,3,rep,packed,name=token_ids,json=tokenIds,proto3" json:"token_ids,omitempty"`
+	Sampling *v1.SamplingParams `protobuf:"bytes,4,opt,name=sampling,proto3" json:"sampling,omitempty"`
+	Stop     *v1.StopConditions `protobuf:"bytes,5,opt,name=stop,proto3" json:"stop,omitempty"`
+	Hints    *v1.Hints          `protobuf:"bytes,6,opt,name=hints,proto3" json:"hints,omitempty"`
+	// ADD only: base URL of a prefill worker chosen by the router
+	// (RouteResponse.prefill). A decode worker with disaggregation enabled
+	// may ask it to prefill the prompt (RemotePrefill) when the uncached
+	// part is long; empty means prefill locally.
+	PrefillWorker string `protobuf:"bytes,7,opt,name=prefill_worker,json=prefillWorker,proto3" json:"prefill_worker,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -167,6 +172,13 @@ func (x *GenerateRequest) GetHints() *v1.Hints {
 		return x.Hints
 	}
 	return nil
+}
+
+func (x *GenerateRequest) GetPrefillWorker() string {
+	if x != nil {
+		return x.PrefillWorker
+	}
+	return ""
 }
 
 // Usage counts tokens of one request.
@@ -945,11 +957,297 @@ func (x *GetModelInfoResponse) GetTokenizerKind() string {
 	return ""
 }
 
+// KvTarget says where a RemotePrefill writes KV: the caller's transfer
+// agent and, per block to write, the byte range in its registered region.
+type KvTarget struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The caller's agent name and metadata blob (libs/nixl Metadata()).
+	Agent    string `protobuf:"bytes,1,opt,name=agent,proto3" json:"agent,omitempty"`
+	Metadata []byte `protobuf:"bytes,2,opt,name=metadata,proto3" json:"metadata,omitempty"`
+	// The region (libs/nixl RegionID) holding the caller's KV arena.
+	Region uint32 `protobuf:"varint,3,opt,name=region,proto3" json:"region,omitempty"`
+	// Offsets of the target blocks in that region, one per block written:
+	// blocks first_block, first_block+1, ... of the prompt.
+	BlockOffsets []uint64 `protobuf:"varint,4,rep,packed,name=block_offsets,json=blockOffsets,proto3" json:"block_offsets,omitempty"`
+	// Bytes of one block; must equal this worker's block size in bytes.
+	BlockBytes    uint64 `protobuf:"varint,5,opt,name=block_bytes,json=blockBytes,proto3" json:"block_bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *KvTarget) Reset() {
+	*x = KvTarget{}
+	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *KvTarget) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*KvTarget) ProtoMessage() {}
+
+func (x *KvTarget) ProtoReflect() protoreflect.Message {
+	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use KvTarget.ProtoReflect.Descriptor instead.
+func (*KvTarget) Descriptor() ([]byte, []int) {
+	return file_switchyard_worker_v1_worker_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *KvTarget) GetAgent() string {
+	if x != nil {
+		return x.Agent
+	}
+	return ""
+}
+
+func (x *KvTarget) GetMetadata() []byte {
+	if x != nil {
+		return x.Metadata
+	}
+	return nil
+}
+
+func (x *KvTarget) GetRegion() uint32 {
+	if x != nil {
+		return x.Region
+	}
+	return 0
+}
+
+func (x *KvTarget) GetBlockOffsets() []uint64 {
+	if x != nil {
+		return x.BlockOffsets
+	}
+	return nil
+}
+
+func (x *KvTarget) GetBlockBytes() uint64 {
+	if x != nil {
+		return x.BlockBytes
+	}
+	return 0
+}
+
+type RemotePrefillRequest struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	RequestId string                 `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	Model     string                 `protobuf:"bytes,2,opt,name=model,proto3" json:"model,omitempty"`
+	// The whole prompt.
+	TokenIds []uint32           `protobuf:"varint,3,rep,packed,name=token_ids,json=tokenIds,proto3" json:"token_ids,omitempty"`
+	Sampling *v1.SamplingParams `protobuf:"bytes,4,opt,name=sampling,proto3" json:"sampling,omitempty"`
+	// Index of the first prompt block to write; the caller holds the ones
+	// before it.
+	FirstBlock    uint32    `protobuf:"varint,5,opt,name=first_block,json=firstBlock,proto3" json:"first_block,omitempty"`
+	Target        *KvTarget `protobuf:"bytes,6,opt,name=target,proto3" json:"target,omitempty"`
+	CacheSalt     uint64    `protobuf:"varint,7,opt,name=cache_salt,json=cacheSalt,proto3" json:"cache_salt,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RemotePrefillRequest) Reset() {
+	*x = RemotePrefillRequest{}
+	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RemotePrefillRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RemotePrefillRequest) ProtoMessage() {}
+
+func (x *RemotePrefillRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RemotePrefillRequest.ProtoReflect.Descriptor instead.
+func (*RemotePrefillRequest) Descriptor() ([]byte, []int) {
+	return file_switchyard_worker_v1_worker_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *RemotePrefillRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+func (x *RemotePrefillRequest) GetModel() string {
+	if x != nil {
+		return x.Model
+	}
+	return ""
+}
+
+func (x *RemotePrefillRequest) GetTokenIds() []uint32 {
+	if x != nil {
+		return x.TokenIds
+	}
+	return nil
+}
+
+func (x *RemotePrefillRequest) GetSampling() *v1.SamplingParams {
+	if x != nil {
+		return x.Sampling
+	}
+	return nil
+}
+
+func (x *RemotePrefillRequest) GetFirstBlock() uint32 {
+	if x != nil {
+		return x.FirstBlock
+	}
+	return 0
+}
+
+func (x *RemotePrefillRequest) GetTarget() *KvTarget {
+	if x != nil {
+		return x.Target
+	}
+	return nil
+}
+
+func (x *RemotePrefillRequest) GetCacheSalt() uint64 {
+	if x != nil {
+		return x.CacheSalt
+	}
+	return 0
+}
+
+type RemotePrefillResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The first generated token.
+	FirstTokenId uint32 `protobuf:"varint,1,opt,name=first_token_id,json=firstTokenId,proto3" json:"first_token_id,omitempty"`
+	// Blocks written (= len(target.block_offsets)).
+	BlocksWritten uint32 `protobuf:"varint,2,opt,name=blocks_written,json=blocksWritten,proto3" json:"blocks_written,omitempty"`
+	BytesWritten  uint64 `protobuf:"varint,3,opt,name=bytes_written,json=bytesWritten,proto3" json:"bytes_written,omitempty"`
+	// Prompt tokens this worker served from its own prefix cache.
+	CachedTokens uint32 `protobuf:"varint,4,opt,name=cached_tokens,json=cachedTokens,proto3" json:"cached_tokens,omitempty"`
+	// Time from receipt to the first engine step on the prompt.
+	QueueNanos uint64 `protobuf:"varint,5,opt,name=queue_nanos,json=queueNanos,proto3" json:"queue_nanos,omitempty"`
+	// Time from the first engine step to the first token (compute).
+	PrefillNanos uint64 `protobuf:"varint,6,opt,name=prefill_nanos,json=prefillNanos,proto3" json:"prefill_nanos,omitempty"`
+	// Time from the first token until every write had landed: the part of
+	// the transfer not hidden behind compute.
+	TransferTailNanos uint64 `protobuf:"varint,7,opt,name=transfer_tail_nanos,json=transferTailNanos,proto3" json:"transfer_tail_nanos,omitempty"`
+	// Time from the first write posted to the last one done.
+	TransferNanos uint64 `protobuf:"varint,8,opt,name=transfer_nanos,json=transferNanos,proto3" json:"transfer_nanos,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RemotePrefillResponse) Reset() {
+	*x = RemotePrefillResponse{}
+	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RemotePrefillResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RemotePrefillResponse) ProtoMessage() {}
+
+func (x *RemotePrefillResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RemotePrefillResponse.ProtoReflect.Descriptor instead.
+func (*RemotePrefillResponse) Descriptor() ([]byte, []int) {
+	return file_switchyard_worker_v1_worker_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *RemotePrefillResponse) GetFirstTokenId() uint32 {
+	if x != nil {
+		return x.FirstTokenId
+	}
+	return 0
+}
+
+func (x *RemotePrefillResponse) GetBlocksWritten() uint32 {
+	if x != nil {
+		return x.BlocksWritten
+	}
+	return 0
+}
+
+func (x *RemotePrefillResponse) GetBytesWritten() uint64 {
+	if x != nil {
+		return x.BytesWritten
+	}
+	return 0
+}
+
+func (x *RemotePrefillResponse) GetCachedTokens() uint32 {
+	if x != nil {
+		return x.CachedTokens
+	}
+	return 0
+}
+
+func (x *RemotePrefillResponse) GetQueueNanos() uint64 {
+	if x != nil {
+		return x.QueueNanos
+	}
+	return 0
+}
+
+func (x *RemotePrefillResponse) GetPrefillNanos() uint64 {
+	if x != nil {
+		return x.PrefillNanos
+	}
+	return 0
+}
+
+func (x *RemotePrefillResponse) GetTransferTailNanos() uint64 {
+	if x != nil {
+		return x.TransferTailNanos
+	}
+	return 0
+}
+
+func (x *RemotePrefillResponse) GetTransferNanos() uint64 {
+	if x != nil {
+		return x.TransferNanos
+	}
+	return 0
+}
+
 var File_switchyard_worker_v1_worker_proto protoreflect.FileDescriptor
 
 const file_switchyard_worker_v1_worker_proto_rawDesc = "" +
 	"\n" +
-	"!switchyard/worker/v1/worker.proto\x12\x14switchyard.worker.v1\x1a!switchyard/common/v1/common.proto\"\x92\x02\n" +
+	"!switchyard/worker/v1/worker.proto\x12\x14switchyard.worker.v1\x1a!switchyard/common/v1/common.proto\"\xb9\x02\n" +
 	"\x0fGenerateRequest\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x14\n" +
@@ -957,7 +1255,8 @@ const file_switchyard_worker_v1_worker_proto_rawDesc = "" +
 	"\ttoken_ids\x18\x03 \x03(\rR\btokenIds\x12@\n" +
 	"\bsampling\x18\x04 \x01(\v2$.switchyard.common.v1.SamplingParamsR\bsampling\x128\n" +
 	"\x04stop\x18\x05 \x01(\v2$.switchyard.common.v1.StopConditionsR\x04stop\x121\n" +
-	"\x05hints\x18\x06 \x01(\v2\x1b.switchyard.common.v1.HintsR\x05hints\"~\n" +
+	"\x05hints\x18\x06 \x01(\v2\x1b.switchyard.common.v1.HintsR\x05hints\x12%\n" +
+	"\x0eprefill_worker\x18\a \x01(\tR\rprefillWorker\"~\n" +
 	"\x05Usage\x12#\n" +
 	"\rprompt_tokens\x18\x01 \x01(\rR\fpromptTokens\x12+\n" +
 	"\x11completion_tokens\x18\x02 \x01(\rR\x10completionTokens\x12#\n" +
@@ -1012,17 +1311,46 @@ const file_switchyard_worker_v1_worker_proto_rawDesc = "" +
 	"\feos_token_id\x18\x06 \x01(\rR\n" +
 	"eosTokenId\x12\x1c\n" +
 	"\ttokenizer\x18\a \x01(\fR\ttokenizer\x12%\n" +
-	"\x0etokenizer_kind\x18\b \x01(\tR\rtokenizerKind*|\n" +
+	"\x0etokenizer_kind\x18\b \x01(\tR\rtokenizerKind\"\x9a\x01\n" +
+	"\bKvTarget\x12\x14\n" +
+	"\x05agent\x18\x01 \x01(\tR\x05agent\x12\x1a\n" +
+	"\bmetadata\x18\x02 \x01(\fR\bmetadata\x12\x16\n" +
+	"\x06region\x18\x03 \x01(\rR\x06region\x12#\n" +
+	"\rblock_offsets\x18\x04 \x03(\x04R\fblockOffsets\x12\x1f\n" +
+	"\vblock_bytes\x18\x05 \x01(\x04R\n" +
+	"blockBytes\"\xa2\x02\n" +
+	"\x14RemotePrefillRequest\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x01 \x01(\tR\trequestId\x12\x14\n" +
+	"\x05model\x18\x02 \x01(\tR\x05model\x12\x1b\n" +
+	"\ttoken_ids\x18\x03 \x03(\rR\btokenIds\x12@\n" +
+	"\bsampling\x18\x04 \x01(\v2$.switchyard.common.v1.SamplingParamsR\bsampling\x12\x1f\n" +
+	"\vfirst_block\x18\x05 \x01(\rR\n" +
+	"firstBlock\x126\n" +
+	"\x06target\x18\x06 \x01(\v2\x1e.switchyard.worker.v1.KvTargetR\x06target\x12\x1d\n" +
+	"\n" +
+	"cache_salt\x18\a \x01(\x04R\tcacheSalt\"\xcb\x02\n" +
+	"\x15RemotePrefillResponse\x12$\n" +
+	"\x0efirst_token_id\x18\x01 \x01(\rR\ffirstTokenId\x12%\n" +
+	"\x0eblocks_written\x18\x02 \x01(\rR\rblocksWritten\x12#\n" +
+	"\rbytes_written\x18\x03 \x01(\x04R\fbytesWritten\x12#\n" +
+	"\rcached_tokens\x18\x04 \x01(\rR\fcachedTokens\x12\x1f\n" +
+	"\vqueue_nanos\x18\x05 \x01(\x04R\n" +
+	"queueNanos\x12#\n" +
+	"\rprefill_nanos\x18\x06 \x01(\x04R\fprefillNanos\x12.\n" +
+	"\x13transfer_tail_nanos\x18\a \x01(\x04R\x11transferTailNanos\x12%\n" +
+	"\x0etransfer_nanos\x18\b \x01(\x04R\rtransferNanos*|\n" +
 	"\fFinishReason\x12\x1d\n" +
 	"\x19FINISH_REASON_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12FINISH_REASON_STOP\x10\x01\x12\x18\n" +
 	"\x14FINISH_REASON_LENGTH\x10\x02\x12\x1b\n" +
-	"\x17FINISH_REASON_CANCELLED\x10\x032\xad\x03\n" +
+	"\x17FINISH_REASON_CANCELLED\x10\x032\x97\x04\n" +
 	"\rWorkerService\x12[\n" +
 	"\bGenerate\x12%.switchyard.worker.v1.GenerateRequest\x1a&.switchyard.worker.v1.GenerateResponse0\x01\x12v\n" +
 	"\x11SubscribeKvEvents\x12..switchyard.worker.v1.SubscribeKvEventsRequest\x1a/.switchyard.worker.v1.SubscribeKvEventsResponse0\x01\x12[\n" +
 	"\aGetLoad\x12$.switchyard.worker.v1.GetLoadRequest\x1a%.switchyard.worker.v1.GetLoadResponse\"\x03\x90\x02\x01\x12j\n" +
-	"\fGetModelInfo\x12).switchyard.worker.v1.GetModelInfoRequest\x1a*.switchyard.worker.v1.GetModelInfoResponse\"\x03\x90\x02\x01B\xcb\x01\n" +
+	"\fGetModelInfo\x12).switchyard.worker.v1.GetModelInfoRequest\x1a*.switchyard.worker.v1.GetModelInfoResponse\"\x03\x90\x02\x01\x12h\n" +
+	"\rRemotePrefill\x12*.switchyard.worker.v1.RemotePrefillRequest\x1a+.switchyard.worker.v1.RemotePrefillResponseB\xcb\x01\n" +
 	"\x18com.switchyard.worker.v1B\vWorkerProtoP\x01Z0switchyard.dev/gen/switchyard/worker/v1;workerv1\xa2\x02\x03SWX\xaa\x02\x14Switchyard.Worker.V1\xca\x02\x14Switchyard\\Worker\\V1\xe2\x02 Switchyard\\Worker\\V1\\GPBMetadata\xea\x02\x16Switchyard::Worker::V1b\x06proto3"
 
 var (
@@ -1038,7 +1366,7 @@ func file_switchyard_worker_v1_worker_proto_rawDescGZIP() []byte {
 }
 
 var file_switchyard_worker_v1_worker_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_switchyard_worker_v1_worker_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
+var file_switchyard_worker_v1_worker_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
 var file_switchyard_worker_v1_worker_proto_goTypes = []any{
 	(FinishReason)(0),                 // 0: switchyard.worker.v1.FinishReason
 	(*GenerateRequest)(nil),           // 1: switchyard.worker.v1.GenerateRequest
@@ -1054,36 +1382,43 @@ var file_switchyard_worker_v1_worker_proto_goTypes = []any{
 	(*GetLoadResponse)(nil),           // 11: switchyard.worker.v1.GetLoadResponse
 	(*GetModelInfoRequest)(nil),       // 12: switchyard.worker.v1.GetModelInfoRequest
 	(*GetModelInfoResponse)(nil),      // 13: switchyard.worker.v1.GetModelInfoResponse
-	(*v1.SamplingParams)(nil),         // 14: switchyard.common.v1.SamplingParams
-	(*v1.StopConditions)(nil),         // 15: switchyard.common.v1.StopConditions
-	(*v1.Hints)(nil),                  // 16: switchyard.common.v1.Hints
-	(v1.StorageTier)(0),               // 17: switchyard.common.v1.StorageTier
+	(*KvTarget)(nil),                  // 14: switchyard.worker.v1.KvTarget
+	(*RemotePrefillRequest)(nil),      // 15: switchyard.worker.v1.RemotePrefillRequest
+	(*RemotePrefillResponse)(nil),     // 16: switchyard.worker.v1.RemotePrefillResponse
+	(*v1.SamplingParams)(nil),         // 17: switchyard.common.v1.SamplingParams
+	(*v1.StopConditions)(nil),         // 18: switchyard.common.v1.StopConditions
+	(*v1.Hints)(nil),                  // 19: switchyard.common.v1.Hints
+	(v1.StorageTier)(0),               // 20: switchyard.common.v1.StorageTier
 }
 var file_switchyard_worker_v1_worker_proto_depIdxs = []int32{
-	14, // 0: switchyard.worker.v1.GenerateRequest.sampling:type_name -> switchyard.common.v1.SamplingParams
-	15, // 1: switchyard.worker.v1.GenerateRequest.stop:type_name -> switchyard.common.v1.StopConditions
-	16, // 2: switchyard.worker.v1.GenerateRequest.hints:type_name -> switchyard.common.v1.Hints
+	17, // 0: switchyard.worker.v1.GenerateRequest.sampling:type_name -> switchyard.common.v1.SamplingParams
+	18, // 1: switchyard.worker.v1.GenerateRequest.stop:type_name -> switchyard.common.v1.StopConditions
+	19, // 2: switchyard.worker.v1.GenerateRequest.hints:type_name -> switchyard.common.v1.Hints
 	0,  // 3: switchyard.worker.v1.GenerateResponse.finish_reason:type_name -> switchyard.worker.v1.FinishReason
 	2,  // 4: switchyard.worker.v1.GenerateResponse.usage:type_name -> switchyard.worker.v1.Usage
-	17, // 5: switchyard.worker.v1.KvBlocksStored.tier:type_name -> switchyard.common.v1.StorageTier
-	17, // 6: switchyard.worker.v1.KvBlocksRemoved.tier:type_name -> switchyard.common.v1.StorageTier
+	20, // 5: switchyard.worker.v1.KvBlocksStored.tier:type_name -> switchyard.common.v1.StorageTier
+	20, // 6: switchyard.worker.v1.KvBlocksRemoved.tier:type_name -> switchyard.common.v1.StorageTier
 	5,  // 7: switchyard.worker.v1.KvEvent.stored:type_name -> switchyard.worker.v1.KvBlocksStored
 	6,  // 8: switchyard.worker.v1.KvEvent.removed:type_name -> switchyard.worker.v1.KvBlocksRemoved
 	7,  // 9: switchyard.worker.v1.KvEvent.cleared:type_name -> switchyard.worker.v1.KvCleared
 	8,  // 10: switchyard.worker.v1.SubscribeKvEventsResponse.events:type_name -> switchyard.worker.v1.KvEvent
-	1,  // 11: switchyard.worker.v1.WorkerService.Generate:input_type -> switchyard.worker.v1.GenerateRequest
-	4,  // 12: switchyard.worker.v1.WorkerService.SubscribeKvEvents:input_type -> switchyard.worker.v1.SubscribeKvEventsRequest
-	10, // 13: switchyard.worker.v1.WorkerService.GetLoad:input_type -> switchyard.worker.v1.GetLoadRequest
-	12, // 14: switchyard.worker.v1.WorkerService.GetModelInfo:input_type -> switchyard.worker.v1.GetModelInfoRequest
-	3,  // 15: switchyard.worker.v1.WorkerService.Generate:output_type -> switchyard.worker.v1.GenerateResponse
-	9,  // 16: switchyard.worker.v1.WorkerService.SubscribeKvEvents:output_type -> switchyard.worker.v1.SubscribeKvEventsResponse
-	11, // 17: switchyard.worker.v1.WorkerService.GetLoad:output_type -> switchyard.worker.v1.GetLoadResponse
-	13, // 18: switchyard.worker.v1.WorkerService.GetModelInfo:output_type -> switchyard.worker.v1.GetModelInfoResponse
-	15, // [15:19] is the sub-list for method output_type
-	11, // [11:15] is the sub-list for method input_type
-	11, // [11:11] is the sub-list for extension type_name
-	11, // [11:11] is the sub-list for extension extendee
-	0,  // [0:11] is the sub-list for field type_name
+	17, // 11: switchyard.worker.v1.RemotePrefillRequest.sampling:type_name -> switchyard.common.v1.SamplingParams
+	14, // 12: switchyard.worker.v1.RemotePrefillRequest.target:type_name -> switchyard.worker.v1.KvTarget
+	1,  // 13: switchyard.worker.v1.WorkerService.Generate:input_type -> switchyard.worker.v1.GenerateRequest
+	4,  // 14: switchyard.worker.v1.WorkerService.SubscribeKvEvents:input_type -> switchyard.worker.v1.SubscribeKvEventsRequest
+	10, // 15: switchyard.worker.v1.WorkerService.GetLoad:input_type -> switchyard.worker.v1.GetLoadRequest
+	12, // 16: switchyard.worker.v1.WorkerService.GetModelInfo:input_type -> switchyard.worker.v1.GetModelInfoRequest
+	15, // 17: switchyard.worker.v1.WorkerService.RemotePrefill:input_type -> switchyard.worker.v1.RemotePrefillRequest
+	3,  // 18: switchyard.worker.v1.WorkerService.Generate:output_type -> switchyard.worker.v1.GenerateResponse
+	9,  // 19: switchyard.worker.v1.WorkerService.SubscribeKvEvents:output_type -> switchyard.worker.v1.SubscribeKvEventsResponse
+	11, // 20: switchyard.worker.v1.WorkerService.GetLoad:output_type -> switchyard.worker.v1.GetLoadResponse
+	13, // 21: switchyard.worker.v1.WorkerService.GetModelInfo:output_type -> switchyard.worker.v1.GetModelInfoResponse
+	16, // 22: switchyard.worker.v1.WorkerService.RemotePrefill:output_type -> switchyard.worker.v1.RemotePrefillResponse
+	18, // [18:23] is the sub-list for method output_type
+	13, // [13:18] is the sub-list for method input_type
+	13, // [13:13] is the sub-list for extension type_name
+	13, // [13:13] is the sub-list for extension extendee
+	0,  // [0:13] is the sub-list for field type_name
 }
 
 func init() { file_switchyard_worker_v1_worker_proto_init() }
@@ -1103,7 +1438,7 @@ func file_switchyard_worker_v1_worker_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_switchyard_worker_v1_worker_proto_rawDesc), len(file_switchyard_worker_v1_worker_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   13,
+			NumMessages:   16,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

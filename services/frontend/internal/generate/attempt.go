@@ -38,6 +38,9 @@ func (g *Generator) attempt(ctx context.Context, st *state, n int, emit func(Del
 	if w.GetAddress() == "" {
 		return true, routeError{connect.NewError(connect.CodeUnavailable, errors.New("router chose no decode worker"))}
 	}
+	// The decode worker decides whether to use the router's prefill worker
+	// (its uncached prompt length against -disagg-threshold-tokens).
+	gen.PrefillWorker = routed.Resp.GetPrefill().GetAddress()
 	// Cancelling sctx cancels the worker's stream: on client disconnect, on
 	// a stop string found here, and on return.
 	sctx, cancel := context.WithCancel(ctx)

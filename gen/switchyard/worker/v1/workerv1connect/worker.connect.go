@@ -45,6 +45,9 @@ const (
 	// WorkerServiceGetModelInfoProcedure is the fully-qualified name of the WorkerService's
 	// GetModelInfo RPC.
 	WorkerServiceGetModelInfoProcedure = "/switchyard.worker.v1.WorkerService/GetModelInfo"
+	// WorkerServiceRemotePrefillProcedure is the fully-qualified name of the WorkerService's
+	// RemotePrefill RPC.
+	WorkerServiceRemotePrefillProcedure = "/switchyard.worker.v1.WorkerService/RemotePrefill"
 )
 
 // WorkerServiceClient is a client for the switchyard.worker.v1.WorkerService service.
@@ -58,6 +61,12 @@ type WorkerServiceClient interface {
 	GetLoad(context.Context, *connect.Request[v1.GetLoadRequest]) (*connect.Response[v1.GetLoadResponse], error)
 	// GetModelInfo describes the served model and its tokenizer.
 	GetModelInfo(context.Context, *connect.Request[v1.GetModelInfoRequest]) (*connect.Response[v1.GetModelInfoResponse], error)
+	// RemotePrefill (disaggregated serving) computes a prompt on this worker
+	// and writes the KV of its full blocks from first_block on straight into
+	// the caller's KV arena over the KV transfer library (libs/nixl), then
+	// returns the first sampled token. The caller (a decode worker) has
+	// reserved the target blocks and commits them once this returns OK.
+	RemotePrefill(context.Context, *connect.Request[v1.RemotePrefillRequest]) (*connect.Response[v1.RemotePrefillResponse], error)
 }
 
 // NewWorkerServiceClient constructs a client for the switchyard.worker.v1.WorkerService service. By
@@ -97,6 +106,12 @@ func NewWorkerServiceClient(httpClient connect.HTTPClient, baseURL string, opts 
 			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 			connect.WithClientOptions(opts...),
 		),
+		remotePrefill: connect.NewClient[v1.RemotePrefillRequest, v1.RemotePrefillResponse](
+			httpClient,
+			baseURL+WorkerServiceRemotePrefillProcedure,
+			connect.WithSchema(workerServiceMethods.ByName("RemotePrefill")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -106,6 +121,7 @@ type workerServiceClient struct {
 	subscribeKvEvents *connect.Client[v1.SubscribeKvEventsRequest, v1.SubscribeKvEventsResponse]
 	getLoad           *connect.Client[v1.GetLoadRequest, v1.GetLoadResponse]
 	getModelInfo      *connect.Client[v1.GetModelInfoRequest, v1.GetModelInfoResponse]
+	remotePrefill     *connect.Client[v1.RemotePrefillRequest, v1.RemotePrefillResponse]
 }
 
 // Generate calls switchyard.worker.v1.WorkerService.Generate.
@@ -128,6 +144,11 @@ func (c *workerServiceClient) GetModelInfo(ctx context.Context, req *connect.Req
 	return c.getModelInfo.CallUnary(ctx, req)
 }
 
+// RemotePrefill calls switchyard.worker.v1.WorkerService.RemotePrefill.
+func (c *workerServiceClient) RemotePrefill(ctx context.Context, req *connect.Request[v1.RemotePrefillRequest]) (*connect.Response[v1.RemotePrefillResponse], error) {
+	return c.remotePrefill.CallUnary(ctx, req)
+}
+
 // WorkerServiceHandler is an implementation of the switchyard.worker.v1.WorkerService service.
 type WorkerServiceHandler interface {
 	// Generate streams the tokens of one request as they are decoded.
@@ -139,6 +160,12 @@ type WorkerServiceHandler interface {
 	GetLoad(context.Context, *connect.Request[v1.GetLoadRequest]) (*connect.Response[v1.GetLoadResponse], error)
 	// GetModelInfo describes the served model and its tokenizer.
 	GetModelInfo(context.Context, *connect.Request[v1.GetModelInfoRequest]) (*connect.Response[v1.GetModelInfoResponse], error)
+	// RemotePrefill (disaggregated serving) computes a prompt on this worker
+	// and writes the KV of its full blocks from first_block on straight into
+	// the caller's KV arena over the KV transfer library (libs/nixl), then
+	// returns the first sampled token. The caller (a decode worker) has
+	// reserved the target blocks and commits them once this returns OK.
+	RemotePrefill(context.Context, *connect.Request[v1.RemotePrefillRequest]) (*connect.Response[v1.RemotePrefillResponse], error)
 }
 
 // NewWorkerServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -174,6 +201,12 @@ func NewWorkerServiceHandler(svc WorkerServiceHandler, opts ...connect.HandlerOp
 		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 		connect.WithHandlerOptions(opts...),
 	)
+	workerServiceRemotePrefillHandler := connect.NewUnaryHandler(
+		WorkerServiceRemotePrefillProcedure,
+		svc.RemotePrefill,
+		connect.WithSchema(workerServiceMethods.ByName("RemotePrefill")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/switchyard.worker.v1.WorkerService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case WorkerServiceGenerateProcedure:
@@ -184,6 +217,8 @@ func NewWorkerServiceHandler(svc WorkerServiceHandler, opts ...connect.HandlerOp
 			workerServiceGetLoadHandler.ServeHTTP(w, r)
 		case WorkerServiceGetModelInfoProcedure:
 			workerServiceGetModelInfoHandler.ServeHTTP(w, r)
+		case WorkerServiceRemotePrefillProcedure:
+			workerServiceRemotePrefillHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -207,4 +242,8 @@ func (UnimplementedWorkerServiceHandler) GetLoad(context.Context, *connect.Reque
 
 func (UnimplementedWorkerServiceHandler) GetModelInfo(context.Context, *connect.Request[v1.GetModelInfoRequest]) (*connect.Response[v1.GetModelInfoResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("switchyard.worker.v1.WorkerService.GetModelInfo is not implemented"))
+}
+
+func (UnimplementedWorkerServiceHandler) RemotePrefill(context.Context, *connect.Request[v1.RemotePrefillRequest]) (*connect.Response[v1.RemotePrefillResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("switchyard.worker.v1.WorkerService.RemotePrefill is not implemented"))
 }

@@ -1,0 +1,138 @@
+package disagg
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+
+	workerv1 "switchyard.dev/gen/switchyard/worker/v1"
+	"switchyard.dev/libs/engine"
+	"switchyard.dev/libs/nixl"
+)
+
+// runContract is the suite every transfer backend passes.
+func runContract(t *testing.T, backend func(testing.TB) nixl.BackendFactory) {
+	t.Run("exact", func(t *testing.T) { t.Parallel(); testExact(t, backend) })
+	t.Run("fallback", func(t *testing.T) { t.Parallel(); testFallback(t, backend) })
+}
+
+// testExact: greedy output with disaggregated prefill equals aggregated
+// output for 120 prompts of 1..300 tokens, most of them prefilled
+// remotely, 4 at a time; no KV block stays held on either side.
+func testExact(t *testing.T, backend func(testing.TB) nixl.BackendFactory) {
+	s := newStack(t, stackOpts{backend: backend, threshold: 8})
+	ps := prompts(120, 300, 42)
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 4)
+	for i, p := range ps {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			r := engine.Request{ID: "r", Prompt: p, Stop: engine.StopParams{MaxTokens: 8, IgnoreEOS: true}}
+			want := collect(t, s.ref, r, nil)
+			got := s.generate(t, r)
+			if !slices.Equal(got, want) {
+				t.Errorf("prompt %d (%d tokens): disaggregated %v, aggregated %v", i, len(p), got, want)
+			}
+		})
+	}
+	wg.Wait()
+	remote, local, fb := s.obs.count(PathRemote), s.obs.count(PathLocal), s.obs.count(PathFallback)
+	t.Logf("remote %d, local %d, fallback %d", remote, local, fb)
+	if remote < 80 || fb != 0 {
+		t.Errorf("remote %d fallback %d: want most remote and no fallback", remote, fb)
+	}
+	if m := s.dec.Metrics(); m.FirstTokenMismatches != 0 {
+		t.Errorf("%d first tokens differ from the decode engine's own", m.FirstTokenMismatches)
+	}
+	waitIdle(t, "decode", s.dec)
+	waitIdle(t, "prefill", s.pre)
+}
+
+// testFallback: when the prefill worker fails (deadline mid-transfer,
+// transfer agent gone, response lost after the write, short write), the
+// request is prefilled locally with identical output and no block leaks.
+func testFallback(t *testing.T, backend func(testing.TB) nixl.BackendFactory) {
+	for _, tc := range []struct {
+		name    string
+		timeout time.Duration
+		wrap    func(Prefiller) Prefiller
+		kill    bool
+	}{
+		{name: "deadline", timeout: time.Millisecond},
+		{name: "killed mid-transfer", wrap: killAfter(2 * time.Millisecond)},
+		{name: "agent gone", kill: true},
+		{name: "response lost", wrap: func(p Prefiller) Prefiller {
+			return fault{p, func(*workerv1.RemotePrefillResponse) error { return connect.NewError(connect.CodeUnavailable, errInjected) }}
+		}},
+		{name: "short write", wrap: func(p Prefiller) Prefiller {
+			return fault{p, func(r *workerv1.RemotePrefillResponse) error { r.BlocksWritten--; return nil }}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			s := newStack(t, stackOpts{backend: backend, threshold: 8, timeout: tc.timeout, wrap: tc.wrap})
+			if tc.kill {
+				_ = s.preAgent.Close()
+			}
+			for i, p := range prompts(6, 300, 7) {
+				if len(p) < 40 {
+					p = append(p, prompts(1, 60, uint64(i))[0]...)
+					p = append(p, make([]uint32, 40)...)
+				}
+				r := engine.Request{Prompt: p, Stop: engine.StopParams{MaxTokens: 6, IgnoreEOS: true}}
+				want := collect(t, s.ref, r, nil)
+				if got := s.generate(t, r); !slices.Equal(got, want) {
+					t.Errorf("prompt %d: after fallback %v, want %v", i, got, want)
+				}
+			}
+			if s.obs.count(PathFallback) == 0 {
+				t.Errorf("no fallback recorded: %v", s.obs.paths)
+			}
+			waitIdle(t, "decode", s.dec)
+			waitIdle(t, "prefill", s.pre)
+		})
+	}
+}
+
+// fault post-processes a successful response.
+type fault struct {
+	p   Prefiller
+	mod func(*workerv1.RemotePrefillResponse) error
+}
+
+func (f fault) RemotePrefill(ctx context.Context, req *connect.Request[workerv1.RemotePrefillRequest]) (*connect.Response[workerv1.RemotePrefillResponse], error) {
+	res, err := f.p.RemotePrefill(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	if err := f.mod(res.Msg); err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// killAfter cancels the prefill worker's side after d (as if the process
+// died: its computation and writes stop) and reports the broken RPC.
+func killAfter(d time.Duration) func(Prefiller) Prefiller {
+	return func(p Prefiller) Prefiller { return killer{p, d} }
+}
+
+type killer struct {
+	p Prefiller
+	d time.Duration
+}
+
+func (k killer) RemotePrefill(ctx context.Context, req *connect.Request[workerv1.RemotePrefillRequest]) (*connect.Response[workerv1.RemotePrefillResponse], error) {
+	ctx, cancel := context.WithTimeout(ctx, k.d)
+	defer cancel()
+	res, err := k.p.RemotePrefill(ctx, req)
+	if err == nil && ctx.Err() != nil {
+		err = connect.NewError(connect.CodeUnavailable, errInjected) // died before replying
+	}
+	return res, err
+}

@@ -1,0 +1,258 @@
+package disagg
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"connectrpc.com/connect"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
+
+	commonv1 "switchyard.dev/gen/switchyard/common/v1"
+	workerv1 "switchyard.dev/gen/switchyard/worker/v1"
+	"switchyard.dev/libs/engine"
+	"switchyard.dev/libs/engine/executor"
+	"switchyard.dev/libs/engine/kvcache"
+	"switchyard.dev/libs/kvhash"
+	"switchyard.dev/libs/nixl"
+)
+
+// Modes of -disagg.
+const (
+	ModeAuto = "auto" // remote prefill when a prefill worker is named and the uncached prompt is long
+	ModeOff  = "off"  // always prefill locally
+)
+
+// How a request's prompt was prefilled, the "mode" attribute of the TTFT
+// metrics and spans.
+const (
+	PathLocal    = "local"    // by choice: short prompt, no prefill worker, or -disagg=off
+	PathRemote   = "remote"   // by a prefill worker, KV imported
+	PathFallback = "fallback" // the remote prefill failed; prefilled locally
+)
+
+// DecodeEngine is what the decode side needs from *engine.Engine.
+type DecodeEngine interface {
+	KV() executor.KV
+	PinPrefix(hashes []uint64) []kvcache.Region
+	AllocateForImport(n int) ([]kvcache.Region, error)
+	CommitImportedAfter(parent uint64, blocks []int, tokens []uint32, salt uint64) ([]uint64, error)
+	ReleaseBlocks(blocks []int)
+}
+
+// Prefiller is a prefill worker's RemotePrefill (a WorkerService client).
+type Prefiller interface {
+	RemotePrefill(context.Context, *connect.Request[workerv1.RemotePrefillRequest]) (*connect.Response[workerv1.RemotePrefillResponse], error)
+}
+
+// Phases is one request's time to first token, split up. Phases that do
+// not apply to the path are zero.
+type Phases struct {
+	Path        string
+	Queue       time.Duration // waiting for admission (the prefill worker's when remote)
+	Prefill     time.Duration // computing the prompt up to the first token
+	Transfer    time.Duration // remote: KV transfer not hidden behind compute, plus the RPC
+	FirstDecode time.Duration // remote: from the import to the decode engine's first output
+}
+
+// Observer records TTFT phases (package metrics implements it).
+type Observer interface {
+	ObserveTTFT(ctx context.Context, p Phases)
+}
+
+// DecodeConfig configures a Decoder.
+type DecodeConfig struct {
+	Engine DecodeEngine
+	Model  string
+	// Agent has the engine's arena registered as Region.
+	Agent  *nixl.Agent
+	Region nixl.RegionID
+	// Dial returns the client of the prefill worker at a base URL.
+	Dial func(baseURL string) Prefiller
+	// Mode is ModeAuto or ModeOff; Threshold is the uncached prompt
+	// length (tokens) above which ModeAuto prefills remotely.
+	Mode      string
+	Threshold int
+	// Timeout bounds a remote prefill (RPC and transfer); 0 means 30s.
+	Timeout  time.Duration
+	Observer Observer // nil records nothing
+	Tracer   trace.Tracer
+	Logger   *slog.Logger
+}
+
+// Decoder is the decode side. It is safe for concurrent use.
+type Decoder struct {
+	cfg DecodeConfig
+}
+
+// NewDecoder returns a Decoder.
+func NewDecoder(cfg DecodeConfig) *Decoder {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Tracer == nil {
+		cfg.Tracer = noop.NewTracerProvider().Tracer("")
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = 30 * time.Second
+	}
+	return &Decoder{cfg: cfg}
+}
+
+// Prepare runs before r is submitted. When the prompt should be and could
+// be prefilled by prefillWorker, the KV of its full blocks is imported and
+// r.FirstToken set; otherwise r is left alone. The returned func must be
+// called exactly once, with the request's first output or nil when it
+// ended without one: it drops the pins and records the TTFT phases.
+func (d *Decoder) Prepare(ctx context.Context, r *engine.Request, prefillWorker string) func(first *engine.Output) {
+	p := &prepared{d: d, ctx: ctx, path: PathLocal, start: time.Now()}
+	ctx, p.span = d.cfg.Tracer.Start(ctx, "disagg.prepare", trace.WithAttributes(
+		attribute.Int("prompt_tokens", len(r.Prompt)), attribute.String("prefill_worker", prefillWorker)))
+	p.ctx = ctx
+	if d.cfg.Mode != ModeOff && prefillWorker != "" && d.cfg.Dial != nil {
+		if err := p.remote(ctx, r, prefillWorker); err != nil {
+			p.path = PathFallback
+			p.span.RecordError(err)
+			d.cfg.Logger.Warn("remote prefill failed; prefilling locally", "request", r.ID, "prefill_worker", prefillWorker, "err", err)
+		}
+	}
+	p.span.SetAttributes(attribute.String("mode", p.path))
+	p.span.End()
+	p.submitted = time.Now()
+	return p.first
+}
+
+type prepared struct {
+	d         *Decoder
+	ctx       context.Context
+	span      trace.Span
+	path      string
+	start     time.Time
+	submitted time.Time
+	resp      *workerv1.RemotePrefillResponse
+	rpc       time.Duration // the RemotePrefill call
+	held      []int         // pinned until the first output
+	once      sync.Once
+}
+
+func (p *prepared) first(o *engine.Output) {
+	p.once.Do(func() {
+		p.d.cfg.Engine.ReleaseBlocks(p.held)
+		if o == nil || p.d.cfg.Observer == nil {
+			return
+		}
+		ph := Phases{Path: p.path, Queue: o.QueueTime}
+		if p.path == PathRemote {
+			ph.Queue = time.Duration(p.resp.GetQueueNanos())
+			ph.Prefill = time.Duration(p.resp.GetPrefillNanos())
+			ph.Transfer = max(p.rpc-ph.Queue-ph.Prefill, 0)
+			ph.FirstDecode = time.Since(p.submitted)
+			_, s := p.d.cfg.Tracer.Start(p.ctx, "disagg.first_decode", trace.WithTimestamp(p.submitted))
+			s.End()
+		} else {
+			ph.Prefill = max(time.Since(p.submitted)-o.QueueTime, 0)
+		}
+		p.d.cfg.Observer.ObserveTTFT(p.ctx, ph)
+	})
+}
+
+// remote tries the remote prefill; nil error and path local means it
+// declined (short prompt or nothing to import).
+func (p *prepared) remote(ctx context.Context, r *engine.Request, worker string) error {
+	d := p.d
+	kv := d.cfg.Engine.KV()
+	bs := kv.BlockSize
+	n := (len(r.Prompt) - 1) / bs // full blocks the engine can reuse: never the one with the last token
+	if n <= 0 {
+		return nil
+	}
+	hashes := kvhash.BlockHashes(r.Prompt[:n*bs], bs, r.CacheSalt)
+	held := blockIDs(d.cfg.Engine.PinPrefix(hashes))
+	k := len(held)
+	if len(r.Prompt)-k*bs <= d.cfg.Threshold || k == n {
+		d.cfg.Engine.ReleaseBlocks(held)
+		return nil
+	}
+	to, err := d.cfg.Engine.AllocateForImport(n - k)
+	if err != nil {
+		d.cfg.Engine.ReleaseBlocks(held)
+		return fmt.Errorf("reserving %d blocks: %w", n-k, err)
+	}
+	imported := blockIDs(to)
+	resp, err := p.call(ctx, r, worker, k, to, uint64(kv.BlockBytes))
+	if err == nil {
+		parent := kvhash.Root
+		if k > 0 {
+			parent = hashes[k-1]
+		}
+		_, err = d.cfg.Engine.CommitImportedAfter(parent, imported, r.Prompt[k*bs:n*bs], r.CacheSalt)
+		imported = nil // committed (or refused, which releases them too)
+	}
+	if err != nil {
+		d.cfg.Engine.ReleaseBlocks(imported)
+		d.cfg.Engine.ReleaseBlocks(held)
+		return err
+	}
+	// Keep the imported blocks from eviction until the sequence holds them.
+	p.held = append(held, blockIDs(d.cfg.Engine.PinPrefix(hashes[k:]))...)
+	p.path, p.resp = PathRemote, resp
+	first := resp.GetFirstTokenId()
+	r.FirstToken = &first
+	p.span.SetAttributes(attribute.Int("held_blocks", k), attribute.Int("imported_blocks", n-k))
+	return nil
+}
+
+func (p *prepared) call(ctx context.Context, r *engine.Request, worker string, k int, to []kvcache.Region, blockBytes uint64) (*workerv1.RemotePrefillResponse, error) {
+	d := p.d
+	md, err := d.cfg.Agent.Metadata()
+	if err != nil {
+		return nil, fmt.Errorf("transfer metadata: %w", err)
+	}
+	offs := make([]uint64, len(to))
+	for i, t := range to {
+		offs[i] = uint64(t.Offset)
+	}
+	req := &workerv1.RemotePrefillRequest{
+		RequestId: r.ID, Model: d.cfg.Model, TokenIds: r.Prompt, Sampling: samplingProto(r),
+		FirstBlock: uint32(k), CacheSalt: r.CacheSalt,
+		Target: &workerv1.KvTarget{Agent: d.cfg.Agent.Name(), Metadata: md, Region: uint32(d.cfg.Region), BlockOffsets: offs, BlockBytes: blockBytes},
+	}
+	cctx, cancel := context.WithTimeout(ctx, d.cfg.Timeout)
+	defer cancel()
+	cctx, span := d.cfg.Tracer.Start(cctx, "disagg.remote_prefill")
+	defer span.End()
+	start := time.Now()
+	res, err := d.cfg.Dial(worker).RemotePrefill(cctx, connect.NewRequest(req))
+	p.rpc = time.Since(start)
+	if err != nil {
+		span.SetStatus(codes.Error, err.Error())
+		return nil, fmt.Errorf("remote prefill on %s: %w", worker, err)
+	}
+	if got := res.Msg.GetBlocksWritten(); int(got) != len(to) {
+		return nil, fmt.Errorf("remote prefill on %s wrote %d blocks, want %d", worker, got, len(to))
+	}
+	return res.Msg, nil
+}
+
+func samplingProto(r *engine.Request) *commonv1.SamplingParams {
+	s := r.Sampling
+	out := &commonv1.SamplingParams{Temperature: s.Temperature, TopP: s.TopP, TopK: uint32(max(s.TopK, 0))}
+	if s.Seed != nil {
+		seed := *s.Seed
+		out.Seed = &seed
+	}
+	return out
+}
+
+func blockIDs(rs []kvcache.Region) []int {
+	out := make([]int, len(rs))
+	for i, r := range rs {
+		out[i] = r.Block
+	}
+	return out
+}

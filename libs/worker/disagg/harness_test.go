@@ -1,0 +1,194 @@
+package disagg
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+
+	workerv1 "switchyard.dev/gen/switchyard/worker/v1"
+	"switchyard.dev/libs/engine"
+	"switchyard.dev/libs/engine/llama"
+	"switchyard.dev/libs/nixl"
+)
+
+// shape is a tiny random llama: fast under -race, long enough context for
+// prompts of a few hundred tokens.
+var shape = llama.Config{Dim: 32, HiddenDim: 64, NLayers: 2, NHeads: 4, NKVHeads: 2, VocabSize: 300, SeqLen: 512, SharedClassifier: true}
+
+// newEngine starts an engine that prefills in chunks of 32 tokens, so a
+// long prompt commits blocks over several steps (streamed writes).
+func newEngine(t testing.TB, c llama.Config, batchTokens int) *engine.Engine {
+	t.Helper()
+	exec, err := llama.NewTinyRandom(c, 3, llama.Options{Threads: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := engine.New(engine.Config{BlockSize: 4, NumBlocks: 1024, MaxBatchTokens: batchTokens}, exec, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = e.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done; _ = e.Close() })
+	return e
+}
+
+func newAgent(t testing.TB, name string, f nixl.BackendFactory, arena []byte) (*nixl.Agent, nixl.RegionID) {
+	t.Helper()
+	a, err := nixl.NewAgent(nixl.Config{Name: name, Backends: []nixl.BackendFactory{f}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := a.RegisterMemory(arena)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = a.DeregisterMemory(ctx, id)
+		_ = a.Close()
+	})
+	return a, id
+}
+
+// stack is a decode engine, a prefill engine, and a reference engine that
+// serves everything locally (the aggregated baseline).
+type stack struct {
+	dec, pre, ref *engine.Engine
+	decoder       *Decoder
+	exporter      *Exporter
+	preAgent      *nixl.Agent
+	obs           *recorder
+}
+
+type stackOpts struct {
+	backend   func(t testing.TB) nixl.BackendFactory
+	threshold int
+	timeout   time.Duration
+	wrap      func(Prefiller) Prefiller
+}
+
+func newStack(t testing.TB, o stackOpts) *stack {
+	s := &stack{dec: newEngine(t, shape, 32), pre: newEngine(t, shape, 32), ref: newEngine(t, shape, 32), obs: &recorder{}}
+	da, dr := newAgent(t, t.Name()+"-decode", o.backend(t), s.dec.KV().Arena)
+	pa, pr := newAgent(t, t.Name()+"-prefill", o.backend(t), s.pre.KV().Arena)
+	s.preAgent = pa
+	s.exporter = NewExporter(ExportConfig{Engine: s.pre, Agent: pa, Region: pr})
+	var p Prefiller = direct{s.exporter}
+	if o.wrap != nil {
+		p = o.wrap(p)
+	}
+	s.decoder = NewDecoder(DecodeConfig{Engine: s.dec, Model: "m", Agent: da, Region: dr, Mode: ModeAuto,
+		Threshold: o.threshold, Timeout: o.timeout, Observer: s.obs, Dial: func(string) Prefiller { return p }})
+	return s
+}
+
+// direct calls an Exporter in-process, standing in for the RPC.
+type direct struct{ x *Exporter }
+
+func (d direct) RemotePrefill(ctx context.Context, req *connect.Request[workerv1.RemotePrefillRequest]) (*connect.Response[workerv1.RemotePrefillResponse], error) {
+	res, err := d.x.Prefill(ctx, req.Msg)
+	if err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(res), nil
+}
+
+type recorder struct {
+	mu    sync.Mutex
+	paths map[string]int
+	last  Phases
+}
+
+func (r *recorder) ObserveTTFT(_ context.Context, p Phases) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.paths == nil {
+		r.paths = map[string]int{}
+	}
+	r.paths[p.Path]++
+	r.last = p
+}
+
+func (r *recorder) count(path string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.paths[path]
+}
+
+// generate serves r on the decode engine the way the worker handler does.
+func (s *stack) generate(t testing.TB, r engine.Request) []uint32 {
+	t.Helper()
+	first := s.decoder.Prepare(t.Context(), &r, "prefill")
+	return collect(t, s.dec, r, first)
+}
+
+func collect(t testing.TB, e *engine.Engine, r engine.Request, first func(*engine.Output)) []uint32 {
+	t.Helper()
+	st, err := e.Submit(t.Context(), r)
+	if err != nil {
+		if first != nil {
+			first(nil)
+		}
+		t.Fatal(err)
+	}
+	var toks []uint32
+	for n := 0; ; n++ {
+		o, err := st.Recv(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 && first != nil {
+			first(&o)
+		}
+		if o.Finish == engine.FinishError {
+			t.Fatalf("request failed: %v", o.Err)
+		}
+		toks = append(toks, o.TokenIDs...)
+		if o.Finish != "" {
+			return toks
+		}
+	}
+}
+
+// prompts returns n prompts of 1..maxLen tokens; every third one extends
+// an earlier one, so prefix caches on both sides get hits.
+func prompts(n, maxLen int, seed uint64) [][]uint32 {
+	rng := rand.New(rand.NewPCG(seed, 1))
+	out := make([][]uint32, n)
+	for i := range out {
+		l := 1 + rng.IntN(maxLen)
+		p := make([]uint32, 0, l)
+		if i%3 == 2 {
+			prev := out[rng.IntN(i)]
+			p = append(p, prev[:min(len(prev), l/2)]...)
+		}
+		for len(p) < l {
+			p = append(p, uint32(3+rng.IntN(shape.VocabSize-3)))
+		}
+		out[i] = p
+	}
+	return out
+}
+
+// waitIdle waits until e holds no blocks (frees happen on the engine
+// loop, after the stream ended).
+func waitIdle(t testing.TB, name string, e *engine.Engine) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for e.Metrics().KVUsedBlocks != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s engine still holds %d KV blocks", name, e.Metrics().KVUsedBlocks)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+var errInjected = errors.New("injected failure")

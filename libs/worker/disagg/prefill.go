@@ -1,0 +1,295 @@
+package disagg
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"connectrpc.com/connect"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
+
+	workerv1 "switchyard.dev/gen/switchyard/worker/v1"
+	"switchyard.dev/libs/engine"
+	"switchyard.dev/libs/engine/executor"
+	"switchyard.dev/libs/engine/kvcache"
+	"switchyard.dev/libs/engine/kvevent"
+	"switchyard.dev/libs/engine/sample"
+	"switchyard.dev/libs/kvhash"
+	"switchyard.dev/libs/nixl"
+)
+
+// PrefillEngine is what the prefill side needs from *engine.Engine.
+type PrefillEngine interface {
+	Submit(ctx context.Context, r engine.Request) (*engine.Stream, error)
+	KV() executor.KV
+	PinPrefix(hashes []uint64) []kvcache.Region
+	ReleaseBlocks(blocks []int)
+	EventSeq() uint64
+	Subscribe(after uint64) *kvevent.Subscription
+}
+
+// ExportConfig configures an Exporter.
+type ExportConfig struct {
+	Engine PrefillEngine
+	// Agent has the engine's arena registered as Region.
+	Agent  *nixl.Agent
+	Region nixl.RegionID
+	Tracer trace.Tracer
+	Logger *slog.Logger
+}
+
+// Exporter is the prefill side. It is safe for concurrent use.
+type Exporter struct {
+	cfg ExportConfig
+
+	mu    sync.Mutex
+	peers map[string][]byte // metadata loaded per peer agent
+}
+
+// NewExporter returns an Exporter.
+func NewExporter(cfg ExportConfig) *Exporter {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Tracer == nil {
+		cfg.Tracer = noop.NewTracerProvider().Tracer("")
+	}
+	return &Exporter{cfg: cfg, peers: map[string][]byte{}}
+}
+
+// cancelWait bounds the wait for cancelled writes to stop touching the
+// pinned blocks.
+const cancelWait = 5 * time.Second
+
+// Prefill computes m's prompt and writes the requested blocks into the
+// target. Errors are Connect errors.
+func (x *Exporter) Prefill(ctx context.Context, m *workerv1.RemotePrefillRequest) (*workerv1.RemotePrefillResponse, error) {
+	recv := time.Now()
+	kv := x.cfg.Engine.KV()
+	first, end, err := checkTarget(m, kv)
+	if err != nil {
+		return nil, connect.NewError(connect.CodeInvalidArgument, err)
+	}
+	peer, err := x.loadPeer(m.GetTarget())
+	if err != nil {
+		return nil, connect.NewError(connect.CodeInvalidArgument, err)
+	}
+	ctx, span := x.cfg.Tracer.Start(ctx, "disagg.export", trace.WithAttributes(
+		attribute.Int("prompt_tokens", len(m.GetTokenIds())), attribute.Int("blocks", end-first)))
+	defer span.End()
+	w := &writer{x: x, peer: peer, target: m.GetTarget(), first: first,
+		hashes: kvhash.BlockHashes(m.GetTokenIds()[:end*kv.BlockSize], kv.BlockSize, m.GetCacheSalt())}
+	defer w.release()
+	res, err := w.run(ctx, m, recv)
+	if err != nil {
+		span.RecordError(err)
+		return nil, err
+	}
+	return res, nil
+}
+
+func checkTarget(m *workerv1.RemotePrefillRequest, kv executor.KV) (first, end int, err error) {
+	t := m.GetTarget()
+	n := len(m.GetTokenIds())
+	first = int(m.GetFirstBlock())
+	end = first + len(t.GetBlockOffsets())
+	switch {
+	case t.GetBlockBytes() != uint64(kv.BlockBytes):
+		return 0, 0, fmt.Errorf("target block_bytes %d, this worker's blocks hold %d (different model or block size)", t.GetBlockBytes(), kv.BlockBytes)
+	case len(t.GetBlockOffsets()) == 0:
+		return 0, 0, errors.New("target names no blocks")
+	case n == 0 || end > (n-1)/kv.BlockSize:
+		return 0, 0, fmt.Errorf("blocks %d..%d are not full prompt blocks before the last token (%d tokens, blocks of %d)", first, end-1, n, kv.BlockSize)
+	}
+	return first, end, nil
+}
+
+// loadPeer loads the target's metadata unless this exact blob is loaded.
+func (x *Exporter) loadPeer(t *workerv1.KvTarget) (string, error) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if old, ok := x.peers[t.GetAgent()]; ok && bytes.Equal(old, t.GetMetadata()) {
+		return t.GetAgent(), nil
+	}
+	name, err := x.cfg.Agent.LoadRemoteMetadata(t.GetMetadata())
+	if err != nil {
+		return "", fmt.Errorf("target metadata: %w", err)
+	}
+	if name != t.GetAgent() {
+		return "", fmt.Errorf("target metadata names agent %q, target says %q", name, t.GetAgent())
+	}
+	x.peers[name] = bytes.Clone(t.GetMetadata())
+	return name, nil
+}
+
+// writer streams one request's blocks as the engine commits them.
+type writer struct {
+	x      *Exporter
+	peer   string
+	target *workerv1.KvTarget
+	first  int
+	hashes []uint64 // prompt blocks 0..end-1
+
+	sent      int // blocks from first on that are pinned and posted
+	pins      []int
+	xfers     []*nixl.Xfer
+	bytes     uint64
+	firstPost time.Time
+}
+
+func (w *writer) run(ctx context.Context, m *workerv1.RemotePrefillRequest, recv time.Time) (*workerv1.RemotePrefillResponse, error) {
+	eng := w.x.cfg.Engine
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	sub := eng.Subscribe(eng.EventSeq())
+	changed := make(chan struct{}, 1)
+	go func() {
+		for {
+			if _, err := sub.Next(ctx); err != nil {
+				return // ctx ended, or a gap: the final pass after the first token catches up
+			}
+			select {
+			case changed <- struct{}{}:
+			default:
+			}
+		}
+	}()
+	submit := time.Now()
+	st, err := eng.Submit(ctx, engine.Request{ID: m.GetRequestId(), Prompt: m.GetTokenIds(), Sampling: sampling(m),
+		Stop: engine.StopParams{MaxTokens: 1, IgnoreEOS: true}, CacheSalt: m.GetCacheSalt()})
+	if err != nil {
+		return nil, submitError(err)
+	}
+	type result struct {
+		o   engine.Output
+		err error
+	}
+	firstCh := make(chan result, 1)
+	go func() {
+		o, err := st.Recv(ctx)
+		firstCh <- result{o, err}
+	}()
+	if err := w.pump(); err != nil {
+		return nil, err
+	}
+	var out result
+	for done := false; !done; {
+		select {
+		case <-changed:
+			if err := w.pump(); err != nil {
+				return nil, err
+			}
+		case out = <-firstCh:
+			done = true
+		}
+	}
+	firstAt := time.Now()
+	if out.err != nil {
+		return nil, connect.NewError(connect.CodeCanceled, fmt.Errorf("prefill: %w", out.err))
+	}
+	if out.o.Finish == engine.FinishError || len(out.o.TokenIDs) == 0 {
+		return nil, connect.NewError(connect.CodeInternal, fmt.Errorf("prefill ended without a token: %s %v", out.o.Finish, out.o.Err))
+	}
+	if err := w.pump(); err != nil {
+		return nil, err
+	}
+	if want := len(w.hashes) - w.first; w.sent < want {
+		return nil, connect.NewError(connect.CodeUnavailable, fmt.Errorf("only %d of %d blocks still cached after prefill (evicted)", w.sent, want))
+	}
+	if err := w.wait(ctx); err != nil {
+		return nil, err
+	}
+	doneAt := time.Now()
+	queue := submit.Sub(recv) + out.o.QueueTime
+	return &workerv1.RemotePrefillResponse{
+		FirstTokenId: out.o.TokenIDs[0], BlocksWritten: uint32(w.sent), BytesWritten: w.bytes,
+		CachedTokens:      uint32(out.o.Usage.CachedPromptTokens),
+		QueueNanos:        uint64(queue),
+		PrefillNanos:      uint64(max(firstAt.Sub(recv)-queue, 0)),
+		TransferTailNanos: uint64(doneAt.Sub(firstAt)),
+		TransferNanos:     uint64(doneAt.Sub(w.firstPost)),
+	}, nil
+}
+
+// pump pins the target blocks now cached, in order from the first unsent
+// one, and posts their write.
+func (w *writer) pump() error {
+	if w.first+w.sent >= len(w.hashes) {
+		return nil
+	}
+	regs := w.x.cfg.Engine.PinPrefix(w.hashes[w.first+w.sent:])
+	if len(regs) == 0 {
+		return nil
+	}
+	local := make([]nixl.Desc, len(regs))
+	remote := make([]nixl.Desc, len(regs))
+	bb := w.target.GetBlockBytes()
+	for i, r := range regs {
+		w.pins = append(w.pins, r.Block)
+		local[i] = nixl.Desc{Region: w.x.cfg.Region, Offset: uint64(r.Offset), Len: uint64(r.Length)}
+		remote[i] = nixl.Desc{Region: nixl.RegionID(w.target.GetRegion()), Offset: w.target.GetBlockOffsets()[w.sent+i], Len: bb}
+	}
+	if w.firstPost.IsZero() {
+		w.firstPost = time.Now()
+	}
+	xf, err := w.x.cfg.Agent.Post(nixl.XferRequest{Op: nixl.Write, Peer: w.peer, Local: local, Remote: remote})
+	if err != nil {
+		return connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf("posting KV write: %w", err))
+	}
+	w.xfers = append(w.xfers, xf)
+	w.sent += len(regs)
+	w.bytes += uint64(len(regs)) * bb
+	return nil
+}
+
+// wait waits for every posted write.
+func (w *writer) wait(ctx context.Context) error {
+	for _, xf := range w.xfers {
+		if err := xf.Wait(ctx); err != nil {
+			return connect.NewError(connect.CodeUnavailable, fmt.Errorf("KV write to %s: %w", w.peer, err))
+		}
+	}
+	return nil
+}
+
+// release cancels writes still in flight, waits (bounded) until the
+// backend no longer reads the pinned blocks, and unpins them.
+func (w *writer) release() {
+	deadline := time.NewTimer(cancelWait)
+	defer deadline.Stop()
+	for _, xf := range w.xfers {
+		xf.Cancel()
+		select {
+		case <-xf.Done():
+		case <-deadline.C:
+			w.x.cfg.Logger.Warn("KV write did not stop after cancel; unpinning anyway", "peer", w.peer)
+		}
+	}
+	w.x.cfg.Engine.ReleaseBlocks(w.pins)
+}
+
+func sampling(m *workerv1.RemotePrefillRequest) sample.Params {
+	s := m.GetSampling()
+	p := sample.Params{Temperature: s.GetTemperature(), TopP: s.GetTopP(), TopK: int(s.GetTopK())}
+	if s != nil && s.Seed != nil {
+		seed := *s.Seed
+		p.Seed = &seed
+	}
+	return p
+}
+
+func submitError(err error) error {
+	switch {
+	case errors.Is(err, engine.ErrInvalidRequest):
+		return connect.NewError(connect.CodeInvalidArgument, err)
+	case errors.Is(err, engine.ErrStopped):
+		return connect.NewError(connect.CodeUnavailable, err)
+	}
+	return connect.NewError(connect.CodeInternal, fmt.Errorf("submit: %w", err))
+}

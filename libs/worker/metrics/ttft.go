@@ -1,0 +1,70 @@
+package metrics
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+)
+
+// TTFT phases, as recorded by TTFT.Observe.
+type Phases struct {
+	// Path is how the prompt was prefilled: "local", "remote" (a prefill
+	// worker) or "fallback" (the remote prefill failed).
+	Path        string
+	Queue       time.Duration
+	Prefill     time.Duration
+	Transfer    time.Duration // remote only
+	FirstDecode time.Duration // remote only
+}
+
+// TTFT holds the time-to-first-token histograms, one per phase, with the
+// attribute "path". Unlike the engine gauges these are recorded on the
+// request path, once per request: a histogram cannot be derived from
+// snapshots.
+type TTFT struct {
+	queue, prefill, transfer, firstDecode metric.Float64Histogram
+	requests                              metric.Int64Counter
+}
+
+// NewTTFT creates the histograms on mp.
+func NewTTFT(mp metric.MeterProvider) (*TTFT, error) {
+	m := mp.Meter(ScopeName)
+	buckets := []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30} // 1 ms to 30 s
+	var errs []error
+	hist := func(name, desc string) metric.Float64Histogram {
+		h, err := m.Float64Histogram(name, metric.WithUnit("s"), metric.WithDescription(desc),
+			metric.WithExplicitBucketBoundaries(buckets...))
+		errs = append(errs, err)
+		return h
+	}
+	t := &TTFT{
+		queue:       hist("switchyard.worker.ttft.queue", "Time to first token: waiting for admission (on the prefill worker when remote)."),
+		prefill:     hist("switchyard.worker.ttft.prefill", "Time to first token: prompt computation."),
+		transfer:    hist("switchyard.worker.ttft.transfer", "Time to first token: KV transfer not overlapped with prefill compute, plus RPC (remote only)."),
+		firstDecode: hist("switchyard.worker.ttft.first_decode", "Time to first token: from KV import to the decode engine's first output (remote only)."),
+	}
+	c, err := m.Int64Counter("switchyard.worker.prefill.requests", metric.WithUnit("{request}"),
+		metric.WithDescription("Generate requests by how their prompt was prefilled (path: local, remote, fallback)."))
+	errs = append(errs, err)
+	t.requests = c
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("metrics: %w", err)
+	}
+	return t, nil
+}
+
+// Observe records one request's phases.
+func (t *TTFT) Observe(ctx context.Context, p Phases) {
+	attrs := metric.WithAttributes(attribute.String("path", p.Path))
+	t.requests.Add(ctx, 1, attrs)
+	t.queue.Record(ctx, p.Queue.Seconds(), attrs)
+	t.prefill.Record(ctx, p.Prefill.Seconds(), attrs)
+	if p.Path == "remote" {
+		t.transfer.Record(ctx, p.Transfer.Seconds(), attrs)
+		t.firstDecode.Record(ctx, p.FirstDecode.Seconds(), attrs)
+	}
+}

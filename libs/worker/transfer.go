@@ -1,0 +1,169 @@
+package worker
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"connectrpc.com/connect"
+	"connectrpc.com/otelconnect"
+
+	"switchyard.dev/gen/switchyard/worker/v1/workerv1connect"
+	"switchyard.dev/libs/engine"
+	"switchyard.dev/libs/mesh/service"
+	"switchyard.dev/libs/mesh/telemetry"
+	"switchyard.dev/libs/nixl"
+	"switchyard.dev/libs/nixl/backend/tcp"
+	"switchyard.dev/libs/nixl/backend/ucx"
+	"switchyard.dev/libs/worker/disagg"
+	"switchyard.dev/libs/worker/handler"
+	"switchyard.dev/libs/worker/metrics"
+)
+
+// transferBackends parses -kv-transfer; nil means none.
+func transferBackends(list, tcpAddr string) ([]nixl.BackendFactory, error) {
+	if list == "none" {
+		return nil, nil
+	}
+	var out []nixl.BackendFactory
+	for name := range strings.SplitSeq(list, ",") {
+		switch strings.TrimSpace(name) {
+		case "tcp":
+			out = append(out, tcp.New(tcp.Config{Addr: tcpAddr}))
+		case "ucx":
+			out = append(out, ucx.New(ucx.Config{}))
+		default:
+			return nil, fmt.Errorf("-kv-transfer=%q: unknown backend %q (want tcp, ucx, or none)", list, name)
+		}
+	}
+	return out, nil
+}
+
+// transfer is a worker's KV transfer agent with the engine's arena
+// registered. The metadata blob travels in each RemotePrefill request
+// rather than in discovery: it is small (an address per backend and the
+// region's keys), always current, and the prefill worker needs it only
+// when asked to write.
+type transfer struct {
+	agent  *nixl.Agent
+	region nixl.RegionID
+}
+
+func newTransfer(cfg *Config, name string, arena []byte, log *slog.Logger) (*transfer, error) {
+	backends, err := transferBackends(cfg.KVTransfer, cfg.KVTransferAddr)
+	if err != nil || backends == nil {
+		return nil, err
+	}
+	a, err := nixl.NewAgent(nixl.Config{Name: name, Backends: backends, Preference: strings.Split(strings.ReplaceAll(cfg.KVTransfer, " ", ""), ","), Logger: log})
+	if err != nil {
+		return nil, fmt.Errorf("-kv-transfer=%q: %w", cfg.KVTransfer, err)
+	}
+	id, err := a.RegisterMemory(arena)
+	if err != nil {
+		_ = a.Close()
+		return nil, fmt.Errorf("registering the KV arena: %w", err)
+	}
+	return &transfer{agent: a, region: id}, nil
+}
+
+// close deregisters the arena (waiting for in-flight accesses, bounded)
+// and closes the agent; the engine may unmap the arena afterwards.
+func (t *transfer) close(log *slog.Logger) {
+	if t == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := t.agent.DeregisterMemory(ctx, t.region); err != nil {
+		log.Warn("deregistering the KV arena", "err", err)
+	}
+	if err := t.agent.Close(); err != nil {
+		log.Warn("closing the KV transfer agent", "err", err)
+	}
+}
+
+// prefillClients caches one WorkerService client per prefill worker.
+type prefillClients struct {
+	hc   *http.Client
+	opts []connect.ClientOption
+
+	mu      sync.Mutex
+	clients map[string]disagg.Prefiller
+}
+
+func newPrefillClients(tel *telemetry.Telemetry) (*prefillClients, error) {
+	otel, err := otelconnect.NewInterceptor(otelconnect.WithTracerProvider(tel.Tracer),
+		otelconnect.WithMeterProvider(tel.Meter), otelconnect.WithPropagator(tel.Propagator))
+	if err != nil {
+		return nil, fmt.Errorf("prefill client interceptor: %w", err)
+	}
+	p := new(http.Protocols)
+	p.SetUnencryptedHTTP2(true)
+	hc := &http.Client{Transport: &http.Transport{Protocols: p, MaxIdleConnsPerHost: 4, IdleConnTimeout: 90 * time.Second}}
+	return &prefillClients{hc: hc, opts: []connect.ClientOption{connect.WithInterceptors(otel)}, clients: map[string]disagg.Prefiller{}}, nil
+}
+
+// dial returns the client of the worker at baseURL (http://host:port, or
+// host:port).
+func (p *prefillClients) dial(baseURL string) disagg.Prefiller {
+	if !strings.Contains(baseURL, "://") {
+		baseURL = "http://" + baseURL
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	c, ok := p.clients[baseURL]
+	if !ok {
+		c = workerv1connect.NewWorkerServiceClient(p.hc, baseURL, p.opts...)
+		p.clients[baseURL] = c
+	}
+	return c
+}
+
+// ttftObserver adapts metrics.TTFT to disagg.Observer.
+type ttftObserver struct {
+	record func(context.Context, disagg.Phases)
+}
+
+func (o ttftObserver) ObserveTTFT(ctx context.Context, p disagg.Phases) { o.record(ctx, p) }
+
+// disaggHooks builds the transfer agent and both sides of disaggregated
+// prefill for the handler. Without a transfer agent (-kv-transfer=none)
+// the worker neither exports KV nor imports it, but still records TTFT.
+func disaggHooks(rt *service.Runtime, cfg *Config, eng *engine.Engine, log *slog.Logger) (handler.Config, *transfer, error) {
+	var hc handler.Config
+	ttft, err := metrics.NewTTFT(rt.Telemetry.Meter)
+	if err != nil {
+		return hc, nil, err
+	}
+	name := rt.Server.Instance().ID
+	if name == "" {
+		name = fmt.Sprintf("worker-%d", time.Now().UnixNano())
+	}
+	tr, err := newTransfer(cfg, name, eng.KV().Arena, log.With("component", "kv-transfer"))
+	if err != nil {
+		return hc, nil, err
+	}
+	tracer := rt.Telemetry.Tracer.Tracer(metrics.ScopeName)
+	dc := disagg.DecodeConfig{
+		Engine: eng, Model: cfg.ModelName, Mode: cfg.Disagg, Threshold: cfg.DisaggThreshold, Timeout: cfg.DisaggTimeout,
+		Observer: ttftObserver{func(ctx context.Context, p disagg.Phases) {
+			ttft.Observe(ctx, metrics.Phases{Path: p.Path, Queue: p.Queue, Prefill: p.Prefill, Transfer: p.Transfer, FirstDecode: p.FirstDecode})
+		}},
+		Tracer: tracer, Logger: log.With("component", "disagg"),
+	}
+	if tr != nil {
+		clients, err := newPrefillClients(rt.Telemetry)
+		if err != nil {
+			tr.close(log)
+			return hc, nil, err
+		}
+		dc.Agent, dc.Region, dc.Dial = tr.agent, tr.region, clients.dial
+		hc.Exporter = disagg.NewExporter(disagg.ExportConfig{Engine: eng, Agent: tr.agent, Region: tr.region, Tracer: tracer, Logger: dc.Logger})
+	}
+	hc.Disagg = disagg.NewDecoder(dc)
+	return hc, tr, nil
+}
