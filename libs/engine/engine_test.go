@@ -11,6 +11,7 @@ import (
 	"switchyard.dev/libs/engine/kvevent"
 	"switchyard.dev/libs/engine/sample"
 	"switchyard.dev/libs/engine/sim"
+	"switchyard.dev/libs/engine/tokenizer"
 	"switchyard.dev/libs/kvhash"
 )
 
@@ -82,10 +83,10 @@ func TestStopConditions(t *testing.T) {
 func TestTextStreamHoldsStopPrefix(t *testing.T) {
 	t.Parallel()
 	s, _ := sim.New(sim.Config{VocabSize: 300})
-	ts := newTextStream(s.Tokenizer(), 0, []string{"END"})
+	ts := tokenizer.NewTextStream(s.Tokenizer(), 0, []string{"END"})
 	var out string
 	for _, c := range []byte("abcENxyzEND tail") {
-		text, stopped := ts.push(uint32(c) + 3)
+		text, stopped := ts.Push(uint32(c) + 3)
 		out += text
 		if stopped {
 			break
@@ -94,12 +95,20 @@ func TestTextStreamHoldsStopPrefix(t *testing.T) {
 	if out != "abcENxyz" {
 		t.Fatalf("out = %q", out)
 	}
-	utf := newTextStream(s.Tokenizer(), 0, nil)
-	if text, _ := utf.push(0xC3 + 3); text != "" {
+	utf := tokenizer.NewTextStream(s.Tokenizer(), 0, nil)
+	if text, _ := utf.Push(0xC3 + 3); text != "" {
 		t.Fatalf("emitted half a code point: %q", text)
 	}
-	if text, _ := utf.push(0xA9 + 3); text != "é" {
+	if text, _ := utf.Push(0xA9 + 3); text != "é" {
 		t.Fatalf("got %q", text)
+	}
+	// Bytes that can never be UTF-8 come out as U+FFFD, never raw.
+	for _, b := range []byte{0x80, 0xFF, 0xC3, 'a', 0xE2} {
+		text, _ := utf.Push(uint32(b) + 3)
+		out += text
+	}
+	if out += utf.Flush(); out != "abcENxyz\uFFFD\uFFFD\uFFFDa\uFFFD" {
+		t.Fatalf("invalid bytes: %q", out)
 	}
 }
 
