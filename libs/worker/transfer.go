@@ -58,6 +58,10 @@ func newTransfer(cfg *Config, name string, arena []byte, log *slog.Logger) (*tra
 	if err != nil || backends == nil {
 		return nil, err
 	}
+	if len(arena) == 0 {
+		log.Info("executor keeps no KV arena (simulator): no KV transfer, prompts are prefilled locally")
+		return nil, nil
+	}
 	a, err := nixl.NewAgent(nixl.Config{Name: name, Backends: backends, Preference: strings.Split(strings.ReplaceAll(cfg.KVTransfer, " ", ""), ","), Logger: log})
 	if err != nil {
 		return nil, fmt.Errorf("-kv-transfer=%q: %w", cfg.KVTransfer, err)

@@ -73,6 +73,7 @@ require (
 	switchyard.dev/libs/cuda v0.0.0 // indirect
 	switchyard.dev/libs/engine v0.0.0 // indirect
 	switchyard.dev/libs/kvhash v0.0.0 // indirect
+	switchyard.dev/libs/nixl v0.0.0 // indirect
 )
 
 replace (
@@ -83,3 +84,5 @@ replace (
 	switchyard.dev/libs/mesh => ../../libs/mesh
 	switchyard.dev/libs/worker => ../../libs/worker
 )
+
+replace switchyard.dev/libs/nixl => ../../libs/nixl

@@ -21,11 +21,11 @@ func runContract(t *testing.T, backend func(testing.TB) nixl.BackendFactory) {
 }
 
 // testExact: greedy output with disaggregated prefill equals aggregated
-// output for 120 prompts of 1..300 tokens, most of them prefilled
+// output for 100 prompts of 1..240 tokens, most of them prefilled
 // remotely, 4 at a time; no KV block stays held on either side.
 func testExact(t *testing.T, backend func(testing.TB) nixl.BackendFactory) {
 	s := newStack(t, stackOpts{backend: backend, threshold: 8})
-	ps := prompts(120, 300, 42)
+	ps := prompts(100, 240, 42)
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, 4)
 	for i, p := range ps {
@@ -43,7 +43,7 @@ func testExact(t *testing.T, backend func(testing.TB) nixl.BackendFactory) {
 	wg.Wait()
 	remote, local, fb := s.obs.count(PathRemote), s.obs.count(PathLocal), s.obs.count(PathFallback)
 	t.Logf("remote %d, local %d, fallback %d", remote, local, fb)
-	if remote < 80 || fb != 0 {
+	if remote < 70 || fb != 0 {
 		t.Errorf("remote %d fallback %d: want most remote and no fallback", remote, fb)
 	}
 	if m := s.dec.Metrics(); m.FirstTokenMismatches != 0 {
@@ -67,7 +67,9 @@ func testFallback(t *testing.T, backend func(testing.TB) nixl.BackendFactory) {
 		{name: "killed mid-transfer", wrap: killAfter(2 * time.Millisecond)},
 		{name: "agent gone", kill: true},
 		{name: "response lost", wrap: func(p Prefiller) Prefiller {
-			return fault{p, func(*workerv1.RemotePrefillResponse) error { return connect.NewError(connect.CodeUnavailable, errInjected) }}
+			return fault{p, func(*workerv1.RemotePrefillResponse) error {
+				return connect.NewError(connect.CodeUnavailable, errInjected)
+			}}
 		}},
 		{name: "short write", wrap: func(p Prefiller) Prefiller {
 			return fault{p, func(r *workerv1.RemotePrefillResponse) error { r.BlocksWritten--; return nil }}

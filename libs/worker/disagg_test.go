@@ -1,0 +1,70 @@
+package worker_test
+
+import (
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+
+	"switchyard.dev/libs/engine/llama"
+	"switchyard.dev/libs/worker"
+)
+
+// TestDisaggregatedGenerate runs a prefill and a decode worker over real
+// RPCs and the tcp transfer backend: a long prompt is prefilled on the
+// prefill worker, a short one locally, one with an unreachable prefill
+// worker falls back; outputs equal the engine's, the metrics say which
+// path each took, and both workers end with no KV blocks held.
+func TestDisaggregatedGenerate(t *testing.T) {
+	t.Parallel()
+	pre := start(t, "prefill", "-seed", "7")
+	dec := start(t, "decode", "-seed", "7", "-disagg-threshold-tokens", "32")
+	exec, err := llama.NewTinyRandom(llama.Config{}, 7, llama.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	long := exec.Tokenizer().Encode(strings.Repeat("a long prompt that goes to the prefill worker; ", 4), true, false)
+	short := exec.Tokenizer().Encode("short", true, false)
+	for _, tc := range []struct {
+		prompt  []uint32
+		prefill string
+	}{
+		{long, pre.URL()},
+		{short, pre.URL()},
+		{exec.Tokenizer().Encode(strings.Repeat("another long prompt, for a prefill worker that is gone; ", 4), true, false), "http://127.0.0.1:1"},
+	} {
+		want := direct(t, exec, tc.prompt, 16)
+		r := req(worker.TinyRandomName, tc.prompt, 16)
+		r.Msg.PrefillWorker = tc.prefill
+		got, err := collect(t, dec.client, r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(got.tokens, want) {
+			t.Fatalf("%d-token prompt via %s: %v, want %v", len(tc.prompt), tc.prefill, got.tokens, want)
+		}
+	}
+	body := scrape(t, dec.URL())
+	for _, want := range []string{`path="remote"} 1`, `path="local"} 1`, `path="fallback"} 1`,
+		"switchyard_worker_ttft_transfer_seconds_bucket", "switchyard_worker_ttft_first_decode_seconds_count",
+		"switchyard_worker_ttft_queue_seconds_count", "switchyard_worker_ttft_prefill_seconds_count"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("decode /metrics lacks %q", want)
+		}
+	}
+	for _, w := range []running{pre, dec} {
+		waitFor(t, "KV blocks released", func() bool { return getLoad(t, w).GetKvBlocksUsed() == 0 })
+	}
+}
+
+func scrape(t *testing.T, url string) string {
+	t.Helper()
+	res, err := http.Get(url + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	return string(b)
+}
