@@ -15,6 +15,10 @@
 #   BASE_PORT    first port of the internal services (default 9000): routers
 #                BASE+i, prefill BASE+100+i, decode BASE+200+i,
 #                kvbm-controller BASE+300, planner BASE+400
+#   DISAGG_THRESHOLD  with PREFILL > 0: uncached prompt tokens above which a
+#                request is prefilled on a prefill worker (router and decode
+#                workers get the same -disagg-threshold-tokens; default 64, so
+#                a few hundred tokens go remote on the tiny-random model)
 #   WORKER_ARGS, ROUTER_ARGS, FRONTEND_ARGS  extra flags for those services
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -54,6 +58,8 @@ fi
 worker=(-executor "$EXECUTOR" ${WORKER_ARGS:-})
 [ -n "${MODEL:-}" ] && worker+=(-model "$MODEL")
 [ -n "${TOKENIZER:-}" ] && worker+=(-tokenizer "$TOKENIZER")
+disagg=()
+(( PREFILL > 0 )) && disagg=(-disagg-threshold-tokens "${DISAGG_THRESHOLD:-64}")
 
 start() { # name binary args...
   local name=$1; shift
@@ -63,13 +69,13 @@ start() { # name binary args...
 }
 echo "run: starting the mesh (state in $state)"
 for i in $(seq 0 $((DECODE - 1))); do
-  start "decode-$i" bin/decode "${common[@]}" "${worker[@]}" -id "decode-$i" -listen "127.0.0.1:$((BASE_PORT + 200 + i))"
+  start "decode-$i" bin/decode "${common[@]}" "${worker[@]}" "${disagg[@]}" -id "decode-$i" -listen "127.0.0.1:$((BASE_PORT + 200 + i))"
 done
 for i in $(seq 0 $((PREFILL - 1))); do
   start "prefill-$i" bin/prefill "${common[@]}" "${worker[@]}" -id "prefill-$i" -listen "127.0.0.1:$((BASE_PORT + 100 + i))"
 done
 for i in $(seq 0 $((ROUTERS - 1))); do
-  start "router-$i" bin/router "${common[@]}" -id "router-$i" -mode "$ROUTER_MODE" ${ROUTER_ARGS:-} -listen "127.0.0.1:$((BASE_PORT + i))"
+  start "router-$i" bin/router "${common[@]}" -id "router-$i" -mode "$ROUTER_MODE" "${disagg[@]}" ${ROUTER_ARGS:-} -listen "127.0.0.1:$((BASE_PORT + i))"
 done
 start kvbm-controller bin/kvbm-controller "${common[@]}" -id kvbm-controller-0 -listen "127.0.0.1:$((BASE_PORT + 300))"
 start planner bin/planner "${common[@]}" -id planner-0 -listen "127.0.0.1:$((BASE_PORT + 400))"
