@@ -136,11 +136,10 @@ type writer struct {
 	first  int
 	hashes []uint64 // prompt blocks 0..end-1
 
-	sent      int // blocks from first on that are pinned and posted
-	pins      []int
-	xfers     []*nixl.Xfer
-	bytes     uint64
-	firstPost time.Time
+	sent  int // blocks from first on that are pinned and posted
+	pins  []int
+	xfers []*nixl.Xfer
+	bytes uint64
 }
 
 func (w *writer) run(ctx context.Context, m *workerv1.RemotePrefillRequest, recv time.Time) (*workerv1.RemotePrefillResponse, error) {
@@ -213,7 +212,7 @@ func (w *writer) run(ctx context.Context, m *workerv1.RemotePrefillRequest, recv
 		QueueNanos:        uint64(queue),
 		PrefillNanos:      uint64(max(firstAt.Sub(recv)-queue, 0)),
 		TransferTailNanos: uint64(doneAt.Sub(firstAt)),
-		TransferNanos:     uint64(doneAt.Sub(w.firstPost)),
+		TransferNanos:     uint64(w.busy()),
 	}, nil
 }
 
@@ -235,9 +234,6 @@ func (w *writer) pump() error {
 		local[i] = nixl.Desc{Region: w.x.cfg.Region, Offset: uint64(r.Offset), Len: uint64(r.Length)}
 		remote[i] = nixl.Desc{Region: nixl.RegionID(w.target.GetRegion()), Offset: w.target.GetBlockOffsets()[w.sent+i], Len: bb}
 	}
-	if w.firstPost.IsZero() {
-		w.firstPost = time.Now()
-	}
 	xf, err := w.x.cfg.Agent.Post(nixl.XferRequest{Op: nixl.Write, Peer: w.peer, Local: local, Remote: remote})
 	if err != nil {
 		return connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf("posting KV write: %w", err))
@@ -256,6 +252,15 @@ func (w *writer) wait(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// busy sums the writes' post-to-done times.
+func (w *writer) busy() time.Duration {
+	var d time.Duration
+	for _, xf := range w.xfers {
+		d += xf.Elapsed()
+	}
+	return d
 }
 
 // release cancels writes still in flight, waits (bounded) until the

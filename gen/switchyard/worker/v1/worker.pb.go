@@ -1151,7 +1151,8 @@ type RemotePrefillResponse struct {
 	// Time from the first token until every write had landed: the part of
 	// the transfer not hidden behind compute.
 	TransferTailNanos uint64 `protobuf:"varint,7,opt,name=transfer_tail_nanos,json=transferTailNanos,proto3" json:"transfer_tail_nanos,omitempty"`
-	// Time from the first write posted to the last one done.
+	// Sum over the writes (one per engine step that committed blocks) of
+	// post-to-done time: the transfer's own cost, overlapped or not.
 	TransferNanos uint64 `protobuf:"varint,8,opt,name=transfer_nanos,json=transferNanos,proto3" json:"transfer_nanos,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
