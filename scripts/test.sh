@@ -40,7 +40,7 @@ go test -race -count=1 -timeout 25m "${pkgs[@]}"
 
 # The UCX backend of libs/nixl is cgo behind the `ucx` build tag (libucx-dev
 # from deps.sh); the packages below are built and tested with it too.
-ucx_pkgs=(./libs/nixl/...)
+ucx_pkgs=(./libs/nixl/... ./libs/worker/disagg/...)
 step "tests with -tags ucx (real UCX over loopback tcp and shared memory)"
 go vet -tags ucx "${ucx_pkgs[@]}"
 go test -race -count=1 -tags ucx -timeout 10m "${ucx_pkgs[@]}"
