@@ -82,9 +82,23 @@ walk:
 		// paid one after another. At most lookAhead-1 lookups are wasted
 		// past the end of the match.
 		var sets [lookAhead]*holderSet
+		var ms [lookAhead]uint64
 		end := min(n+lookAhead, len(hashes))
+		// First touch every home slot with loads that nothing branches on,
+		// so all the window's cache misses are in flight together; then
+		// probe.
+		var sink uint64
 		for j := n; j < end; j++ {
-			sets[j-n] = ix.lookup(hashes[j])
+			m := mix(hashes[j])
+			ms[j-n] = m
+			if t := ix.shardOf(m).tab.Load(); t != nil {
+				sink ^= t.slots[m&t.mask].key.Load()
+			}
+		}
+		r.touch ^= uint32(sink)
+		for j := n; j < end; j++ {
+			m := ms[j-n]
+			sets[j-n] = ix.shardOf(m).tab.Load().find(hashes[j], m)
 		}
 		for j := n; j < end; j++ {
 			if s := sets[j-n]; s != nil && len(s.hs) > 0 {
@@ -108,7 +122,7 @@ walk:
 }
 
 // lookAhead is how many blocks MatchInto looks up ahead of using them.
-const lookAhead = 8
+const lookAhead = 16
 
 // grow sizes the scratch for ids < n.
 func (r *Result) grow(n int) {

@@ -3,6 +3,7 @@ package radix
 import (
 	"sync"
 	"sync/atomic"
+	"unsafe"
 )
 
 // shardBits sets the shard count. Shards only bound how much a rehash
@@ -129,15 +130,17 @@ func (t *table) claim(h, m uint64) *slot {
 	}
 }
 
-// put inserts a live entry into a table nobody else can see yet, so it
-// needs no CAS; rehash makes sure it fits.
-func (t *table) put(h uint64, set *holderSet) {
-	for i := mix(h) & t.mask; ; i = (i + 1) & t.mask {
+// put inserts a live entry into a table nobody else can see yet. The table
+// is published afterwards through an atomic pointer store, which orders
+// these plain writes before any reader's loads, so put needs neither
+// atomics nor CAS; rehash makes sure it fits and sets used once at the end.
+func (t *table) put(h, m uint64, set *holderSet) {
+	for i := m & t.mask; ; i = (i + 1) & t.mask {
 		s := &t.slots[i]
-		if s.key.Load() == 0 {
-			s.key.Store(h)
-			s.set.Store(set)
-			t.used.Add(1)
+		k := (*uint64)(unsafe.Pointer(&s.key))
+		if *k == 0 {
+			*k = h
+			*(*unsafe.Pointer)(unsafe.Pointer(&s.set)) = unsafe.Pointer(set)
 			return
 		}
 	}
@@ -229,8 +232,10 @@ func (s *shard) rehash(t *table) {
 		if set == nil {
 			continue
 		}
-		nt.put(sl.key.Load(), set)
+		h := sl.key.Load()
+		nt.put(h, mix(h), set)
 	}
+	nt.used.Store(int64(live))
 	s.tab.Store(nt)
 }
 
