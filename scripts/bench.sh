@@ -1,45 +1,155 @@
 #!/usr/bin/env bash
-# `make bench`: brings up a local mesh of sim workers, replays a trace (or a
-# synthetic workload) through the frontend with loadtest, writes the report
-# into OUT, and stops the mesh.
+# `make bench`: brings up a local mesh of sim workers (scripts/run-local.sh),
+# replays a Mooncake trace (or a synthetic workload) through the frontend with
+# loadtest, writes the report into OUT, and always stops the mesh (on success,
+# failure and Ctrl-C). See docs/benchmarks.md.
 #
-#   TRACE        Mooncake JSONL trace (empty: synthetic workload)
+#   TRACE        conversation | synthetic | path to a Mooncake JSONL trace
+#                (empty: loadtest's synthetic multi-turn workload)
 #   DECODE       sim workers (default 8)
 #   ROUTER_MODE  kv | round-robin | random | least-loaded (default kv)
-#   NUM_BLOCKS   KV blocks per worker (default: the worker's default)
-#   SPEED        trace time compression, also the sim speed-up (default 10)
-#   LIMIT        replay only the first LIMIT requests (default 1000)
-#   OUT          report folder (default results/<mode>-<trace>)
-#   LOADTEST_ARGS extra loadtest flags
+#   NUM_BLOCKS   KV blocks of 16 tokens per worker (default: the worker's
+#                default, room for 16 full-context sequences = SIM_CONTEXT blocks)
+#   SPEED        trace time compression, also the sim speed-up, so the load
+#                relative to capacity is the real trace's (default 8)
+#   LIMIT        replay the first LIMIT trace requests / send LIMIT synthetic
+#                requests (default 1000)
+#   SIM_CONTEXT  sim context length (default 131072: the traces' prompts reach
+#                126k tokens; longer ones are cut to SIM_CONTEXT-2048)
+#   OUT          report folder (default results/<trace>-<mode>[-<blocks>])
+#   PORT         frontend port (default 8000)
+#   BASE_PORT    first internal port (default 9000): router BASE, decode
+#                BASE+200+i, kvbm-controller BASE+300, planner BASE+400
+#   NO_BUILD=1   skip building bin/
+#   LOADTEST_ARGS, WORKER_ARGS, ROUTER_ARGS  extra flags
 set -euo pipefail
 cd "$(dirname "$0")/.."
-: "${DECODE:=8}" "${ROUTER_MODE:=kv}" "${SPEED:=10}" "${LIMIT:=1000}" "${PORT:=8000}"
-name="${ROUTER_MODE}-$(basename "${TRACE:-synthetic}" .jsonl)"
+: "${DECODE:=8}" "${ROUTER_MODE:=kv}" "${SPEED:=8}" "${LIMIT:=1000}" "${PORT:=8000}" "${BASE_PORT:=9000}" "${SIM_CONTEXT:=131072}"
+die() { echo "bench: $*" >&2; exit 2; }
+for v in DECODE LIMIT PORT BASE_PORT SIM_CONTEXT; do [[ "${!v}" =~ ^[0-9]+$ ]] || die "$v=${!v}: want a number"; done
+[[ "$SPEED" =~ ^[0-9]+(\.[0-9]+)?$ ]] && awk "BEGIN{exit !($SPEED > 0)}" || die "SPEED=$SPEED: want a positive number"
+[ -z "${NUM_BLOCKS:-}" ] || [[ "$NUM_BLOCKS" =~ ^[0-9]+$ ]] || die "NUM_BLOCKS=$NUM_BLOCKS: want a number"
+
+case "${TRACE:-}" in
+  conversation | synthetic) TRACE="../shared/traces/${TRACE}_trace.jsonl" ;;
+esac
+[ -z "${TRACE:-}" ] || [ -f "$TRACE" ] || die "TRACE=$TRACE: no such file (conversation, synthetic or a path)"
+name="$(basename "${TRACE:-synthetic-workload}" .jsonl)"
+name="${name%_trace}-$ROUTER_MODE${NUM_BLOCKS:+-$NUM_BLOCKS}"
 : "${OUT:=results/$name}"
-worker_args="-sim-speedup $SPEED -sim-context 131072 -sim-vocab 32000"
-[ -n "${NUM_BLOCKS:-}" ] && worker_args="$worker_args -num-blocks $NUM_BLOCKS"
 
-scripts/build.sh frontend router decode prefill kvbm-controller planner
-go build -o bin/loadtest ./loadtest/cmd/loadtest
+# The mesh's ports are fixed; a second mesh would make our services fail to
+# bind (or, worse, answer our health checks), so refuse early.
+for port in "$PORT" $BASE_PORT $((BASE_PORT + 300)) $((BASE_PORT + 400)) $(seq $((BASE_PORT + 200)) $((BASE_PORT + 200 + DECODE - 1))); do
+  if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+    die "127.0.0.1:$port is in use (another mesh running? stop it, or set PORT and BASE_PORT)"
+  fi
+done
 
-log=$(mktemp)
-EXECUTOR=sim DECODE=$DECODE PREFILL=0 ROUTERS=1 ROUTER_MODE=$ROUTER_MODE DISCOVERY=file PORT=$PORT \
-  WORKER_ARGS="$worker_args" scripts/run-local.sh >"$log" 2>&1 &
+if [ -z "${NO_BUILD:-}" ]; then
+  scripts/build.sh frontend router decode kvbm-controller planner
+  go build -o bin/loadtest ./loadtest/cmd/loadtest
+fi
+
+# The router's predicted prefill load of a block should last as long as the
+# sim takes to prefill it: prefill_ms(512)/32 blocks ≈ 2.0 ms, over the speed-up.
+pbt=$(awk "BEGIN{printf \"%dus\", 2016 / $SPEED}")
+worker_args="-sim-speedup $SPEED -sim-context $SIM_CONTEXT -sim-vocab 32000${NUM_BLOCKS:+ -num-blocks $NUM_BLOCKS} ${WORKER_ARGS:-}"
+router_args="-prefill-block-time $pbt ${ROUTER_ARGS:-}"
+
+mkdir -p "$OUT"
+log="$OUT/mesh.log"
+# run-local.sh gets its own session so a Ctrl-C reaches only loadtest (which
+# then writes its report); the mesh is stopped by stop() below, in order.
+EXECUTOR=sim DECODE=$DECODE PREFILL=0 ROUTERS=1 ROUTER_MODE=$ROUTER_MODE DISCOVERY=file PORT=$PORT BASE_PORT=$BASE_PORT \
+  WORKER_ARGS="$worker_args" ROUTER_ARGS="$router_args" MODEL='' TOKENIZER='' \
+  setsid scripts/run-local.sh >"$log" 2>&1 </dev/null &
 mesh=$!
-trap 'kill -TERM $mesh 2>/dev/null; wait $mesh 2>/dev/null || true' EXIT
+stop() {
+  trap - EXIT INT TERM
+  kill -0 "$mesh" 2>/dev/null || return 0
+  echo "bench: stopping the mesh"
+  kill -TERM "$mesh" 2>/dev/null || true
+  for _ in $(seq 150); do kill -0 "$mesh" 2>/dev/null || break; sleep 0.2; done
+  if kill -0 "$mesh" 2>/dev/null; then
+    echo "bench: mesh still up after 30s; killing it" >&2
+    kill -KILL -- "-$mesh" 2>/dev/null || true
+  fi
+  wait "$mesh" 2>/dev/null || true
+  local state
+  state=$(sed -n 's/^run: starting the mesh (state in \(.*\))$/\1/p' "$log")
+  [ -n "$state" ] && [ -d "$state/logs" ] && cp -r "$state/logs" "$OUT/mesh-logs" && rm -rf "$state"
+  return 0
+}
+trap stop EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
 for _ in $(seq 600); do
   grep -q "Switchyard is up" "$log" && break
-  kill -0 $mesh 2>/dev/null || { cat "$log"; echo "bench: mesh failed to start" >&2; exit 1; }
+  kill -0 "$mesh" 2>/dev/null || { cat "$log" >&2; die "the mesh failed to start (log: $log)"; }
   sleep 0.2
 done
-grep -q "Switchyard is up" "$log" || { cat "$log"; echo "bench: mesh not up after 120s" >&2; exit 1; }
+grep -q "Switchyard is up" "$log" || { cat "$log" >&2; die "the mesh is not up after 120s (log: $log)"; }
+sleep 2 # let the router finish its KV event subscriptions (dumps of empty caches)
 
-args=(--url "http://127.0.0.1:$PORT" --out "$OUT" --vocab 32000)
+args=(--url "http://127.0.0.1:$PORT" --out "$OUT" --vocab 32000 --progress lines --progress-interval 15s)
+ceiling=""
 if [ -n "${TRACE:-}" ]; then
-  args+=(--trace "$TRACE" --speed "$SPEED" --trace-limit "$LIMIT")
+  maxin=$((SIM_CONTEXT - 2048))
+  args+=(--trace "$TRACE" --speed "$SPEED" --trace-limit "$LIMIT" --max-input-tokens "$maxin" --max-output-tokens 2048)
+  if command -v python3 >/dev/null; then
+    scripts/trace-ceiling.py "$TRACE" "$LIMIT" "$maxin" >"$OUT/ceiling.json"
+    ceiling=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["token_ceiling"])' "$OUT/ceiling.json")
+  fi
 else
   args+=(--concurrency 16 --max-requests "$LIMIT")
 fi
+cat >"$OUT/bench.env" <<ENV
+TRACE=${TRACE:-}
+DECODE=$DECODE
+ROUTER_MODE=$ROUTER_MODE
+NUM_BLOCKS=${NUM_BLOCKS:-default ($SIM_CONTEXT)}
+SPEED=$SPEED
+LIMIT=$LIMIT
+SIM_CONTEXT=$SIM_CONTEXT
+WORKER_ARGS=$worker_args
+ROUTER_ARGS=$router_args
+LOADTEST_ARGS=${LOADTEST_ARGS:-}
+ENV
+echo "bench: $DECODE sim workers, router $ROUTER_MODE, KV ${NUM_BLOCKS:-default} blocks, speed $SPEED"
 echo "bench: bin/loadtest ${args[*]} ${LOADTEST_ARGS:-}"
-bin/loadtest "${args[@]}" ${LOADTEST_ARGS:-}
+rc=0
+bin/loadtest "${args[@]}" ${LOADTEST_ARGS:-} || rc=$?
+# The services' own counters, read before they stop: per-worker prompt and
+# prefix-hit tokens and preemptions, the router's decisions and matches.
+mkdir -p "$OUT/metrics"
+curl -fsS "http://127.0.0.1:$BASE_PORT/metrics" >"$OUT/metrics/router-0.txt" 2>/dev/null || true
+for i in $(seq 0 $((DECODE - 1))); do
+  curl -fsS "http://127.0.0.1:$((BASE_PORT + 200 + i))/metrics" >"$OUT/metrics/decode-$i.txt" 2>/dev/null || true
+done
+if command -v python3 >/dev/null && [ -f "$OUT/summary.json" ]; then
+  python3 - "$OUT" "$ceiling" <<'PY' || true
+import glob, json, os, sys
+out, c = sys.argv[1], float(sys.argv[2] or 0)
+r = json.load(open(os.path.join(out, "summary.json")))["results"]
+h = r.get("cache_hit_ratio", 0)
+if c:
+    print(f"bench: prefix hit ratio {100*h:.2f}% vs infinite-cache ceiling {100*c:.2f}% ({100*h/c:.0f}% of it)")
+def metric(path, name):
+    for line in open(path):
+        if line.startswith(name + " "):
+            return float(line.split()[1])
+    return 0.0
+rows = []
+for p in sorted(glob.glob(os.path.join(out, "metrics", "decode-*.txt"))):
+    rows.append((os.path.basename(p)[:-4], metric(p, "switchyard_worker_prompt_tokens_total"),
+                 metric(p, "switchyard_worker_prefix_hit_tokens_total"), metric(p, "switchyard_worker_preemptions_total")))
+total = sum(x[1] for x in rows) or 1
+print("bench: per worker (share of prompt tokens / prefix hit / preemptions): " + ", ".join(
+    f"{w} {100*p/total:.0f}%/{100*hit/(p or 1):.0f}%/{int(pre)}" for w, p, hit, pre in rows))
+PY
+fi
+stop
 echo "bench: report in $OUT"
+exit "$rc"

@@ -39,7 +39,9 @@ cleanup() {
   for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
   echo "run: stopped; logs kept in $logs"
 }
-trap cleanup INT TERM EXIT
+trap 'cleanup; exit 130' INT
+trap 'cleanup; exit 143' TERM
+trap cleanup EXIT
 
 common=(-discovery "$DISCOVERY")
 if [ "$DISCOVERY" = consul ]; then

@@ -90,6 +90,23 @@ func TestStreamCachedTokens(t *testing.T) {
 	}
 }
 
+// A token that decodes to no text (here the only one) still ends the wait
+// for output: the finishing chunk counts as the first output.
+func TestStreamTokenWithoutText(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		fmt.Fprint(w, `data: {"choices":[{"index":0,"text":"","finish_reason":"length"}]}`+"\n\n"+
+			`data: {"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":1}}`+"\n\ndata: [DONE]\n\n")
+	}))
+	t.Cleanup(srv.Close)
+	var rec metrics.Record
+	newClient(t, srv.URL, Completions).Stream(t.Context(), Request{Text: "x", MaxTokens: 1}, &rec)
+	if rec.Err != "" || rec.Chunks != 1 || rec.OutputTokens != 1 || rec.TTFT <= 0 {
+		t.Fatalf("err %q chunks %d output %d ttft %v", rec.Err, rec.Chunks, rec.OutputTokens, rec.TTFT)
+	}
+}
+
 func TestStreamErrors(t *testing.T) {
 	t.Parallel()
 	sse := func(body string) http.HandlerFunc {

@@ -119,8 +119,9 @@ type chunk struct {
 	Object  string `json:"object"`
 	Message string `json:"message"`
 	Choices []struct {
-		Text  string `json:"text"`
-		Delta struct {
+		Text         string `json:"text"`
+		FinishReason string `json:"finish_reason"`
+		Delta        struct {
 			Content          string `json:"content"`
 			ReasoningContent string `json:"reasoning_content"`
 		} `json:"delta"`
@@ -193,6 +194,12 @@ func (m *measure) event(ev sse.Event, now time.Time) error {
 		c := &ch.Choices[i]
 		text := c.Text + c.Delta.Content + c.Delta.ReasoningContent
 		if text == "" {
+			// Tokens can decode to no text (a special token, a byte of an
+			// unfinished UTF-8 sequence). If none of a stream's tokens had
+			// text, the finishing chunk is the first output the client sees.
+			if m.rec.Chunks == 0 && c.FinishReason != "" {
+				output = true
+			}
 			continue
 		}
 		output = true
