@@ -29,9 +29,13 @@ func New(cfg Config) nixl.BackendFactory {
 		if err != nil {
 			return nil, err
 		}
-		b := &Backend{env: env, w: w, peerErrs: !cfg.NoPeerErrHandling, regs: map[nixl.RegionID]C.ucp_mem_h{}, conns: map[*conn]struct{}{}}
-		w.onNotif = b.deliver
+		b := &Backend{env: env, w: w, peerErrs: !cfg.NoPeerErrHandling, oneSided: cfg.OneSidedWrite,
+			regs: map[nixl.RegionID]reg{}, conns: map[*conn]struct{}{},
+			incoming: map[*incoming]struct{}{}, replies: map[string]*conn{}}
+		w.poll = b.poll
+		w.checkFailed = b.checkFailed
 		w.destroy = b.destroy
+		w.start()
 		var addrErr error
 		w.call(func() { b.addr, addrErr = workerAddress(w.w) })
 		if addrErr != nil {
@@ -59,9 +63,31 @@ type Backend struct {
 	w        *worker
 	addr     []byte
 	peerErrs bool
+	oneSided bool
 
-	regs  map[nixl.RegionID]C.ucp_mem_h
-	conns map[*conn]struct{}
+	regs     map[nixl.RegionID]reg
+	conns    map[*conn]struct{}
+	incoming map[*incoming]struct{} // WRITEs this agent is the target of
+	replies  map[string]*conn       // endpoints to initiators, by address
+}
+
+// reg is a registered region.
+type reg struct {
+	memh C.ucp_mem_h
+	base uintptr
+	len  int
+}
+
+// memh returns the handle of the registered region holding [p, p+n), or
+// nil (UCX then registers on the fly).
+func (b *Backend) memh(p unsafe.Pointer, n int) C.ucp_mem_h {
+	a := uintptr(p)
+	for _, r := range b.regs {
+		if a >= r.base && a+uintptr(n) <= r.base+uintptr(r.len) {
+			return r.memh
+		}
+	}
+	return nil
 }
 
 // Name implements nixl.Backend.
@@ -85,7 +111,7 @@ func (b *Backend) RegisterMemory(id nixl.RegionID, mem []byte) ([]byte, error) {
 			return
 		}
 		defer C.ucp_rkey_buffer_release(rkey)
-		b.regs[id] = memh
+		b.regs[id] = reg{memh: memh, base: uintptr(base), len: len(mem)}
 		key = binary.BigEndian.AppendUint64(nil, uint64(uintptr(base)))
 		key = append(key, C.GoBytes(rkey, C.int(n))...)
 	})
@@ -99,13 +125,13 @@ func (b *Backend) RegisterMemory(id nixl.RegionID, mem []byte) ([]byte, error) {
 func (b *Backend) DeregisterMemory(id nixl.RegionID) error {
 	var err error
 	ok := b.w.call(func() {
-		memh, found := b.regs[id]
+		r, found := b.regs[id]
 		if !found {
 			err = fmt.Errorf("ucx: %w: %d", nixl.ErrUnknownRegion, id)
 			return
 		}
 		delete(b.regs, id)
-		if st := status(C.ucp_mem_unmap(b.w.ctx, memh)); st != statusOK {
+		if st := status(C.ucp_mem_unmap(b.w.ctx, r.memh)); st != statusOK {
 			err = fmt.Errorf("ucx: mem unmap: %w", st.err())
 		}
 	})
@@ -120,23 +146,27 @@ func (b *Backend) Connect(peer nixl.PeerInfo) (nixl.Conn, error) {
 	if len(peer.Address) == 0 {
 		return nil, fmt.Errorf("ucx: empty worker address for %s", peer.Name)
 	}
-	c := &conn{b: b, peer: peer.Name, rkeys: map[nixl.RegionID]rkey{}}
+	var c *conn
 	var err error
-	ok := b.w.call(func() {
-		addr := C.CBytes(peer.Address)
-		defer C.free(addr)
-		c.failed = (*C.int)(C.calloc(1, C.sizeof_int))
-		if st := status(C.nx_ep_create(b.w.w, addr, boolInt(b.peerErrs), c.failed, &c.ep)); st != statusOK {
-			C.free(unsafe.Pointer(c.failed))
-			err = fmt.Errorf("ucx: %w: ep create to %s: %w", nixl.ErrPeerGone, peer.Name, st.err())
-			return
-		}
-		b.conns[c] = struct{}{}
-	})
+	ok := b.w.call(func() { c, err = b.connect(peer.Name, peer.Address) })
 	if !ok {
 		return nil, nixl.ErrClosed
 	}
 	return c, err
+}
+
+// connect creates an endpoint on the loop.
+func (b *Backend) connect(name string, address []byte) (*conn, error) {
+	c := &conn{b: b, peer: name, rkeys: map[nixl.RegionID]rkey{}, id: newConnID(), writes: map[*wx]struct{}{}}
+	addr := C.CBytes(address)
+	defer C.free(addr)
+	c.failed = (*C.int)(C.calloc(1, C.sizeof_int))
+	if st := status(C.nx_ep_create(b.w.w, addr, boolInt(b.peerErrs), c.failed, &c.ep)); st != statusOK {
+		C.free(unsafe.Pointer(c.failed))
+		return nil, fmt.Errorf("ucx: %w: ep create to %s: %w", nixl.ErrPeerGone, name, st.err())
+	}
+	b.conns[c] = struct{}{}
+	return c, nil
 }
 
 // Close closes every endpoint, unmaps memory and destroys the worker.
@@ -147,11 +177,14 @@ func (b *Backend) Close() error {
 
 // destroy runs on the loop during shutdown.
 func (b *Backend) destroy() {
+	for in := range b.incoming {
+		in.cancel()
+	}
 	for c := range b.conns {
 		c.closeEP()
 	}
-	for id, memh := range b.regs {
-		C.ucp_mem_unmap(b.w.ctx, memh)
+	for id, r := range b.regs {
+		C.ucp_mem_unmap(b.w.ctx, r.memh)
 		delete(b.regs, id)
 	}
 }
@@ -166,12 +199,20 @@ func (b *Backend) deliver(data []byte) {
 	b.env.Notify(string(data[1:1+n]), data[1+n:])
 }
 
+// poll receives waiting notifications and WRITE headers; it reports
+// whether any came.
+func (b *Backend) poll() bool {
+	n := b.pollNotifs()
+	return b.pollHeaders() || n
+}
+
 // pollNotifs receives waiting notifications; it reports whether any came.
-func (w *worker) pollNotifs() bool {
+func (b *Backend) pollNotifs() bool {
 	got := false
 	for {
 		var buf unsafe.Pointer
-		n := C.nx_tag_poll(w.w, notifTag, &buf)
+		var stag C.uint64_t
+		n := C.nx_tag_poll(b.w.w, notifTag, C.uint64_t(^uint64(0)), &buf, &stag)
 		if n == -1 {
 			return got
 		}
@@ -179,7 +220,7 @@ func (w *worker) pollNotifs() bool {
 		if n >= 0 {
 			data := C.GoBytes(buf, C.int(n))
 			C.free(buf)
-			w.onNotif(data)
+			b.deliver(data)
 		}
 	}
 }

@@ -25,6 +25,12 @@ type conn struct {
 	failed *C.int // set by UCX's error callback
 	rkeys  map[nixl.RegionID]rkey
 	closed bool
+
+	// Tagged WRITE state (write.go).
+	id     uint64 // random connection id, in bits 32-59 of tags
+	xseq   uint32 // last WRITE sequence number
+	dseq   uint32 // next data message sequence number
+	writes map[*wx]struct{}
 }
 
 type rkey struct {
@@ -69,6 +75,10 @@ func (c *conn) post(req *nixl.Request) {
 	}
 	if req.IsCanceled() {
 		req.Done(nixl.ErrCanceled)
+		return
+	}
+	if req.Op == nixl.Write && !c.b.oneSided {
+		c.postWrite(req)
 		return
 	}
 	var postErr error
@@ -156,6 +166,7 @@ func (c *conn) closeEP() {
 	}
 	c.closed = true
 	delete(c.b.conns, c)
+	c.failWrites(c.gone(fmt.Errorf("connection closed")))
 	r := C.nx_ep_close(c.ep)
 	finish := func(status) {
 		for id, rk := range c.rkeys {

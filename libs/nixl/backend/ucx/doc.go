@@ -30,6 +30,9 @@ import (
 	"time"
 )
 
+// defaultSpinWait is Config.SpinWait's default.
+const defaultSpinWait = 100 * time.Microsecond
+
 // Name is the backend's identifier in metadata.
 const Name = "ucx"
 
@@ -42,6 +45,10 @@ type Config struct {
 	// IdleWait is the longest the progress goroutine sleeps between checks
 	// when nothing is outstanding (events wake it earlier). Default 100ms.
 	IdleWait time.Duration
+	// SpinWait is how long the progress goroutine keeps polling after its
+	// last activity before it sleeps on the event fd: the next message of a
+	// stream then costs no wake-up. Default 100µs; negative disables.
+	SpinWait time.Duration
 	// NoPeerErrHandling creates endpoints without
 	// UCP_ERR_HANDLING_MODE_PEER. UCX 1.13's shared-memory transports
 	// (posix, sysv) cannot handle peer failure, so with the default mode a
@@ -50,4 +57,10 @@ type Config struct {
 	// dies mid-transfer is then not detected by UCX, so bound Wait with a
 	// context and Invalidate the peer.
 	NoPeerErrHandling bool
+	// OneSidedWrite makes WRITE a one-sided ucp_put_nbx + flush, as READ
+	// is, instead of the default tagged WRITE (tag rendezvous into memory
+	// the target receives into; see write.go). Put is the better choice
+	// only where UCX has a hardware RMA lane (RDMA NICs); UCX 1.13 emulates
+	// put over tcp and shared memory with active-message fragments.
+	OneSidedWrite bool
 }

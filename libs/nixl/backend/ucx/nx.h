@@ -81,6 +81,25 @@ static void *nx_tag_send(ucp_ep_h ep, void *buf, size_t len, uint64_t tag, ucs_s
 	return nx_status(ucp_tag_send_nbx(ep, buf, len, tag, &p), st);
 }
 
+// nx_tag_send_mem sends buf (inside registered memory memh, or NULL) as
+// one tagged message; large messages go by rendezvous, zero-copy.
+static void *nx_tag_send_mem(ucp_ep_h ep, void *buf, size_t len, uint64_t tag, ucp_mem_h memh, ucs_status_t *st) {
+	ucp_request_param_t p;
+	p.op_attr_mask = 0;
+	if (memh != NULL) { p.op_attr_mask |= UCP_OP_ATTR_FIELD_MEMH; p.memh = memh; }
+	return nx_status(ucp_tag_send_nbx(ep, buf, len, tag, &p), st);
+}
+
+// nx_tag_recv posts a receive of the message with exactly this tag into buf.
+static void *nx_tag_recv(ucp_worker_h w, void *buf, size_t len, uint64_t tag, ucp_mem_h memh, ucs_status_t *st) {
+	ucp_request_param_t p;
+	p.op_attr_mask = 0;
+	if (memh != NULL) { p.op_attr_mask |= UCP_OP_ATTR_FIELD_MEMH; p.memh = memh; }
+	return nx_status(ucp_tag_recv_nbx(w, buf, len, tag, (ucp_tag_t)-1, &p), st);
+}
+
+static void nx_cancel(ucp_worker_h w, void *req) { ucp_request_cancel(w, req); }
+
 static void *nx_ep_close(ucp_ep_h ep) {
 	ucp_request_param_t p;
 	p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
@@ -100,9 +119,9 @@ static ucs_status_t nx_check(void *req) {
 // malloc'd buffer (*out; caller frees). Returns its length, -1 when none is
 // waiting, -2 on a receive error. Notifications are small, so waiting for
 // the receive to finish here is short.
-static ssize_t nx_tag_poll(ucp_worker_h w, uint64_t tag, void **out) {
+static ssize_t nx_tag_poll(ucp_worker_h w, uint64_t tag, uint64_t mask, void **out, uint64_t *sender_tag) {
 	ucp_tag_recv_info_t info;
-	ucp_tag_message_h msg = ucp_tag_probe_nb(w, tag, (ucp_tag_t)-1, 1, &info);
+	ucp_tag_message_h msg = ucp_tag_probe_nb(w, tag, mask, 1, &info);
 	if (msg == NULL) return -1;
 	void *buf = malloc(info.length ? info.length : 1);
 	ucp_request_param_t p;
@@ -115,6 +134,7 @@ static ssize_t nx_tag_poll(ucp_worker_h w, uint64_t tag, void **out) {
 	}
 	if (st != UCS_OK) { free(buf); return -2; }
 	*out = buf;
+	*sender_tag = info.sender_tag;
 	return (ssize_t)info.length;
 }
 

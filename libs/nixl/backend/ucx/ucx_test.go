@@ -3,12 +3,17 @@
 package ucx_test
 
 import (
+	"context"
+	"errors"
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"switchyard.dev/libs/nixl"
+	"switchyard.dev/libs/nixl/arena"
 	"switchyard.dev/libs/nixl/backend/ucx"
+	"switchyard.dev/libs/nixl/metadata"
 	"switchyard.dev/libs/nixl/nixltest"
 )
 
@@ -50,4 +55,70 @@ func TestContractSharedMemory(t *testing.T) {
 		return ucx.New(cfg), ucx.New(cfg)
 	}
 	nixltest.Run(t, shm, nixltest.Caps{Backend: ucx.Name, NoPeerFailure: true})
+}
+
+// TestWriteRejectedByTarget: a tagged WRITE is checked against the
+// target's registrations (the initiator here trusts lying metadata); the
+// rejected data, eager or rendezvous sized, is drained and the connection
+// keeps working. OneSidedWrite keeps put semantics (not checked remotely).
+func TestWriteRejectedByTarget(t *testing.T) {
+	const size = 4 << 20
+	node := func(name string) (*nixl.Agent, nixl.RegionID) {
+		a, err := nixl.NewAgent(nixl.Config{Name: name, Backends: []nixl.BackendFactory{ucx.New(ucx.Config{})}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ar, err := arena.Map(size)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = a.Close(); _ = ar.Close() })
+		id, err := a.RegisterMemory(ar.Bytes())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a, id
+	}
+	init, lid := node("init")
+	target, rid := node("target")
+	blob, err := target.Metadata()
+	if err != nil {
+		t.Fatal(err)
+	}
+	md, err := metadata.Decode(blob)
+	if err != nil {
+		t.Fatal(err)
+	}
+	md.Regions[0].Len = 1 << 40 // lie: the region is 4 MiB
+	md.Regions = append(md.Regions, metadata.Region{ID: 77, Len: size, Keys: md.Regions[0].Keys})
+	if blob, err = metadata.Encode(md); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := init.LoadRemoteMetadata(blob); err != nil {
+		t.Fatal(err)
+	}
+	write := func(remote nixl.Desc) error {
+		x, err := init.Post(nixl.XferRequest{Op: nixl.Write, Peer: "target", Notif: []byte("n"),
+			Local: []nixl.Desc{{Region: lid, Len: remote.Len}}, Remote: []nixl.Desc{remote}})
+		if err != nil {
+			return err
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		return x.Wait(ctx)
+	}
+	for _, n := range []uint64{64, 1 << 20} {
+		if err := write(nixl.Desc{Region: rid, Offset: size, Len: n}); !errors.Is(err, nixl.ErrRemote) || !errors.Is(err, nixl.ErrOutOfRange) {
+			t.Errorf("%d bytes out of range: %v", n, err)
+		}
+		if err := write(nixl.Desc{Region: 77, Len: n}); !errors.Is(err, nixl.ErrRemote) || !errors.Is(err, nixl.ErrUnknownRegion) {
+			t.Errorf("%d bytes to unknown region: %v", n, err)
+		}
+		if err := write(nixl.Desc{Region: rid, Len: n}); err != nil {
+			t.Errorf("valid %d-byte write after rejections: %v", n, err)
+		}
+	}
+	if got := target.GetNotifs(); len(got) != 2 {
+		t.Errorf("notifications: got %d, want 2 (rejected writes notify nothing)", len(got))
+	}
 }

@@ -25,6 +25,7 @@ type worker struct {
 	wakeR  int
 	wakeW  int
 	idleMs C.int
+	spin   time.Duration
 
 	mu      sync.Mutex
 	cmds    []func()
@@ -32,10 +33,11 @@ type worker struct {
 	done    chan struct{}
 
 	// Owned by the loop goroutine.
-	active  []pending
-	quit    bool
-	onNotif func(data []byte)
-	destroy func()
+	active      []pending
+	quit        bool
+	poll        func() bool // receive notifications and WRITE headers
+	checkFailed func()
+	destroy     func()
 }
 
 // pending is an outstanding request and what to do when it finishes.
@@ -47,6 +49,10 @@ type pending struct {
 func newWorker(cfg Config) (*worker, error) {
 	w := &worker{done: make(chan struct{}), efd: -1}
 	w.idleMs = C.int(max(cfg.IdleWait, time.Millisecond) / time.Millisecond)
+	w.spin = cfg.SpinWait
+	if w.spin == 0 {
+		w.spin = defaultSpinWait
+	}
 	if st := status(C.nx_init(1, &w.ctx, &w.w)); st != statusOK {
 		return nil, fmt.Errorf("ucx: init: %w", st.err())
 	}
@@ -60,8 +66,7 @@ func newWorker(cfg Config) (*worker, error) {
 		return nil, fmt.Errorf("ucx: wake pipe: %w", err)
 	}
 	w.wakeR, w.wakeW = p[0], p[1]
-	go w.loop()
-	return w, nil
+	return w, nil // the owner sets the hooks, then calls start
 }
 
 // do queues f for the loop; it reports false once the worker has stopped.
@@ -101,10 +106,14 @@ func (w *worker) watch(r request, st status, done func(status)) {
 	w.active = append(w.active, pending{req: r, done: done})
 }
 
+// start runs the loop goroutine; the hooks must be set before.
+func (w *worker) start() { go w.loop() }
+
 func (w *worker) loop() {
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	defer close(w.done)
+	var lastBusy time.Time
 	for {
 		w.mu.Lock()
 		cmds := w.cmds
@@ -121,9 +130,28 @@ func (w *worker) loop() {
 		for C.ucp_worker_progress(w.w) != 0 {
 			busy = true
 		}
-		busy = w.pollNotifs() || busy
+		busy = w.poll() || busy
 		busy = w.reap() || busy
-		if !busy && len(w.active) == 0 {
+		if len(w.active) > 0 {
+			w.checkFailed()
+		}
+		// While polling without progress, yield: the goroutines waiting
+		// on our completions (and, in one process, the peer agent's loop)
+		// need a P, and a spinning locked goroutine would otherwise hold
+		// it until the runtime preempts it (~10ms).
+		switch {
+		case busy:
+			lastBusy = time.Time{}
+		case len(w.active) > 0:
+			lastBusy = time.Time{}
+			runtime.Gosched()
+		case w.spin > 0 && lastBusy.IsZero():
+			lastBusy = time.Now()
+			runtime.Gosched()
+		case w.spin > 0 && time.Since(lastBusy) < w.spin:
+			runtime.Gosched()
+		default:
+			lastBusy = time.Time{}
 			C.nx_wait(w.w, w.efd, C.int(w.wakeR), w.idleMs)
 		}
 	}

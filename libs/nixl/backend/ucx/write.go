@@ -1,0 +1,395 @@
+//go:build ucx && cgo
+
+package ucx
+
+/*
+#cgo pkg-config: ucx
+#include "nx.h"
+*/
+import "C"
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"unsafe"
+
+	"switchyard.dev/libs/nixl"
+)
+
+// Tagged WRITE. UCX 1.13 has no one-sided put on tcp or shared memory: it
+// emulates put with active messages that the target must progress, in
+// bounce-buffer fragments. Its tag rendezvous instead moves large messages
+// zero-copy (cma on shared memory, put/get zcopy on tcp). A WRITE therefore
+// goes as:
+//
+//	initiator                                   target
+//	post recv(ack)
+//	send hdr {reply address, data tags, pairs} ─► probe hdr, check each pair
+//	send data[i] (registered, rendezvous)        against its registrations,
+//	                                             post recv(data[i]) into them
+//	                                         ◄── all landed: notify, send ack
+//	ack received → Done
+//
+// Tags: bits 60-63 class, 32-59 the initiating connection's random id,
+// 0-31 a per-connection sequence number.
+const (
+	classShift = 60
+	classMask  = uint64(0xF) << classShift
+	tagHdr     = uint64(0xA) << classShift
+	tagData    = uint64(0xB) << classShift
+	tagAck     = uint64(0xC) << classShift
+	connIDBits = 28
+)
+
+// Ack codes sent back by the target.
+const (
+	ackOK = iota
+	ackUnknownRegion
+	ackOutOfRange
+	ackFailed
+)
+
+func newConnID() uint64 { return rand.Uint64N(1<<connIDBits) << 32 }
+
+// wx is an initiated tagged WRITE.
+type wx struct {
+	c      *conn
+	req    *nixl.Request
+	left   int // requests not yet finished, +1 while posting
+	err    error
+	ack    request // the ack receive while it is outstanding
+	ackBuf unsafe.Pointer
+	hdrBuf unsafe.Pointer
+	gaveUp bool // the ack receive was canceled
+}
+
+// postWrite issues a tagged WRITE (see above).
+func (c *conn) postWrite(req *nixl.Request) {
+	w := c.b.w
+	c.xseq++
+	xseq := uint64(c.xseq)
+	dseq := c.dseq
+	c.dseq += uint32(len(req.Pairs))
+
+	x := &wx{c: c, req: req, left: 3 + len(req.Pairs)}
+	x.ackBuf = C.calloc(1, 8)
+	var st C.ucs_status_t
+	r := C.nx_tag_recv(w.w, x.ackBuf, 8, C.uint64_t(tagAck|c.id|xseq), nil, &st)
+	if status(st) == statusInProgress {
+		x.ack = request(r)
+		c.writes[x] = struct{}{}
+	}
+	w.watch(request(r), status(st), func(st status) {
+		x.ack = nil
+		delete(c.writes, x)
+		if st != statusOK {
+			x.fail(c.gone(st.err()))
+		} else if code := *(*byte)(x.ackBuf); code != ackOK {
+			x.fail(ackErr(code))
+		}
+		x.finish()
+	})
+
+	hdr := c.header(req, dseq)
+	x.hdrBuf = C.CBytes(hdr)
+	r = C.nx_tag_send_mem(c.ep, x.hdrBuf, C.size_t(len(hdr)), C.uint64_t(tagHdr|c.id|xseq), nil, &st)
+	w.watch(request(r), status(st), x.sent)
+	for i, p := range req.Pairs {
+		if x.err != nil { // the peer failed: account for the rest
+			x.left -= len(req.Pairs) - i
+			break
+		}
+		buf := unsafe.Pointer(unsafe.SliceData(p.Local))
+		r = C.nx_tag_send_mem(c.ep, buf, C.size_t(len(p.Local)), C.uint64_t(tagData|c.id|uint64(dseq+uint32(i))),
+			c.b.memh(buf, len(p.Local)), &st)
+		w.watch(request(r), status(st), x.sent)
+	}
+	x.finish()
+}
+
+func (x *wx) sent(st status) {
+	if st != statusOK {
+		x.fail(x.c.gone(st.err()))
+	}
+	x.finish()
+}
+
+// fail records the first error and stops waiting for the ack.
+func (x *wx) fail(err error) {
+	if x.err == nil {
+		x.err = err
+	}
+	if x.ack != nil && !x.gaveUp {
+		x.gaveUp = true
+		C.nx_cancel(x.c.b.w.w, unsafe.Pointer(x.ack))
+	}
+}
+
+func (x *wx) finish() {
+	if x.left--; x.left > 0 {
+		return
+	}
+	C.free(x.ackBuf)
+	C.free(x.hdrBuf)
+	x.req.Done(x.err)
+}
+
+func ackErr(code byte) error {
+	switch code {
+	case ackUnknownRegion:
+		return fmt.Errorf("ucx: %w: %w", nixl.ErrRemote, nixl.ErrUnknownRegion)
+	case ackOutOfRange:
+		return fmt.Errorf("ucx: %w: %w", nixl.ErrRemote, nixl.ErrOutOfRange)
+	}
+	return fmt.Errorf("ucx: %w: target failed to receive", nixl.ErrRemote)
+}
+
+// header encodes (little endian): u32 len, reply address; u32 first data
+// sequence number; u32 npairs; u8 len, initiator name; u8 has notif; u32
+// len, notif; npairs × {u32 region, u64 offset, u64 length}.
+func (c *conn) header(req *nixl.Request, dseq uint32) []byte {
+	self := c.b.env.Agent
+	h := make([]byte, 0, 4+len(c.b.addr)+8+1+len(self)+5+len(req.Notif)+20*len(req.Pairs))
+	h = binary.LittleEndian.AppendUint32(h, uint32(len(c.b.addr)))
+	h = append(h, c.b.addr...)
+	h = binary.LittleEndian.AppendUint32(h, dseq)
+	h = binary.LittleEndian.AppendUint32(h, uint32(len(req.Pairs)))
+	h = append(h, byte(len(self)))
+	h = append(h, self...)
+	if req.Notif != nil {
+		h = append(h, 1)
+	} else {
+		h = append(h, 0)
+	}
+	h = binary.LittleEndian.AppendUint32(h, uint32(len(req.Notif)))
+	h = append(h, req.Notif...)
+	for _, p := range req.Pairs {
+		h = binary.LittleEndian.AppendUint32(h, uint32(p.Remote.Region))
+		h = binary.LittleEndian.AppendUint64(h, p.Remote.Offset)
+		h = binary.LittleEndian.AppendUint64(h, uint64(len(p.Local)))
+	}
+	return h
+}
+
+type hdrPair struct {
+	region   nixl.RegionID
+	off, len uint64
+}
+
+type header struct {
+	addr   []byte
+	dseq   uint32
+	from   string
+	notif  []byte
+	hasNtf bool
+	pairs  []hdrPair
+}
+
+var errShort = errors.New("ucx: truncated write header")
+
+func parseHeader(b []byte) (h header, err error) {
+	take := func(n int) []byte {
+		if err != nil || n > len(b) {
+			err = errShort
+			return nil
+		}
+		v := b[:n]
+		b = b[n:]
+		return v
+	}
+	u32 := func() uint32 {
+		if v := take(4); v != nil {
+			return binary.LittleEndian.Uint32(v)
+		}
+		return 0
+	}
+	h.addr = take(int(u32()))
+	h.dseq = u32()
+	n := u32()
+	if nb := take(1); nb != nil {
+		h.from = string(take(int(nb[0])))
+	}
+	if f := take(1); f != nil {
+		h.hasNtf = f[0] != 0
+	}
+	h.notif = take(int(u32()))
+	if err != nil {
+		return h, err
+	}
+	if uint64(n)*20 != uint64(len(b)) {
+		return h, errShort
+	}
+	h.pairs = make([]hdrPair, n)
+	for i := range h.pairs {
+		h.pairs[i] = hdrPair{nixl.RegionID(binary.LittleEndian.Uint32(b)), binary.LittleEndian.Uint64(b[4:]), binary.LittleEndian.Uint64(b[12:])}
+		b = b[20:]
+	}
+	return h, nil
+}
+
+// incoming is a WRITE this agent is the target of.
+type incoming struct {
+	b        *Backend
+	reply    *conn
+	ackTag   uint64
+	from     string
+	notif    []byte
+	hasNtf   bool
+	left     int // receives not yet finished, +1 while posting
+	code     byte
+	releases []func()
+	recvs    map[request]struct{}
+	scratch  unsafe.Pointer
+}
+
+// pollHeaders accepts waiting WRITE headers; it reports whether any came.
+func (b *Backend) pollHeaders() bool {
+	got := false
+	for {
+		var buf unsafe.Pointer
+		var stag C.uint64_t
+		n := C.nx_tag_poll(b.w.w, C.uint64_t(tagHdr), C.uint64_t(classMask), &buf, &stag)
+		if n == -1 {
+			return got
+		}
+		got = true
+		if n < 0 {
+			continue
+		}
+		data := C.GoBytes(buf, C.int(n))
+		C.free(buf)
+		h, err := parseHeader(data)
+		if err != nil {
+			b.env.Logger.Warn("nixl ucx: dropping malformed write header", "len", n)
+			continue
+		}
+		b.accept(uint64(stag), h)
+	}
+}
+
+// accept posts the receives of one incoming WRITE.
+func (b *Backend) accept(stag uint64, h header) {
+	reply, err := b.replyConn(h.addr)
+	if err != nil {
+		// Without a way back the initiator learns of it from its endpoint
+		// (or its context); the data still has to be drained.
+		b.env.Logger.Warn("nixl ucx: no reply endpoint", "from", h.from, "err", err)
+	}
+	in := &incoming{b: b, reply: reply, ackTag: tagAck | stag&^classMask, from: h.from, notif: h.notif, hasNtf: h.hasNtf,
+		left: len(h.pairs) + 1, recvs: map[request]struct{}{}}
+	b.incoming[in] = struct{}{}
+	idBits := stag &^ classMask &^ 0xFFFFFFFF
+	for i, p := range h.pairs {
+		mem, release, err := b.env.Regions.Acquire(p.region, p.off, p.len)
+		var buf unsafe.Pointer
+		var memh C.ucp_mem_h
+		size := p.len
+		if err != nil {
+			if in.code == ackOK {
+				in.code = ackFailed
+				if errors.Is(err, nixl.ErrUnknownRegion) {
+					in.code = ackUnknownRegion
+				} else if errors.Is(err, nixl.ErrOutOfRange) {
+					in.code = ackOutOfRange
+				}
+			}
+			if in.scratch == nil {
+				in.scratch = C.malloc(64)
+			}
+			buf, size = in.scratch, 0 // truncates: the data is dropped
+		} else {
+			in.releases = append(in.releases, release)
+			buf = unsafe.Pointer(unsafe.SliceData(mem))
+			memh = b.memh(buf, len(mem))
+		}
+		var st C.ucs_status_t
+		r := C.nx_tag_recv(b.w.w, buf, C.size_t(size), C.uint64_t(tagData|idBits|uint64(h.dseq+uint32(i))), memh, &st)
+		if status(st) == statusInProgress {
+			in.recvs[request(r)] = struct{}{}
+		}
+		rejected := err != nil
+		b.w.watch(request(r), status(st), func(st status) {
+			delete(in.recvs, request(r))
+			if st != statusOK && !rejected && in.code == ackOK {
+				in.code = ackFailed
+			}
+			in.finish()
+		})
+	}
+	in.finish()
+}
+
+func (in *incoming) finish() {
+	if in.left--; in.left > 0 {
+		return
+	}
+	b := in.b
+	delete(b.incoming, in)
+	for _, release := range in.releases {
+		release()
+	}
+	if in.scratch != nil {
+		C.free(in.scratch)
+	}
+	if in.code == ackOK && in.hasNtf {
+		b.env.Notify(in.from, in.notif)
+	}
+	if in.reply == nil || in.reply.alive() != nil {
+		return
+	}
+	ack := C.calloc(1, 8)
+	*(*byte)(ack) = in.code
+	var st C.ucs_status_t
+	r := C.nx_tag_send_mem(in.reply.ep, ack, 8, C.uint64_t(in.ackTag), nil, &st)
+	b.w.watch(request(r), status(st), func(status) { C.free(ack) })
+}
+
+// cancel stops waiting for the rest of the data (the initiator is gone).
+func (in *incoming) cancel() {
+	for r := range in.recvs {
+		C.nx_cancel(in.b.w.w, unsafe.Pointer(r))
+	}
+	clear(in.recvs)
+}
+
+// replyConn returns the (cached) endpoint to an initiator's worker.
+func (b *Backend) replyConn(addr []byte) (*conn, error) {
+	key := string(addr)
+	if c, ok := b.replies[key]; ok {
+		if c.alive() == nil {
+			return c, nil
+		}
+		delete(b.replies, key)
+	}
+	c, err := b.connect("initiator", addr)
+	if err != nil {
+		return nil, err
+	}
+	b.replies[key] = c
+	return c, nil
+}
+
+// checkFailed abandons work tied to endpoints UCX reported as failed: the
+// ack an initiator waits for, the data a target waits for.
+func (b *Backend) checkFailed() {
+	for c := range b.conns {
+		if len(c.writes) == 0 || *c.failed == 0 {
+			continue
+		}
+		c.failWrites(c.gone(status(*c.failed).err()))
+	}
+	for in := range b.incoming {
+		if len(in.recvs) > 0 && in.reply != nil && in.reply.alive() != nil {
+			in.cancel()
+		}
+	}
+}
+
+// failWrites gives up on the acks of this connection's WRITEs.
+func (c *conn) failWrites(err error) {
+	for x := range c.writes {
+		x.fail(err)
+	}
+}
