@@ -27,13 +27,17 @@ const (
 
 // RouteRequest describes one request to place.
 type RouteRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	RequestId     string                 `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
-	Model         string                 `protobuf:"bytes,2,opt,name=model,proto3" json:"model,omitempty"`
-	TokenIds      []uint32               `protobuf:"varint,3,rep,packed,name=token_ids,json=tokenIds,proto3" json:"token_ids,omitempty"`
-	Hints         *v1.Hints              `protobuf:"bytes,4,opt,name=hints,proto3" json:"hints,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	RequestId string                 `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	Model     string                 `protobuf:"bytes,2,opt,name=model,proto3" json:"model,omitempty"`
+	TokenIds  []uint32               `protobuf:"varint,3,rep,packed,name=token_ids,json=tokenIds,proto3" json:"token_ids,omitempty"`
+	Hints     *v1.Hints              `protobuf:"bytes,4,opt,name=hints,proto3" json:"hints,omitempty"`
+	// Workers to avoid, such as those that just failed this request (the
+	// frontend sets them when it migrates a request). If every worker of the
+	// model is excluded, the exclusion is ignored.
+	ExcludeInstanceIds []string `protobuf:"bytes,5,rep,name=exclude_instance_ids,json=excludeInstanceIds,proto3" json:"exclude_instance_ids,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *RouteRequest) Reset() {
@@ -90,6 +94,13 @@ func (x *RouteRequest) GetTokenIds() []uint32 {
 func (x *RouteRequest) GetHints() *v1.Hints {
 	if x != nil {
 		return x.Hints
+	}
+	return nil
+}
+
+func (x *RouteRequest) GetExcludeInstanceIds() []string {
+	if x != nil {
+		return x.ExcludeInstanceIds
 	}
 	return nil
 }
@@ -377,13 +388,14 @@ var File_switchyard_router_v1_router_proto protoreflect.FileDescriptor
 
 const file_switchyard_router_v1_router_proto_rawDesc = "" +
 	"\n" +
-	"!switchyard/router/v1/router.proto\x12\x14switchyard.router.v1\x1a!switchyard/common/v1/common.proto\"\x93\x01\n" +
+	"!switchyard/router/v1/router.proto\x12\x14switchyard.router.v1\x1a!switchyard/common/v1/common.proto\"\xc5\x01\n" +
 	"\fRouteRequest\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x14\n" +
 	"\x05model\x18\x02 \x01(\tR\x05model\x12\x1b\n" +
 	"\ttoken_ids\x18\x03 \x03(\rR\btokenIds\x121\n" +
-	"\x05hints\x18\x04 \x01(\v2\x1b.switchyard.common.v1.HintsR\x05hints\"C\n" +
+	"\x05hints\x18\x04 \x01(\v2\x1b.switchyard.common.v1.HintsR\x05hints\x120\n" +
+	"\x14exclude_instance_ids\x18\x05 \x03(\tR\x12excludeInstanceIds\"C\n" +
 	"\x06Worker\x12\x1f\n" +
 	"\vinstance_id\x18\x01 \x01(\tR\n" +
 	"instanceId\x12\x18\n" +

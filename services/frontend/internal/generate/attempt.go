@@ -25,7 +25,8 @@ func (g *Generator) attempt(ctx context.Context, st *state, n int, emit func(Del
 		id = fmt.Sprintf("%s-m%d", st.req.ID, n)
 	}
 	gen := st.generateRequest(id)
-	routed, err := g.cfg.Router.Route(ctx, &routerv1.RouteRequest{RequestId: id, Model: st.req.Model, TokenIds: gen.TokenIds, Hints: st.req.Hints})
+	routed, err := g.cfg.Router.Route(ctx, &routerv1.RouteRequest{RequestId: id, Model: st.req.Model, TokenIds: gen.TokenIds,
+		Hints: st.req.Hints, ExcludeInstanceIds: st.failed})
 	if err != nil {
 		return true, routeError{err}
 	}
@@ -38,6 +39,11 @@ func (g *Generator) attempt(ctx context.Context, st *state, n int, emit func(Del
 	if w.GetAddress() == "" {
 		return true, routeError{connect.NewError(connect.CodeUnavailable, errors.New("router chose no decode worker"))}
 	}
+	defer func() {
+		if !done && err != nil { // a migration follows: steer it away from this worker
+			st.failed = append(st.failed, w.GetInstanceId())
+		}
+	}()
 	// The decode worker decides whether to use the router's prefill worker
 	// (its uncached prompt length against -disagg-threshold-tokens).
 	gen.PrefillWorker = routed.Resp.GetPrefill().GetAddress()

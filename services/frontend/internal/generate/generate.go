@@ -185,6 +185,7 @@ type state struct {
 	cached     int
 	haveCached bool
 	migrations int
+	failed     []string // workers whose stream broke, excluded when re-routing
 }
 
 func (s *state) result() Result {

@@ -34,6 +34,8 @@ type Request struct {
 	Blocks int
 	// WorkerID is the worker the client asked for (mode direct).
 	WorkerID string
+	// Exclude are workers to avoid (ones that just failed this request).
+	Exclude []string
 }
 
 // Errors a Profile returns.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"time"
 
 	"connectrpc.com/connect"
@@ -65,7 +66,7 @@ func (r *Router) Decide(ctx context.Context, req *routerv1.RouteRequest) (*route
 	defer r.scratch.Put(s)
 	hashes := kvhash.BlockHashes(req.GetTokenIds(), mp.blockSize, 0)
 	r.cfg.Index.MatchInto(&s.match, hashes)
-	preq := policy.Request{Blocks: len(hashes), WorkerID: req.GetHints().GetWorkerId()}
+	preq := policy.Request{Blocks: len(hashes), WorkerID: req.GetHints().GetWorkerId(), Exclude: req.GetExcludeInstanceIds()}
 
 	dec, err := r.pick(r.profiles[mode], &preq, s, mp.decode, mp.decodeIDs, mp.decodePos)
 	if err != nil {
@@ -107,8 +108,28 @@ func (r *Router) pick(profile *policy.Profile, preq *policy.Request, s *scratch,
 			s.cands[i].Depth = m.Depth
 		}
 	}
+	s.cands = exclude(s.cands, preq.Exclude)
 	cands, i, err := profile.Pick(preq, s.cands, r.rng, &s.policy)
 	return decision{cands: cands, chosen: i}, err
+}
+
+// exclude drops the excluded workers from cs, unless that would leave none:
+// a migrating request may still go back to a worker that failed it once
+// rather than fail outright.
+func exclude(cs []policy.Candidate, ids []string) []policy.Candidate {
+	if len(ids) == 0 {
+		return cs
+	}
+	kept := cs[:0:0]
+	for _, c := range cs {
+		if !slices.Contains(ids, c.ID) {
+			kept = append(kept, c)
+		}
+	}
+	if len(kept) == 0 {
+		return cs
+	}
+	return kept
 }
 
 func appendCandidates(res *routerv1.RouteResponse, cs []policy.Candidate) {
