@@ -210,3 +210,34 @@ func TestUnknownMode(t *testing.T) {
 		t.Fatal("unknown mode accepted")
 	}
 }
+
+// A migrating request excludes the workers that failed it, in every mode,
+// even the one holding its whole prefix; excluding everyone is ignored.
+func TestExcludeInstanceIDs(t *testing.T) {
+	t.Parallel()
+	for _, mode := range []string{policy.ModeKV, policy.ModeRoundRobin, policy.ModeRandom, policy.ModeLeastLoaded} {
+		t.Run(mode, func(t *testing.T) {
+			t.Parallel()
+			ix := radix.New()
+			r := newRouter(t, func(c *Config) { c.Index = ix; c.Mode = mode })
+			r.SetWorkers(instances(discovery.RoleDecode, "m", "a", "b", "c"), nil)
+			toks := tokens(32, 7)
+			cache(t, ix, "b", toks, radix.TierDevice)
+			for i := range 12 {
+				res, err := r.Decide(t.Context(), &routerv1.RouteRequest{RequestId: fmt.Sprint("x", i), Model: "m", TokenIds: toks,
+					ExcludeInstanceIds: []string{"b", "c"}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if id := res.GetDecode().GetInstanceId(); id != "a" {
+					t.Fatalf("routed to excluded %q", id)
+				}
+			}
+			res, err := r.Decide(t.Context(), &routerv1.RouteRequest{RequestId: "all", Model: "m", TokenIds: toks,
+				ExcludeInstanceIds: []string{"a", "b", "c"}})
+			if err != nil || res.GetDecode().GetInstanceId() == "" {
+				t.Fatalf("excluding every worker: %v, %v; want the exclusion ignored", res, err)
+			}
+		})
+	}
+}
