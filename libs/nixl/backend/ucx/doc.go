@@ -1,6 +1,11 @@
-// Package ucx is the nixl backend over UCX's UCP API (cgo, libucx): one-
-// sided ucp_put_nbx/ucp_get_nbx into peers' registered memory, completion by
-// endpoint flush, notifications as tagged messages.
+// Package ucx is the nixl backend over UCX's UCP API (cgo, libucx). WRITE
+// is a tagged transfer by default: a header, then one ucp_tag_send_nbx per
+// descriptor from registered memory; the target checks the descriptors
+// against its registrations, posts ucp_tag_recv_nbx into them (rendezvous,
+// zero-copy: cma on shared memory), delivers the notification and acks
+// (write.go). READ, and WRITE with Config.OneSidedWrite, are one-sided
+// ucp_get_nbx/ucp_put_nbx into peers' registered memory, completed by an
+// endpoint flush, with the notification as a tagged message.
 //
 // The cgo code is compiled only with the build tag "ucx" and cgo enabled
 // (files tagged `ucx && cgo`). Without it New returns a factory that fails
@@ -12,15 +17,17 @@
 //
 // Threading: a UCP worker is single-threaded here (UCS_THREAD_MODE_SINGLE).
 // One goroutine, locked to its OS thread, owns the worker and runs every
-// UCX call; other goroutines hand it closures. It spins on
-// ucp_worker_progress while operations are outstanding and otherwise
-// sleeps on the worker's event fd (ucp_worker_arm), so an idle agent costs
-// no CPU yet still serves emulated RMA (UCX's tcp transport needs the
-// target to progress).
+// UCX call; other goroutines hand it closures. It polls
+// ucp_worker_progress while operations are outstanding and for SpinWait
+// after the last activity, yielding the P (runtime.Gosched) whenever a poll
+// made no progress, and otherwise sleeps on the worker's event fd
+// (ucp_worker_arm), so an idle agent costs no CPU yet still serves tagged
+// WRITEs and emulated RMA.
 //
-// Trust model: like RDMA, the target does not check accesses; the
-// initiator validates descriptors against the target's published metadata,
-// and UCX validates rkeys. What runs here: UCX's tcp, shared-memory (posix,
+// Trust model: the initiator validates descriptors against the target's
+// published metadata; a tagged WRITE is also checked by the target (errors
+// come back as ErrRemote); one-sided READ and put are not (as with RDMA),
+// UCX only validates rkeys. What runs here: UCX's tcp, shared-memory (posix,
 // sysv, cma) and self transports. RDMA NICs and GPU memory (cuda_ipc,
 // gdr_copy) are not present on this machine and are not exercised.
 package ucx

@@ -363,6 +363,12 @@ func (b *Backend) replyConn(addr []byte) (*conn, error) {
 		}
 		delete(b.replies, key)
 	}
+	for k, old := range b.replies { // drop endpoints to initiators UCX saw fail
+		if old.alive() != nil {
+			old.closeEP()
+			delete(b.replies, k)
+		}
+	}
 	c, err := b.connect("initiator", addr)
 	if err != nil {
 		return nil, err
