@@ -224,7 +224,7 @@ func (ix *Index) publishLocked(f func(*view)) {
 func (ix *Index) sweep(id uint32) {
 	o := op{ops: ix.setOps(), id: id, mask: allTiers}
 	for i := range ix.shards {
-		ix.shards[i].scan(func(_ uint64, sl *slot, _ *holderSet) { casSet(sl, &o) })
+		ix.shards[i].scan(func(_ uint64, sl *slot, _ *holderSet) { setSet(sl, &o) })
 	}
 }
 

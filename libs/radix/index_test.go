@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"sync"
 	"testing"
+	"time"
 )
 
 // chain returns hashes [from, to) of sequence s. Sequences model chained
@@ -279,4 +280,69 @@ func TestMatchDoesNotAllocate(t *testing.T) {
 	if r.Longest != 49 || len(r.Workers) != 40 {
 		t.Fatalf("Longest %d, %d workers", r.Longest, len(r.Workers))
 	}
+}
+
+// TestTombstoneReuse churns two workers' disjoint blocks so that dead slots
+// are constantly reused for the other worker's keys, while readers check
+// that a lookup never reports a worker for a block it never held, and that
+// blocks held throughout are always found.
+func TestTombstoneReuse(t *testing.T) {
+	ix := New()
+	for _, name := range []string{"a", "b", "stable"} {
+		if err := ix.AddWorker(name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Few shards' worth of keys so the same slots are reused over and over.
+	key := func(w, i uint64) uint64 { return w<<40 | i | 1 }
+	var stable []uint64
+	for i := range uint64(512) {
+		stable = append(stable, key(3, i))
+	}
+	if err := ix.Apply("stable", StoredEvent(TierDevice, stable...)); err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for w, name := range []string{"a", "b"} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for round := uint64(0); ; round++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				hs := make([]uint64, 64)
+				for j := range hs {
+					hs[j] = key(uint64(w+1), (round*64+uint64(j))%4096)
+				}
+				_ = ix.Apply(name, StoredEvent(TierDevice, hs...))
+				_ = ix.Apply(name, RemovedEvent(TierDevice, hs...))
+			}
+		}()
+	}
+	deadline := time.Now().Add(time.Second)
+	var r Result
+	for n := 0; time.Now().Before(deadline); n++ {
+		for w, own := range []string{"a", "b"} {
+			ix.MatchInto(&r, []uint64{key(uint64(w+1), uint64(n)%4096)})
+			for _, wm := range r.Workers {
+				if wm.Worker != own {
+					close(stop)
+					wg.Wait()
+					t.Fatalf("block of %s reported held by %s", own, wm.Worker)
+				}
+			}
+		}
+		ix.MatchInto(&r, stable[n%len(stable):][:1])
+		if len(r.Workers) != 1 || r.Workers[0].Worker != "stable" {
+			close(stop)
+			wg.Wait()
+			t.Fatalf("stable block: %+v", r.Workers)
+		}
+	}
+	close(stop)
+	wg.Wait()
 }

@@ -77,16 +77,15 @@ func (ix *Index) walk(r *Result, v *view, hashes []uint64) {
 	n := 1
 walk:
 	for n < len(hashes) {
-		// Look up a window of blocks before using any of them: the lookups
-		// are independent, so their cache misses overlap instead of being
-		// paid one after another. At most lookAhead-1 lookups are wasted
-		// past the end of the match.
+		// Look up a window of blocks before using any of them. First touch
+		// every home slot with loads that nothing branches on, so all the
+		// window's cache misses are in flight together; then probe. (A
+		// rolling touch of block n+lookAhead is slower: the pending load
+		// blocks retirement and stalls the steps behind it.) At most
+		// lookAhead-1 lookups are wasted past the end of the match.
 		var sets [lookAhead]*holderSet
 		var ms [lookAhead]uint64
 		end := min(n+lookAhead, len(hashes))
-		// First touch every home slot with loads that nothing branches on,
-		// so all the window's cache misses are in flight together; then
-		// probe.
 		var sink uint64
 		for j := n; j < end; j++ {
 			m := mix(hashes[j])
@@ -175,6 +174,20 @@ func (r *Result) step(s *holderSet, n int32, lo, hi int) (int, int) {
 					c = cum[j]
 				}
 				r.advance(t, j, r.act[t][j]&c, n)
+			}
+		}
+	} else if len(s.hs) == 1 {
+		// One holder, the common case past a shared prefix: every word but
+		// the holder's drops to zero, no scratch needed.
+		h := s.hs[0]
+		w, bit := int(h.id()/64), uint64(1)<<(h.id()%64)
+		for t := range r.act {
+			for j := lo; j <= hi; j++ {
+				var next uint64
+				if j == w && h.mask()&upTo(Tier(t)) != 0 {
+					next = r.act[t][j] & bit
+				}
+				r.advance(t, j, next, n)
 			}
 		}
 	} else {

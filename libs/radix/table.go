@@ -38,10 +38,12 @@ func mix(h uint64) uint64 {
 	return h
 }
 
-// slot is one entry. key is written once, from 0 to the block hash, and
-// never changes afterwards, so a reader that matched a key may trust the
-// set it then loads. A nil set marks a dead entry (nobody holds the block);
-// it stays claimed until the next rehash drops it.
+// slot is one entry. A nil set marks a dead entry (a tombstone: nobody
+// holds the block). Its key stays until either the same key comes back
+// (revived in place) or a writer reuses the slot for a new key, which bumps
+// the table's reuses counter between writing the new key and the new set;
+// lock-free readers use that counter to reject a set they might have read
+// across a reuse (see find).
 type slot struct {
 	key atomic.Uint64
 	set atomic.Pointer[holderSet]
@@ -50,9 +52,12 @@ type slot struct {
 type table struct {
 	slots []slot
 	mask  uint64
-	// used counts claimed slots. Claims reserve first (Add), so used never
-	// exceeds hard even under concurrent claimers.
-	used atomic.Int64
+	// reuses counts tombstones reused for a different key. Written under
+	// the shard's mutex, read by lock-free readers.
+	reuses atomic.Uint64
+	// used counts claimed slots (live plus dead); guarded by the shard's
+	// mutex, like every other write to the table.
+	used int64
 	grow int64 // rehash once used passes this
 	hard int64 // a claim never takes used past this
 	// zero stands in for the slot of block hash 0, because key 0 marks an
@@ -70,6 +75,14 @@ func newTable(n int) *table {
 // find returns the holder set of hash h (m = mix(h)); nil when not held.
 // It never blocks and never writes. A nil table (a shard never written)
 // holds nothing.
+//
+// Keys never go back to 0, so probe chains never break, and a key that is
+// live throughout a find keeps its slot. A slot may however be reused for a
+// different key while find reads it. A writer reusing a slot stores the new
+// key, then bumps reuses, then stores the new set; so if reuses is the same
+// before and after, the set read belongs to h (or is h's tombstone). When
+// it changed, find retries: that takes another writer's completed reuse in
+// this shard during the few loads of a probe, never a wait on a writer.
 func (t *table) find(h, m uint64) *holderSet {
 	if t == nil {
 		return nil
@@ -77,18 +90,28 @@ func (t *table) find(h, m uint64) *holderSet {
 	if h == 0 {
 		return t.zero.set.Load()
 	}
-	for i := m & t.mask; ; i = (i + 1) & t.mask {
-		s := &t.slots[i]
-		switch s.key.Load() {
-		case h:
-			return s.set.Load()
-		case 0:
-			return nil
+	for {
+		g := t.reuses.Load()
+		for i := m & t.mask; ; i = (i + 1) & t.mask {
+			s := &t.slots[i]
+			switch s.key.Load() {
+			case h:
+				set := s.set.Load()
+				if t.reuses.Load() == g {
+					return set
+				}
+			case 0:
+				return nil
+			default:
+				continue
+			}
+			break
 		}
 	}
 }
 
-// lookup returns the slot of h, or nil when it has none.
+// lookup returns the slot of h, or nil when it has none. The shard's mutex
+// must be held.
 func (t *table) lookup(h, m uint64) *slot {
 	if h == 0 {
 		return &t.zero
@@ -104,36 +127,46 @@ func (t *table) lookup(h, m uint64) *slot {
 	}
 }
 
-// claim returns the slot of h, claiming an empty one if needed. It returns
-// nil when the table is too full to claim; the caller rehashes and retries.
+// claim returns the slot of h, reusing the first tombstone of its probe
+// chain or claiming an empty slot when h has none. It returns nil when the
+// table is too full to claim; the caller rehashes and retries. The shard's
+// mutex must be held (writers are exclusive per shard, so a key can never
+// be claimed twice).
 func (t *table) claim(h, m uint64) *slot {
 	if h == 0 {
 		return &t.zero
 	}
+	var tomb *slot
 	for i := m & t.mask; ; i = (i + 1) & t.mask {
 		s := &t.slots[i]
 		k := s.key.Load()
-		if k == 0 {
-			if t.used.Add(1) > t.hard {
-				t.used.Add(-1)
-				return nil
-			}
-			if s.key.CompareAndSwap(0, h) {
-				return s
-			}
-			t.used.Add(-1)
-			k = s.key.Load() // another writer claimed it first
-		}
 		if k == h {
 			return s
+		}
+		if k == 0 {
+			if tomb != nil {
+				// Order matters to find: key, reuses, then (caller) set.
+				tomb.key.Store(h)
+				t.reuses.Add(1)
+				return tomb
+			}
+			if t.used >= t.hard {
+				return nil
+			}
+			t.used++
+			s.key.Store(h)
+			return s
+		}
+		if tomb == nil && s.set.Load() == nil {
+			tomb = s
 		}
 	}
 }
 
 // put inserts a live entry into a table nobody else can see yet. The table
 // is published afterwards through an atomic pointer store, which orders
-// these plain writes before any reader's loads, so put needs neither
-// atomics nor CAS; rehash makes sure it fits and sets used once at the end.
+// these plain writes before any reader's loads, so put needs no atomics;
+// rehash makes sure it fits and sets used once at the end.
 func (t *table) put(h, m uint64, set *holderSet) {
 	for i := m & t.mask; ; i = (i + 1) & t.mask {
 		s := &t.slots[i]
@@ -148,72 +181,57 @@ func (t *table) put(h, m uint64, set *holderSet) {
 
 // shard is one independently rehashed part of the index.
 type shard struct {
-	// rw is held shared by writers while they update slots and exclusively
-	// while the shard is rehashed. Readers never touch it.
-	rw  sync.RWMutex
+	// mu serialises the shard's writers: each holds it for one block's
+	// update (a few loads and stores), or for a rehash or scan. Readers
+	// never touch it.
+	mu  sync.Mutex
 	tab atomic.Pointer[table]
-	_   [40]byte // keep neighbouring shards' hot words on separate lines
+	_   [48]byte // keep neighbouring shards' hot words on separate lines
 }
 
 // update applies o to the holder set of h (m = mix(h)), claiming a slot
 // when o adds holders and skipping absent blocks otherwise.
 func (s *shard) update(h, m uint64, o *op) {
-	claim := o.add
-	for {
-		s.rw.RLock()
-		t := s.tab.Load()
-		if t == nil {
-			s.rw.RUnlock()
-			if !claim {
-				return
-			}
-			s.rehash(nil)
-			continue
-		}
-		var sl *slot
-		if claim {
-			sl = t.claim(h, m)
-		} else {
-			sl = t.lookup(h, m)
-		}
-		if sl != nil {
-			casSet(sl, o)
-		}
-		full := claim && (sl == nil || t.used.Load() > t.grow)
-		s.rw.RUnlock()
-		if full {
-			s.rehash(t)
-		}
-		if sl != nil || !claim {
-			return
-		}
-	}
-}
-
-// casSet swaps sl's set for o.apply(old) until the swap wins.
-func casSet(sl *slot, o *op) {
-	for {
-		old := sl.set.Load()
-		nw := o.apply(old)
-		if nw == old || sl.set.CompareAndSwap(old, nw) {
-			return
-		}
-	}
-}
-
-// rehash replaces the table t with one sized for its live entries (or
-// creates the first table when t is nil), unless another writer already
-// did.
-func (s *shard) rehash(t *table) {
-	s.rw.Lock()
-	defer s.rw.Unlock()
-	if s.tab.Load() != t {
-		return
-	}
+	s.mu.Lock()
+	t := s.tab.Load()
 	if t == nil {
-		s.tab.Store(newTable(minSlots))
-		return
+		if !o.add {
+			s.mu.Unlock()
+			return
+		}
+		t = newTable(minSlots)
+		s.tab.Store(t)
 	}
+	var sl *slot
+	if o.add {
+		for sl = t.claim(h, m); sl == nil; sl = t.claim(h, m) {
+			t = s.rehashLocked(t)
+		}
+	} else {
+		sl = t.lookup(h, m)
+	}
+	if sl != nil {
+		setSet(sl, o)
+	}
+	if t.used > t.grow {
+		s.rehashLocked(t)
+	}
+	s.mu.Unlock()
+}
+
+// setSet replaces sl's set with o.apply(old). The shard's mutex must be
+// held, so no other writer races the store.
+func setSet(sl *slot, o *op) {
+	old := sl.set.Load()
+	if nw := o.apply(old); nw != old {
+		sl.set.Store(nw)
+	}
+}
+
+// rehashLocked replaces the table t with one sized for its live entries
+// and returns it. Readers keep using t meanwhile, which no writer touches
+// any more. The shard's mutex must be held.
+func (s *shard) rehashLocked(t *table) *table {
 	live := 0
 	for i := range t.slots {
 		if t.slots[i].set.Load() != nil {
@@ -235,16 +253,17 @@ func (s *shard) rehash(t *table) {
 		h := sl.key.Load()
 		nt.put(h, mix(h), set)
 	}
-	nt.used.Store(int64(live))
+	nt.used = int64(live)
 	s.tab.Store(nt)
+	return nt
 }
 
 // scan calls f for every live block of the shard, with the set it had
-// when visited, while holding the writers' shared lock: f may CAS sets
-// (through casSet) and the shard is not rehashed meanwhile.
+// when visited, while holding the shard's mutex: f may replace sets
+// (through setSet) and the shard is not rehashed meanwhile.
 func (s *shard) scan(f func(h uint64, sl *slot, set *holderSet)) {
-	s.rw.RLock()
-	defer s.rw.RUnlock()
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	t := s.tab.Load()
 	if t == nil {
 		return
