@@ -11,13 +11,19 @@
 //
 // Lookups never wait on writers and never take a lock. The table is split
 // into shards; each shard is an open-addressed table published through an
-// atomic pointer. A slot's key is written once (CAS from empty) and never
-// changes; its holder set is an immutable value swapped by CAS
-// (copy-on-write per block). Writers of different workers only contend on
-// those per-block CASes; they share a shard's RWMutex in read mode, which
-// is taken exclusively only for the short moment a shard is rehashed into a
-// bigger (or compacted) table. Readers keep using the old table meanwhile,
-// which is frozen and consistent because no writer touches it.
+// atomic pointer. Holder sets are immutable values (copy-on-write per
+// block). A shard's writers are serialised by its mutex, held for a single
+// block's update (or a rehash or scan of that shard), never for a batch.
+// A rehash builds a new table and publishes it; readers keep using the old
+// one meanwhile, which is frozen because no writer touches it any more.
+//
+// A slot whose set became nil is a tombstone: its key stays, so probe
+// chains never break. It is revived in place when its key comes back and
+// otherwise reused for a new key. A reuse stores the new key, increments
+// the table's reuses counter, then stores the new set; a reader that saw
+// the counter unchanged across its probe knows the set it read belongs to
+// its key, and re-probes otherwise (that takes another write completing in
+// the shard during a few loads, never a wait on a writer in progress).
 //
 // Each worker's events are applied under that worker's own mutex, so one
 // worker's batches are serialised and gap-checked without blocking any other
