@@ -7,17 +7,11 @@ package app
 
 import (
 	"context"
-	"io"
 
 	"switchyard.dev/gen/switchyard/kvbm/v1/kvbmv1connect"
 	"switchyard.dev/libs/mesh/discovery"
 	"switchyard.dev/libs/mesh/service"
 )
-
-// Main runs the controller until ctx ends and returns the exit code.
-func Main(ctx context.Context, version string, args []string, stdout, stderr io.Writer, getenv func(string) string) int {
-	return service.Run(ctx, Spec(version), service.Env{Args: args, Stdout: stdout, Stderr: stderr, Getenv: getenv})
-}
 
 // Spec describes the kvbm-controller service.
 func Spec(version string) service.Spec {

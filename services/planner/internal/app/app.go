@@ -8,17 +8,11 @@ package app
 
 import (
 	"context"
-	"io"
 
 	"switchyard.dev/gen/switchyard/planner/v1/plannerv1connect"
 	"switchyard.dev/libs/mesh/discovery"
 	"switchyard.dev/libs/mesh/service"
 )
-
-// Main runs the planner until ctx ends and returns the exit code.
-func Main(ctx context.Context, version string, args []string, stdout, stderr io.Writer, getenv func(string) string) int {
-	return service.Run(ctx, Spec(version), service.Env{Args: args, Stdout: stdout, Stderr: stderr, Getenv: getenv})
-}
 
 // Spec describes the planner service.
 func Spec(version string) service.Spec {
