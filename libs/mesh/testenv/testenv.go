@@ -54,11 +54,12 @@ func Binary(t testing.TB, name, envVar string) string {
 
 // Process is a running dependency.
 type Process struct {
-	cmd  *exec.Cmd
-	args []string
-	bin  string
-	log  string
-	t    testing.TB
+	cmd    *exec.Cmd
+	args   []string
+	bin    string
+	log    string
+	t      testing.TB
+	exited chan struct{} // closed when the current run ends
 }
 
 func start(t testing.TB, bin string, args []string, logPath string) *Process {
@@ -67,6 +68,38 @@ func start(t testing.TB, bin string, args []string, logPath string) *Process {
 	p.Start()
 	t.Cleanup(p.Stop)
 	return p
+}
+
+// Exited reports whether the current run of the process has ended.
+func (p *Process) Exited() bool {
+	select {
+	case <-p.exited:
+		return true
+	default:
+		return false
+	}
+}
+
+// startRetrying starts a dependency on fresh free ports until one run comes
+// up: a port that was free when picked can be taken by a parallel test
+// before the dependency binds it. up reports the run healthy; args builds
+// the arguments for a set of ports.
+func startRetrying(t testing.TB, bin, logPath string, args func() []string, up func(*Process) bool) *Process {
+	t.Helper()
+	for attempt := 1; ; attempt++ {
+		p := start(t, bin, args(), logPath)
+		deadline := time.Now().Add(60 * time.Second)
+		for time.Now().Before(deadline) && !p.Exited() {
+			if up(p) {
+				return p
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		p.Stop()
+		if attempt == 3 {
+			t.Fatalf("%s did not come up in %d attempts; log:\n%s", bin, attempt, p.Log())
+		}
+	}
 }
 
 // Start (re)starts the process with its original arguments.
@@ -83,7 +116,9 @@ func (p *Process) Start() {
 		p.t.Fatalf("start %s: %v", p.bin, err)
 	}
 	p.cmd = cmd
-	go func() { _ = cmd.Wait(); f.Close() }()
+	exited := make(chan struct{})
+	p.exited = exited
+	go func() { _ = cmd.Wait(); f.Close(); close(exited) }()
 }
 
 // Stop kills the process (SIGKILL: the harshest restart) and waits for it.
@@ -136,17 +171,20 @@ func StartConsul(t testing.TB) *Consul {
 	t.Helper()
 	bin := Binary(t, "consul", "CONSUL_BIN")
 	dir := t.TempDir()
-	ports := map[string]int{}
-	for _, k := range []string{"http", "grpc", "grpc-tls", "serf-lan", "serf-wan", "server", "dns"} {
-		ports[k] = FreePort(t)
+	c := &Consul{}
+	args := func() []string {
+		ports := map[string]int{}
+		for _, k := range []string{"http", "grpc", "grpc-tls", "serf-lan", "serf-wan", "server", "dns"} {
+			ports[k] = FreePort(t)
+		}
+		c.Addr = "127.0.0.1:" + strconv.Itoa(ports["http"])
+		return []string{"agent", "-dev", "-bind", "127.0.0.1", "-client", "127.0.0.1",
+			"-node", "switchyard-test", "-log-level", "warn",
+			"-http-port", strconv.Itoa(ports["http"]), "-grpc-port", strconv.Itoa(ports["grpc"]), "-grpc-tls-port", strconv.Itoa(ports["grpc-tls"]),
+			"-serf-lan-port", strconv.Itoa(ports["serf-lan"]), "-serf-wan-port", strconv.Itoa(ports["serf-wan"]),
+			"-server-port", strconv.Itoa(ports["server"]), "-dns-port", strconv.Itoa(ports["dns"])}
 	}
-	args := []string{"agent", "-dev", "-bind", "127.0.0.1", "-client", "127.0.0.1",
-		"-node", "switchyard-test", "-log-level", "warn",
-		"-http-port", strconv.Itoa(ports["http"]), "-grpc-port", strconv.Itoa(ports["grpc"]), "-grpc-tls-port", strconv.Itoa(ports["grpc-tls"]),
-		"-serf-lan-port", strconv.Itoa(ports["serf-lan"]), "-serf-wan-port", strconv.Itoa(ports["serf-wan"]),
-		"-server-port", strconv.Itoa(ports["server"]), "-dns-port", strconv.Itoa(ports["dns"])}
-	c := &Consul{Process: start(t, bin, args, filepath.Join(dir, "consul.log")), Addr: "127.0.0.1:" + strconv.Itoa(ports["http"])}
-	c.WaitLeader(t)
+	c.Process = startRetrying(t, bin, filepath.Join(dir, "consul.log"), args, func(*Process) bool { return leaderKnown(c.Addr) })
 	return c
 }
 
@@ -201,10 +239,20 @@ func StartRedis(t testing.TB) *Redis {
 	t.Helper()
 	bin := Binary(t, "redis-server", "REDIS_BIN")
 	dir := t.TempDir()
-	port := FreePort(t)
-	args := []string{"--bind", "127.0.0.1", "--port", strconv.Itoa(port), "--save", "", "--appendonly", "no", "--dir", dir}
-	r := &Redis{Process: start(t, bin, args, filepath.Join(dir, "redis.log")), Addr: "127.0.0.1:" + strconv.Itoa(port)}
-	r.Wait(t)
+	r := &Redis{}
+	args := func() []string {
+		port := FreePort(t)
+		r.Addr = "127.0.0.1:" + strconv.Itoa(port)
+		return []string{"--bind", "127.0.0.1", "--port", strconv.Itoa(port), "--save", "", "--appendonly", "no", "--dir", dir}
+	}
+	r.Process = startRetrying(t, bin, filepath.Join(dir, "redis.log"), args, func(*Process) bool {
+		c, err := net.DialTimeout("tcp", r.Addr, 200*time.Millisecond)
+		if err != nil {
+			return false
+		}
+		c.Close()
+		return true
+	})
 	return r
 }
 
