@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs what tests and DISCOVERY=consul need, only when missing:
-#   - Debian packages redis-server, libucx-dev, ucx-utils (apt-get, as root);
+#   - Debian packages redis-server, libucx-dev, ucx-utils, pkg-config (apt-get, as root);
 #   - Consul v1.14.11 (MPL-2.0), built from source through the `tool`
 #     directive of tools/consul/go.mod into $SWITCHYARD_CACHE (default
 #     ~/.cache/switchyard), never into the repository.
@@ -11,6 +11,7 @@ cache="${SWITCHYARD_CACHE:-$HOME/.cache/switchyard}"
 consul="$cache/consul-v1.14.11"
 
 need=()
+command -v pkg-config >/dev/null || need+=(pkg-config)
 command -v redis-server >/dev/null || need+=(redis-server)
 pkg-config --exists ucx 2>/dev/null || need+=(libucx-dev)
 command -v ucx_perftest >/dev/null || need+=(ucx-utils)
