@@ -21,11 +21,9 @@ import (
 	"context"
 	"log/slog"
 	"maps"
-	"slices"
 	"strconv"
 	"time"
 
-	"connectrpc.com/connect"
 	commonv1 "switchyard.dev/gen/switchyard/common/v1"
 
 	meshv1 "switchyard.dev/gen/switchyard/mesh/v1"
@@ -37,9 +35,6 @@ import (
 	"switchyard.dev/libs/worker/handler"
 	"switchyard.dev/libs/worker/metrics"
 )
-
-// compressMinBytes is the smallest response message the worker compresses.
-const compressMinBytes = 4 << 10
 
 // Spec is the service.Spec of a worker with the given role ("prefill" or
 // "decode") and default listen address. Each call has its own Config.
@@ -89,11 +84,10 @@ func Setup(ctx context.Context, rt *service.Runtime, cfg *Config) error {
 	}
 	hc.Engine, hc.Model, hc.Tokenizer, hc.TokenizerKind, hc.Logger = eng, cfg.ModelName, m.tokenizer, m.tokenizerKind, log
 	h := handler.New(hc)
-	// Token messages are tens of bytes: gzip costs far more than it saves
-	// there (it was 30% of a streamed token's CPU), so only compress big
-	// messages such as GetModelInfo's tokenizer.
-	opts := append(slices.Clip(rt.Server.HandlerOptions()), connect.WithCompressMinBytes(compressMinBytes))
-	rt.Server.Mount(workerv1connect.NewWorkerServiceHandler(h, opts...))
+	// The runtime's handler options compress only messages of 4 KiB or
+	// more: token messages are tens of bytes, and gzip on each was 30% of a
+	// streamed token's CPU.
+	rt.Server.Mount(workerv1connect.NewWorkerServiceHandler(h, rt.Server.HandlerOptions()...))
 	publish(ctx, rt, cfg, eng.ModelInfo(), inv)
 
 	go run(ctx, eng, h, drainWindow(rt.Common.DrainTimeout), log, func() {

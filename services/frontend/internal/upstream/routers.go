@@ -41,7 +41,7 @@ type Routers struct {
 // NewRouters returns a pool over the given base URLs (static mode); call
 // Watch to follow discovery instead.
 func NewRouters(hc connect.HTTPClient, log *slog.Logger, urls []string, opts ...connect.ClientOption) *Routers {
-	r := &Routers{hc: hc, opts: append([]connect.ClientOption{noGzip}, opts...), log: log, clients: make(map[string]routerv1connect.RouterServiceClient)}
+	r := &Routers{hc: hc, opts: opts, log: log, clients: make(map[string]routerv1connect.RouterServiceClient)}
 	r.set(urls)
 	return r
 }

@@ -33,11 +33,6 @@ func NewHTTPClient() *http.Client {
 	}}
 }
 
-// noGzip stops asking servers to gzip: generation messages are a few
-// bytes each, and compressing every one cost more CPU than the rest of the
-// frontend's per-token path together.
-var noGzip = connect.WithAcceptCompression("gzip", nil, nil)
-
 // Workers caches one WorkerService client per base URL.
 type Workers struct {
 	hc   connect.HTTPClient
@@ -49,7 +44,7 @@ type Workers struct {
 
 // NewWorkers returns a pool over hc.
 func NewWorkers(hc connect.HTTPClient, opts ...connect.ClientOption) *Workers {
-	return &Workers{hc: hc, opts: append([]connect.ClientOption{noGzip}, opts...), clients: make(map[string]workerv1connect.WorkerServiceClient)}
+	return &Workers{hc: hc, opts: opts, clients: make(map[string]workerv1connect.WorkerServiceClient)}
 }
 
 // Worker returns the client of the worker at baseURL (http://host:port).
