@@ -14,6 +14,7 @@ import (
 
 	"switchyard.dev/gen/switchyard/worker/v1/workerv1connect"
 	"switchyard.dev/libs/engine"
+	"switchyard.dev/libs/mesh/client"
 	"switchyard.dev/libs/mesh/service"
 	"switchyard.dev/libs/mesh/telemetry"
 	"switchyard.dev/libs/nixl"
@@ -105,10 +106,7 @@ func newPrefillClients(tel *telemetry.Telemetry) (*prefillClients, error) {
 	if err != nil {
 		return nil, fmt.Errorf("prefill client interceptor: %w", err)
 	}
-	p := new(http.Protocols)
-	p.SetUnencryptedHTTP2(true)
-	hc := &http.Client{Transport: &http.Transport{Protocols: p, MaxIdleConnsPerHost: 4, IdleConnTimeout: 90 * time.Second}}
-	return &prefillClients{hc: hc, opts: []connect.ClientOption{connect.WithInterceptors(otel)}, clients: map[string]disagg.Prefiller{}}, nil
+	return &prefillClients{hc: client.NewHTTP(), opts: []connect.ClientOption{connect.WithInterceptors(otel)}, clients: map[string]disagg.Prefiller{}}, nil
 }
 
 // dial returns the client of the worker at baseURL (http://host:port, or

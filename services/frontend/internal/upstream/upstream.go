@@ -10,28 +10,15 @@ package upstream
 import (
 	"net/http"
 	"sync"
-	"time"
 
 	"connectrpc.com/connect"
 
 	"switchyard.dev/gen/switchyard/worker/v1/workerv1connect"
+	"switchyard.dev/libs/mesh/client"
 )
 
-// NewHTTPClient returns the h2c client every upstream call uses. It has no
-// overall timeout: generation streams are bounded by their contexts.
-func NewHTTPClient() *http.Client {
-	p := new(http.Protocols)
-	p.SetUnencryptedHTTP2(true)
-	return &http.Client{Transport: &http.Transport{
-		Protocols:           p,
-		MaxIdleConnsPerHost: 16,
-		IdleConnTimeout:     90 * time.Second,
-		HTTP2: &http.HTTP2Config{
-			SendPingTimeout: 15 * time.Second,
-			PingTimeout:     10 * time.Second,
-		},
-	}}
-}
+// NewHTTPClient returns the h2c client every upstream call uses.
+func NewHTTPClient() *http.Client { return client.NewHTTP() }
 
 // Workers caches one WorkerService client per base URL.
 type Workers struct {

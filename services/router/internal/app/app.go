@@ -8,10 +8,10 @@ import (
 	"context"
 	"flag"
 	"io"
-	"net/http"
 	"time"
 
 	"switchyard.dev/gen/switchyard/router/v1/routerv1connect"
+	"switchyard.dev/libs/mesh/client"
 	"switchyard.dev/libs/mesh/discovery"
 	"switchyard.dev/libs/mesh/service"
 	"switchyard.dev/libs/radix"
@@ -56,16 +56,9 @@ func spec(version string, onSetup func(*stack)) service.Spec {
 	}
 }
 
-// h2cClient speaks HTTP/2 without TLS, as every Switchyard server does.
-func h2cClient() *http.Client {
-	p := new(http.Protocols)
-	p.SetUnencryptedHTTP2(true)
-	return &http.Client{Transport: &http.Transport{Protocols: p}}
-}
-
 func setup(ctx context.Context, rt *service.Runtime, f *flags) (*stack, error) {
 	log, id := rt.Logger, rt.Server.Instance().ID
-	hc := h2cClient()
+	hc := client.NewHTTP()
 	index, saver := openIndex(ctx, rt, f)
 	var pusher *peer.Pusher
 	cfg := route.Config{
