@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"slices"
 	"time"
@@ -89,6 +90,9 @@ func (r *Router) Decide(ctx context.Context, req *routerv1.RouteRequest) (*route
 		}
 	}
 	r.recordLoad(req, mp.blockSize, len(hashes), chosen.ID, prefillID, prefillCredit)
+	if r.cfg.Logger.Enabled(ctx, slog.LevelDebug) {
+		r.logDecision(ctx, req, mode, dec)
+	}
 	r.approximate(chosen.ID, hashes)
 	if r.metrics != nil {
 		r.metrics.record(ctx, mode, chosen.ID, len(hashes), chosen.Depth[radix.TierDevice], chosen.Overlap)
@@ -205,4 +209,15 @@ func (r *Router) Release(_ context.Context, req *connect.Request[routerv1.Releas
 		r.cfg.Publish(&routerv1.LoadEvent{Kind: routerv1.LoadEventKind_LOAD_EVENT_KIND_FREE, RequestId: id})
 	}
 	return connect.NewResponse(&routerv1.ReleaseResponse{}), nil
+}
+
+// logDecision logs one decision with every candidate's overlap and cost
+// (debug level: it is the first thing to read when the hit ratio is low).
+func (r *Router) logDecision(ctx context.Context, req *routerv1.RouteRequest, mode string, dec decision) {
+	cands := make([]string, len(dec.cands))
+	for i, c := range dec.cands {
+		cands[i] = fmt.Sprintf("%s:depth=%d,prefill=%.0f,decode=%.0f,cost=%.0f", c.ID, c.Depth[radix.TierDevice], c.PrefillBlocks, c.DecodeBlocks, c.Cost)
+	}
+	r.cfg.Logger.DebugContext(ctx, "route", "request_id", req.GetRequestId(), "mode", mode,
+		"tokens", len(req.GetTokenIds()), "chosen", dec.worker().ID, "candidates", cands)
 }

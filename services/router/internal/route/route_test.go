@@ -1,9 +1,12 @@
 package route
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -239,5 +242,38 @@ func TestExcludeInstanceIDs(t *testing.T) {
 				t.Fatalf("excluding every worker: %v, %v; want the exclusion ignored", res, err)
 			}
 		})
+	}
+}
+
+// TestDecisionDebugLog: at debug level every decision is logged with each
+// candidate's depth, load and cost (what one reads when the hit ratio is
+// low); at info level nothing is.
+func TestDecisionDebugLog(t *testing.T) {
+	t.Parallel()
+	for _, level := range []slog.Level{slog.LevelDebug, slog.LevelInfo} {
+		var buf bytes.Buffer
+		ix := radix.New()
+		r := newRouter(t, func(c *Config) {
+			c.Index = ix
+			c.Logger = slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: level}))
+		})
+		r.SetWorkers(instances(discovery.RoleDecode, "m", "w1", "w2"), nil)
+		prompt := tokens(32, 1)
+		cache(t, ix, "w2", prompt, radix.TierDevice)
+		if _, err := r.Decide(t.Context(), &routerv1.RouteRequest{Model: "m", TokenIds: prompt, RequestId: "req-1"}); err != nil {
+			t.Fatal(err)
+		}
+		got := buf.String()
+		if level == slog.LevelInfo {
+			if got != "" {
+				t.Errorf("info level logged %q", got)
+			}
+			continue
+		}
+		for _, want := range []string{"msg=route", "request_id=req-1", "chosen=w2", "w2:depth=8,", "w1:depth=0,"} {
+			if !strings.Contains(got, want) {
+				t.Errorf("debug log %q lacks %q", got, want)
+			}
+		}
 	}
 }
