@@ -13,15 +13,24 @@ var BenchSizes = []int{64 << 10, 1 << 20, 16 << 20}
 // benchDepth transfers are kept in flight for bandwidth.
 const benchDepth = 4
 
+// PerftestWindow is ucx_perftest's window (-w) that scripts/perfcompare.sh
+// passes, and the depth of the Perftest benchmarks.
+const PerftestWindow = 10
+
 // Bench runs the bandwidth and latency benchmarks: WRITE of one descriptor
 // per transfer. Bandwidth keeps benchDepth transfers in flight; latency
-// runs one at a time, so ns/op is the post-to-completion time.
+// runs one at a time, so ns/op is the post-to-completion time; Perftest
+// repeats ucx_perftest's pattern (PerftestWindow in flight, one buffer)
+// for scripts/perfcompare.sh.
 func Bench(b *testing.B, setup Setup) {
 	for _, size := range BenchSizes {
-		b.Run(fmt.Sprintf("Bandwidth/%s", sizeName(size)), func(b *testing.B) { benchWrite(b, setup, size, benchDepth) })
+		b.Run(fmt.Sprintf("Bandwidth/%s", sizeName(size)), func(b *testing.B) { benchWrite(b, setup, size, benchDepth, false) })
 	}
 	for _, size := range BenchSizes {
-		b.Run(fmt.Sprintf("Latency/%s", sizeName(size)), func(b *testing.B) { benchWrite(b, setup, size, 1) })
+		b.Run(fmt.Sprintf("Latency/%s", sizeName(size)), func(b *testing.B) { benchWrite(b, setup, size, 1, false) })
+	}
+	for _, size := range BenchSizes {
+		b.Run(fmt.Sprintf("Perftest/%s", sizeName(size)), func(b *testing.B) { benchWrite(b, setup, size, PerftestWindow, true) })
 	}
 }
 
@@ -32,11 +41,20 @@ func sizeName(n int) string {
 	return fmt.Sprintf("%dKiB", n>>10)
 }
 
-func benchWrite(b *testing.B, setup Setup, size, depth int) {
-	init, target := pair(b, setup, size*depth)
+// benchWrite keeps depth WRITEs of size bytes in flight. Each slot has its
+// own buffers, as KV blocks do, unless oneBuffer: then every transfer
+// reads and writes the same size bytes on both sides, as ucx_perftest's
+// bandwidth tests do (its numbers are for cache-warm buffers; comparing
+// them with spread buffers measures memory, not the transport).
+func benchWrite(b *testing.B, setup Setup, size, depth int, oneBuffer bool) {
+	slots := depth
+	if oneBuffer {
+		slots = 1
+	}
+	init, target := pair(b, setup, size*slots)
 	reqs := make([]nixl.XferRequest, depth)
 	for i := range reqs {
-		off := uint64(i * size)
+		off := uint64(i % slots * size)
 		reqs[i] = nixl.XferRequest{Op: nixl.Write, Peer: "target",
 			Local:  []nixl.Desc{{Region: init.region, Offset: off, Len: uint64(size)}},
 			Remote: []nixl.Desc{{Region: target.region, Offset: off, Len: uint64(size)}}}

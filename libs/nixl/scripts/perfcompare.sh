@@ -24,22 +24,24 @@ perftest() {
 	wait "$srv" 2>/dev/null || true
 }
 
-# ours TLS SIZENAME -> MB/s
+# ours TLS SIZENAME ONESIDED -> MB/s, in perftest's pattern (window W, one
+# buffer; nixltest.PerftestWindow must equal W)
 ours() {
-	UCX_TLS=$1 "$bin" -test.run '^$' -test.bench "UCX/Bandwidth/$2\$" -test.benchtime "$BENCHTIME" |
+	UCX_TLS=$1 NIXL_UCX_ONE_SIDED=$3 "$bin" -test.run '^$' -test.bench "UCX/Perftest/$2\$" -test.benchtime "$BENCHTIME" |
 		awk '/^BenchmarkUCX/ {for (i = 1; i <= NF; i++) if ($i == "MB/s") print $(i-1)}'
 }
 
 pct() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.0f%%", 100 * a / b; else print "n/a" }'; }
 
-printf '%-5s %-6s %14s %14s %14s %10s %10s\n' TLS size perftest-tag perftest-put nixl-write '%tag' '%put'
+printf '%-5s %-6s %14s %14s %14s %14s %10s %10s\n' TLS size perftest-tag perftest-put nixl-tagged nixl-put '%tag' '%put'
 for tls in tcp sm; do
 	for size in 1MiB 16MiB; do
 		bytes=$((${size%MiB} << 20))
 		tag=$(perftest "$tls" tag_bw "$bytes")
 		put=$(perftest "$tls" ucp_put_bw "$bytes")
-		our=$(ours "$tls" "$size")
-		printf '%-5s %-6s %14s %14s %14s %10s %10s\n' "$tls" "$size" "${tag:-?}" "${put:-?}" "${our:-?}" \
-			"$(pct "${our:-0}" "${tag:-0}")" "$(pct "${our:-0}" "${put:-0}")"
+		our=$(ours "$tls" "$size" 0)
+		oput=$(ours "$tls" "$size" 1)
+		printf '%-5s %-6s %14s %14s %14s %14s %10s %10s\n' "$tls" "$size" "${tag:-?}" "${put:-?}" "${our:-?}" "${oput:-?}" \
+			"$(pct "${our:-0}" "${tag:-0}")" "$(pct "${oput:-0}" "${put:-0}")"
 	done
 done

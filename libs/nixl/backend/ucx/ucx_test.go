@@ -31,9 +31,11 @@ func setup(testing.TB) (a, b nixl.BackendFactory) {
 
 // benchSetup follows UCX_TLS: restricted to shared memory, endpoints must
 // go without peer error handling (see Config.NoPeerErrHandling).
+// NIXL_UCX_ONE_SIDED=1 measures Config.OneSidedWrite (perfcompare.sh).
 func benchSetup(testing.TB) (a, b nixl.BackendFactory) {
 	tls := os.Getenv("UCX_TLS")
-	cfg := ucx.Config{NoPeerErrHandling: tls != "" && !strings.Contains(tls, "tcp") && !strings.Contains(tls, "all")}
+	cfg := ucx.Config{NoPeerErrHandling: tls != "" && !strings.Contains(tls, "tcp") && !strings.Contains(tls, "all"),
+		OneSidedWrite: os.Getenv("NIXL_UCX_ONE_SIDED") == "1"}
 	return ucx.New(cfg), ucx.New(cfg)
 }
 
