@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"sort"
 	"sync"
+	"sync/atomic"
 
 	"switchyard.dev/libs/nixl/metadata"
 )
@@ -32,6 +34,10 @@ type Agent struct {
 	backends []Backend // in preference order
 	regions  *regionTable
 	notifs   notifQueue
+	// epoch names this run in metadata; gen counts (de)registrations, so
+	// peers can drop a stale blob that arrives after a fresher one.
+	epoch uint64
+	gen   atomic.Uint64
 
 	mu     sync.Mutex
 	peers  map[string]*peer
@@ -61,6 +67,7 @@ func NewAgent(cfg Config) (*Agent, error) {
 		log:     log.With("agent", cfg.Name),
 		regions: newRegionTable(),
 		peers:   map[string]*peer{},
+		epoch:   rand.Uint64() | 1, // never 0, which means "unordered" (version 1)
 	}
 	a.notifs.init()
 	env := Env{Agent: cfg.Name, Logger: a.log, Regions: a.regions, Notify: a.notifs.push}
@@ -122,6 +129,7 @@ func (a *Agent) RegisterMemory(mem []byte) (RegionID, error) {
 		}
 	}
 	a.regions.setKeys(id, keys)
+	a.gen.Add(1) // after the region is complete: a blob of this generation lists it
 	return id, nil
 }
 
@@ -132,6 +140,7 @@ func (a *Agent) DeregisterMemory(ctx context.Context, id RegionID) error {
 	if err := a.regions.remove(ctx, id); err != nil {
 		return err
 	}
+	a.gen.Add(1)
 	var errs []error
 	for _, b := range a.backends {
 		if err := b.DeregisterMemory(id); err != nil {
@@ -142,9 +151,13 @@ func (a *Agent) DeregisterMemory(ctx context.Context, id RegionID) error {
 }
 
 // Metadata encodes the agent's current connection metadata. Re-publish it
-// after registering or deregistering memory.
+// after registering or deregistering memory. Blobs carry a generation:
+// a peer keeps the newest it was given, whatever order they arrive in.
 func (a *Agent) Metadata() ([]byte, error) {
-	md := &metadata.Agent{Name: a.name, Regions: a.regions.snapshot()}
+	// The generation is read before the regions: a blob lists every region
+	// registered up to its generation.
+	md := &metadata.Agent{Name: a.name, Epoch: a.epoch, Gen: a.gen.Load()}
+	md.Regions = a.regions.snapshot()
 	for _, b := range a.backends {
 		md.Backends = append(md.Backends, metadata.Backend{Name: b.Name(), Address: b.Address()})
 	}

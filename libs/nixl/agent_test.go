@@ -1,6 +1,8 @@
 package nixl_test
 
 import (
+	"bytes"
+	"errors"
 	"testing"
 
 	"switchyard.dev/libs/nixl"
@@ -60,5 +62,93 @@ func TestBackendChoice(t *testing.T) {
 				t.Fatalf("backend = %q, want %q", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestMetadataGenerations: a peer keeps the newest blob of a run whatever
+// order blobs arrive in, and a deregistered region (a revoked window) takes
+// no more writes even from a peer that has not heard of it: the target
+// rejects them and its memory stays as it was.
+func TestMetadataGenerations(t *testing.T) {
+	t.Parallel()
+	mk := func(name string) *nixl.Agent {
+		a, err := nixl.NewAgent(nixl.Config{Name: name, Backends: []nixl.BackendFactory{tcp.New(tcp.Config{})}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = a.Close() })
+		return a
+	}
+	a, b := mk("a"), mk("b")
+	ar, err := arena.Map(8192)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ar.Close() })
+	src, err := a.RegisterMemory(ar.Bytes()[:4096])
+	if err != nil {
+		t.Fatal(err)
+	}
+	mem := ar.Bytes()[4096:]
+	whole, err := b.RegisterMemory(mem)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stale, err := b.Metadata()
+	if err != nil {
+		t.Fatal(err)
+	}
+	window, err := b.RegisterMemory(mem[1024:2048]) // an alias of part of whole
+	if err != nil {
+		t.Fatal(err)
+	}
+	fresh, err := b.Metadata()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, md := range [][]byte{fresh, stale} { // the stale blob arrives last
+		if _, err := a.LoadRemoteMetadata(md); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write := func(region nixl.RegionID, fill byte) error {
+		copy(ar.Bytes()[:64], bytes.Repeat([]byte{fill}, 64))
+		x, err := a.Post(nixl.XferRequest{Op: nixl.Write, Peer: "b",
+			Local:  []nixl.Desc{{Region: src, Len: 64}},
+			Remote: []nixl.Desc{{Region: region, Len: 64}}})
+		if err != nil {
+			return err
+		}
+		return x.Wait(t.Context())
+	}
+	if err := write(window, 1); err != nil {
+		t.Fatalf("write into the window, stale blob loaded last: %v", err)
+	}
+	if mem[1024] != 1 {
+		t.Fatal("the write did not land at the window's start")
+	}
+	if err := b.DeregisterMemory(t.Context(), window); err != nil {
+		t.Fatal(err)
+	}
+	// a still holds the blob listing the window: the target must refuse.
+	if err := write(window, 2); !errors.Is(err, nixl.ErrRemote) || !errors.Is(err, nixl.ErrUnknownRegion) {
+		t.Fatalf("late write into a revoked window: %v, want ErrRemote and ErrUnknownRegion", err)
+	}
+	if mem[1024] != 1 {
+		t.Fatal("a late write landed in a revoked window")
+	}
+	// With fresh metadata the initiator refuses at post time.
+	md, err := b.Metadata()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.LoadRemoteMetadata(md); err != nil {
+		t.Fatal(err)
+	}
+	if err := write(window, 3); !errors.Is(err, nixl.ErrUnknownRegion) {
+		t.Fatalf("post to a deregistered region: %v, want ErrUnknownRegion", err)
+	}
+	if err := write(whole, 4); err != nil || mem[0] != 4 {
+		t.Fatalf("write into the whole region: %v", err)
 	}
 }

@@ -8,8 +8,9 @@ import (
 )
 
 // LoadRemoteMetadata decodes a peer's blob and remembers it under the
-// peer's name, replacing earlier metadata of that name (a restarted peer).
-// The connection is made on the first transfer.
+// peer's name, replacing earlier metadata of that name (a restarted peer),
+// unless the loaded one is a later generation of the same run: a stale blob
+// is ignored. The connection is made on the first transfer.
 func (a *Agent) LoadRemoteMetadata(blob []byte) (string, error) {
 	md, err := metadata.Decode(blob)
 	if err != nil {
@@ -24,6 +25,12 @@ func (a *Agent) LoadRemoteMetadata(blob []byte) (string, error) {
 		return "", ErrClosed
 	}
 	old := a.peers[md.Name]
+	if old != nil && old.md.Newer(md) {
+		// An older blob of the same run, overtaken in flight by a newer one
+		// (two requests carried them concurrently): keep the newer.
+		a.mu.Unlock()
+		return md.Name, nil
+	}
 	p := &peer{md: md}
 	if old != nil && old.conn != nil {
 		if addr, ok := md.Backend(old.backend.Name()); ok && string(addr) == string(mustAddr(old.md, old.backend.Name())) {

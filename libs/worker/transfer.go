@@ -163,7 +163,7 @@ func disaggHooks(rt *service.Runtime, cfg *Config, eng *engine.Engine, log *slog
 			tr.close(log)
 			return hc, nil, err
 		}
-		dc.Agent, dc.Region, dc.Dial = tr.agent, tr.region, clients.dial
+		dc.Agent, dc.Dial = tr.agent, clients.dial
 		hc.Exporter = disagg.NewExporter(disagg.ExportConfig{Engine: eng, Agent: tr.agent, Region: tr.region, Tracer: tracer, Logger: dc.Logger})
 	}
 	hc.Disagg = disagg.NewDecoder(dc)

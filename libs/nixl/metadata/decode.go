@@ -13,10 +13,14 @@ func Decode(blob []byte) (*Agent, error) {
 	if d.err == nil && m != magic {
 		return nil, fmt.Errorf("%w: bad magic", ErrMalformed)
 	}
-	if v := d.u8(); d.err == nil && v != Version {
-		return nil, fmt.Errorf("%w: version %d, want %d", ErrMalformed, v, Version)
+	v := d.u8()
+	if d.err == nil && v != 1 && v != Version {
+		return nil, fmt.Errorf("%w: version %d, want 1..%d", ErrMalformed, v, Version)
 	}
 	a := &Agent{Name: d.str8()}
+	if v >= 2 {
+		a.Epoch, a.Gen = d.u64(), d.u64()
+	}
 	nb := int(d.u8())
 	if nb > MaxBackends {
 		d.fail("too many backends")

@@ -15,8 +15,9 @@ import (
 	"fmt"
 )
 
-// Version is the format version Encode writes and Decode accepts.
-const Version = 1
+// Version is the format version Encode writes. Decode also accepts
+// version 1 (no epoch and generation; both read as 0).
+const Version = 2
 
 // magic starts every blob so a stray payload is rejected early.
 var magic = [4]byte{'N', 'I', 'X', 'L'}
@@ -36,9 +37,20 @@ var ErrMalformed = errors.New("metadata: malformed blob")
 
 // Agent is the decoded form of one agent's metadata.
 type Agent struct {
-	Name     string
-	Backends []Backend
-	Regions  []Region
+	Name string
+	// Epoch names one run of the agent (random at start) and Gen counts
+	// its registrations and deregistrations, so a peer that receives two
+	// blobs of one run out of order keeps the newer (Newer).
+	Epoch, Gen uint64
+	Backends   []Backend
+	Regions    []Region
+}
+
+// Newer reports whether a describes a later state of b's agent run than
+// b does; blobs of different runs (or of version 1) are never ordered,
+// and the one loaded last wins.
+func (a *Agent) Newer(b *Agent) bool {
+	return a.Epoch == b.Epoch && a.Epoch != 0 && a.Gen > b.Gen
 }
 
 // Backend is one transport the agent can be reached by.
@@ -98,6 +110,8 @@ func Encode(a *Agent) ([]byte, error) {
 	b := append([]byte(nil), magic[:]...)
 	b = append(b, Version)
 	b = appendStr8(b, a.Name)
+	b = binary.BigEndian.AppendUint64(b, a.Epoch)
+	b = binary.BigEndian.AppendUint64(b, a.Gen)
 	b = append(b, byte(len(a.Backends)))
 	for _, be := range a.Backends {
 		b = appendStr8(b, be.Name)

@@ -9,7 +9,7 @@ import (
 
 func sample() *Agent {
 	return &Agent{
-		Name: "prefill-0",
+		Name: "prefill-0", Epoch: 42, Gen: 7,
 		Backends: []Backend{
 			{Name: "tcp", Address: []byte("127.0.0.1:4000")},
 			{Name: "ucx", Address: []byte{0, 1, 2, 3}},
@@ -48,21 +48,51 @@ func TestRoundTrip(t *testing.T) {
 }
 
 // TestGolden pins the wire format: peers built from other commits must
-// keep decoding what this one publishes.
+// keep decoding what this one publishes, and it must keep decoding what
+// version 1 published.
 func TestGolden(t *testing.T) {
 	t.Parallel()
-	blob, err := Encode(&Agent{
-		Name:     "a",
+	a := &Agent{
+		Name: "a", Epoch: 0x0102030405060708, Gen: 9,
 		Backends: []Backend{{Name: "tcp", Address: []byte("h:1")}},
 		Regions:  []Region{{ID: 7, Len: 16, Keys: []Key{{Backend: "ucx", Key: []byte{0xAB}}}}},
-	})
+	}
+	blob, err := Encode(a)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []byte("NIXL\x01\x01a\x01\x03tcp\x00\x00\x00\x03h:1" +
-		"\x00\x00\x00\x01\x00\x00\x00\x07\x00\x00\x00\x00\x00\x00\x00\x10\x01\x03ucx\x00\x00\x00\x01\xAB")
+	tail := "\x01\x03tcp\x00\x00\x00\x03h:1" +
+		"\x00\x00\x00\x01\x00\x00\x00\x07\x00\x00\x00\x00\x00\x00\x00\x10\x01\x03ucx\x00\x00\x00\x01\xAB"
+	want := []byte("NIXL\x02\x01a\x01\x02\x03\x04\x05\x06\x07\x08\x00\x00\x00\x00\x00\x00\x00\x09" + tail)
 	if !bytes.Equal(blob, want) {
 		t.Fatalf("encoding changed:\n got %q\nwant %q", blob, want)
+	}
+	v1, err := Decode([]byte("NIXL\x01\x01a" + tail))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.Epoch, a.Gen = 0, 0
+	if !reflect.DeepEqual(v1, a) {
+		t.Fatalf("version 1 decoded to %+v, want %+v", v1, a)
+	}
+}
+
+func TestNewer(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		a, b Agent
+		want bool
+	}{
+		{Agent{Epoch: 1, Gen: 2}, Agent{Epoch: 1, Gen: 1}, true},
+		{Agent{Epoch: 1, Gen: 1}, Agent{Epoch: 1, Gen: 1}, false},
+		{Agent{Epoch: 1, Gen: 1}, Agent{Epoch: 1, Gen: 2}, false},
+		{Agent{Epoch: 2, Gen: 1}, Agent{Epoch: 1, Gen: 5}, false}, // another run: not ordered
+		{Agent{Gen: 2}, Agent{Gen: 1}, false},                     // version 1 blobs
+	}
+	for _, tt := range tests {
+		if got := tt.a.Newer(&tt.b); got != tt.want {
+			t.Errorf("%+v.Newer(%+v) = %v, want %v", tt.a, tt.b, got, tt.want)
+		}
 	}
 }
 
@@ -82,6 +112,7 @@ func TestDecodeRejects(t *testing.T) {
 		{"truncated", good[:len(good)-1]},
 		{"trailing", append(append([]byte(nil), good...), 0)},
 		{"empty name", []byte("NIXL\x01\x00\x00\x00\x00\x00\x00")},
+		{"v2 without generation", []byte("NIXL\x02\x01a\x00\x00\x00\x00\x00\x00\x00\x01")},
 		{"huge region count", []byte("NIXL\x01\x01a\x00\xff\xff\xff\xff")},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

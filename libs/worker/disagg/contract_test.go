@@ -18,6 +18,58 @@ import (
 func runContract(t *testing.T, backend func(testing.TB) nixl.BackendFactory) {
 	t.Run("exact", func(t *testing.T) { t.Parallel(); testExact(t, backend) })
 	t.Run("fallback", func(t *testing.T) { t.Parallel(); testFallback(t, backend) })
+	t.Run("late writer", func(t *testing.T) { t.Parallel(); testLateWriter(t, backend) })
+}
+
+// testLateWriter: the decode worker gives up on a prefill worker that then
+// writes anyway (it never saw the cancellation). Its writes must be refused,
+// not land in the released blocks: the decode arena is unchanged, the
+// output is exact, and no block leaks.
+func testLateWriter(t *testing.T, backend func(testing.TB) nixl.BackendFactory) {
+	late := &lateWriter{release: make(chan struct{}), done: make(chan error, 1)}
+	s := newStack(t, stackOpts{backend: backend, threshold: 8, wrap: func(p Prefiller) Prefiller { late.p = p; return late }})
+	p := prompts(1, 200, 11)[0]
+	p = append(p, prompts(1, 100, 12)[0]...)
+	r := engine.Request{Prompt: p, Stop: engine.StopParams{MaxTokens: 6, IgnoreEOS: true}}
+	want := collect(t, s.ref, r, nil)
+	if got := s.generate(t, r); !slices.Equal(got, want) {
+		t.Errorf("after the prefill worker was given up on: %v, want %v", got, want)
+	}
+	if s.obs.count(PathFallback) != 1 {
+		t.Fatalf("paths %v, want one fallback", s.obs.paths)
+	}
+	waitIdle(t, "decode", s.dec) // the quarantined blocks are released too
+	if n := s.decoder.Quarantined(); n != 0 {
+		t.Fatalf("%d blocks still quarantined", n)
+	}
+	before := slices.Clone(s.dec.KV().Arena)
+	close(late.release) // now the prefill worker computes and writes
+	err := <-late.done
+	if err == nil {
+		t.Fatal("the late prefill succeeded: its writes landed after the decode worker released the blocks")
+	}
+	t.Logf("late prefill: %v", err)
+	if !slices.Equal(before, s.dec.KV().Arena) {
+		t.Fatal("late writes changed the decode worker's arena")
+	}
+	waitIdle(t, "prefill", s.pre)
+}
+
+// lateWriter fails the RPC at once, as a decode-side timeout does, while
+// the prefill worker goes on (after release) with the request it got.
+type lateWriter struct {
+	p       Prefiller
+	release chan struct{}
+	done    chan error
+}
+
+func (l *lateWriter) RemotePrefill(ctx context.Context, req *connect.Request[workerv1.RemotePrefillRequest]) (*connect.Response[workerv1.RemotePrefillResponse], error) {
+	go func() {
+		<-l.release
+		_, err := l.p.RemotePrefill(context.WithoutCancel(ctx), req)
+		l.done <- err
+	}()
+	return nil, connect.NewError(connect.CodeDeadlineExceeded, errInjected)
 }
 
 // testExact: greedy output with disaggregated prefill equals aggregated

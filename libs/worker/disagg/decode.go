@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"connectrpc.com/connect"
@@ -69,9 +70,9 @@ type Observer interface {
 type DecodeConfig struct {
 	Engine DecodeEngine
 	Model  string
-	// Agent has the engine's arena registered as Region.
-	Agent  *nixl.Agent
-	Region nixl.RegionID
+	// Agent moves KV into the engine's arena; each remote prefill gets a
+	// window of it registered for its duration (see window).
+	Agent *nixl.Agent
 	// Dial returns the client of the prefill worker at a base URL.
 	Dial func(baseURL string) Prefiller
 	// Mode is ModeAuto or ModeOff; Threshold is the uncached prompt
@@ -87,7 +88,8 @@ type DecodeConfig struct {
 
 // Decoder is the decode side. It is safe for concurrent use.
 type Decoder struct {
-	cfg DecodeConfig
+	cfg         DecodeConfig
+	quarantined atomic.Int64
 }
 
 // NewDecoder returns a Decoder.
@@ -184,17 +186,30 @@ func (p *prepared) remote(ctx context.Context, r *engine.Request, worker string)
 		return fmt.Errorf("reserving %d blocks: %w", n-k, err)
 	}
 	imported := blockIDs(to)
-	resp, err := p.call(ctx, r, worker, k, to, uint64(kv.BlockBytes))
-	if err == nil {
-		parent := kvhash.Root
-		if k > 0 {
-			parent = hashes[k-1]
-		}
-		_, err = d.cfg.Engine.CommitImportedAfter(parent, imported, r.Prompt[k*bs:n*bs], r.CacheSalt)
-		imported = nil // committed (or refused, which releases them too)
-	}
+	win, err := d.openWindow(kv.Arena, to, kv.BlockBytes)
 	if err != nil {
 		d.cfg.Engine.ReleaseBlocks(imported)
+		d.cfg.Engine.ReleaseBlocks(held)
+		return err
+	}
+	resp, err := p.call(ctx, r, worker, k, win, uint64(kv.BlockBytes))
+	if err == nil {
+		err = d.closeWindow(ctx, win)
+	}
+	if err != nil {
+		// The prefill worker may still be writing (we timed out, or the
+		// RPC broke): the blocks stay reserved until the window is revoked
+		// and no write into it is in flight; only then can they be reused.
+		d.cfg.Engine.ReleaseBlocks(held)
+		d.quarantine(win, imported)
+		return err
+	}
+	parent := kvhash.Root
+	if k > 0 {
+		parent = hashes[k-1]
+	}
+	if _, err := d.cfg.Engine.CommitImportedAfter(parent, imported, r.Prompt[k*bs:n*bs], r.CacheSalt); err != nil {
+		// Refused: the engine released the imported blocks itself.
 		d.cfg.Engine.ReleaseBlocks(held)
 		return err
 	}
@@ -207,20 +222,12 @@ func (p *prepared) remote(ctx context.Context, r *engine.Request, worker string)
 	return nil
 }
 
-func (p *prepared) call(ctx context.Context, r *engine.Request, worker string, k int, to []kvcache.Region, blockBytes uint64) (*workerv1.RemotePrefillResponse, error) {
+func (p *prepared) call(ctx context.Context, r *engine.Request, worker string, k int, win *window, blockBytes uint64) (*workerv1.RemotePrefillResponse, error) {
 	d := p.d
-	md, err := d.cfg.Agent.Metadata()
-	if err != nil {
-		return nil, fmt.Errorf("transfer metadata: %w", err)
-	}
-	offs := make([]uint64, len(to))
-	for i, t := range to {
-		offs[i] = uint64(t.Offset)
-	}
 	req := &workerv1.RemotePrefillRequest{
 		RequestId: r.ID, Model: d.cfg.Model, TokenIds: r.Prompt, Sampling: samplingProto(r),
 		FirstBlock: uint32(k), CacheSalt: r.CacheSalt,
-		Target: &workerv1.KvTarget{Agent: d.cfg.Agent.Name(), Metadata: md, Region: uint32(d.cfg.Region), BlockOffsets: offs, BlockBytes: blockBytes},
+		Target: &workerv1.KvTarget{Agent: d.cfg.Agent.Name(), Metadata: win.metadata, Region: uint32(win.region), BlockOffsets: win.offsets, BlockBytes: blockBytes},
 	}
 	cctx, cancel := context.WithTimeout(ctx, d.cfg.Timeout)
 	defer cancel()
@@ -233,11 +240,79 @@ func (p *prepared) call(ctx context.Context, r *engine.Request, worker string, k
 		span.SetStatus(codes.Error, err.Error())
 		return nil, fmt.Errorf("remote prefill on %s: %w", worker, err)
 	}
-	if got := res.Msg.GetBlocksWritten(); int(got) != len(to) {
-		return nil, fmt.Errorf("remote prefill on %s wrote %d blocks, want %d", worker, got, len(to))
+	if got := res.Msg.GetBlocksWritten(); int(got) != len(win.offsets) {
+		return nil, fmt.Errorf("remote prefill on %s wrote %d blocks, want %d", worker, got, len(win.offsets))
 	}
 	return res.Msg, nil
 }
+
+// window is the part of the arena one remote prefill may write: the span
+// of its blocks, registered with the agent as a region of its own (an
+// alias of the arena's bytes), so that deregistering it revokes the
+// prefill worker's access, as invalidating an rkey does on RDMA. A write
+// that arrives after is rejected by the target (tcp, local, tagged ucx);
+// with one-sided ucx puts, unmapping the region has that effect.
+type window struct {
+	region   nixl.RegionID
+	metadata []byte   // the agent's metadata listing region
+	offsets  []uint64 // the blocks' offsets in region
+}
+
+func (d *Decoder) openWindow(arena []byte, blocks []kvcache.Region, blockBytes int) (*window, error) {
+	lo, hi := blocks[0].Offset, blocks[0].Offset
+	for _, b := range blocks {
+		lo, hi = min(lo, b.Offset), max(hi, b.Offset)
+	}
+	hi += blockBytes
+	id, err := d.cfg.Agent.RegisterMemory(arena[lo:hi:hi])
+	if err != nil {
+		return nil, fmt.Errorf("registering the import window: %w", err)
+	}
+	md, err := d.cfg.Agent.Metadata()
+	if err != nil {
+		_ = d.cfg.Agent.DeregisterMemory(context.Background(), id)
+		return nil, fmt.Errorf("transfer metadata: %w", err)
+	}
+	w := &window{region: id, metadata: md, offsets: make([]uint64, len(blocks))}
+	for i, b := range blocks {
+		w.offsets[i] = uint64(b.Offset - lo)
+	}
+	return w, nil
+}
+
+// closeWindow revokes w after a successful prefill, whose writes have all
+// completed: nothing is in flight, so it returns at once.
+func (d *Decoder) closeWindow(ctx context.Context, w *window) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), closeWindowTimeout)
+	defer cancel()
+	if err := d.cfg.Agent.DeregisterMemory(ctx, w.region); err != nil {
+		return fmt.Errorf("revoking the import window: %w", err)
+	}
+	return nil
+}
+
+// closeWindowTimeout bounds closeWindow; writes still in flight after a
+// successful prefill would be a prefill-worker bug.
+const closeWindowTimeout = 5 * time.Second
+
+// quarantine revokes w in the background and releases blocks once no
+// write into it is in flight (at once, unless a transfer is stalled; a
+// backend ends stalled transfers when it declares the peer gone).
+func (d *Decoder) quarantine(w *window, blocks []int) {
+	d.quarantined.Add(int64(len(blocks)))
+	go func() {
+		if err := d.cfg.Agent.DeregisterMemory(context.Background(), w.region); err != nil {
+			// Only a closed agent fails here; its backends no longer write.
+			d.cfg.Logger.Warn("revoking an import window", "err", err)
+		}
+		d.cfg.Engine.ReleaseBlocks(blocks)
+		d.quarantined.Add(-int64(len(blocks)))
+	}()
+}
+
+// Quarantined is the number of blocks held back from reuse because a
+// failed remote prefill may still be writing into them.
+func (d *Decoder) Quarantined() int { return int(d.quarantined.Load()) }
 
 func samplingProto(r *engine.Request) *commonv1.SamplingParams {
 	s := r.Sampling

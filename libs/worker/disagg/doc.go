@@ -7,11 +7,15 @@
 //
 //	pin the prompt's cached leading blocks (they are neither recomputed nor sent)
 //	uncached tokens <= threshold, or no prefill worker named ──► local prefill
-//	AllocateForImport(the remaining full blocks) ──► RemotePrefill RPC
-//	   (target: our agent name + metadata, region, block offsets, first block)
-//	OK ──► CommitImportedAfter(last held hash, blocks, tokens) and pin them,
-//	       Request.FirstToken = the prefill worker's first token
-//	error, timeout, short write ──► release the import, prefill locally
+//	AllocateForImport(the remaining full blocks)
+//	register the blocks' span of the arena as a window (a region of its own)
+//	──► RemotePrefill RPC (target: our agent name + metadata, the window,
+//	    block offsets in it, first block)
+//	OK ──► revoke the window, CommitImportedAfter(last held hash, blocks,
+//	       tokens) and pin them; Request.FirstToken = the prefill worker's
+//	       first token
+//	error, timeout, short write ──► prefill locally; revoke the window in
+//	       the background and release the import once no write is in flight
 //
 // The pins are dropped once the engine produced the first output: by then
 // the sequence holds its blocks itself. The engine recomputes only the
@@ -34,10 +38,12 @@
 // exporter's blocks are pinned while a write reads them; on every path
 // both are released, so KV usage returns to its baseline on both sides.
 //
-// Limitation: a prefill worker still writing after the decode worker gave
-// up (its deadline passed) could land bytes in blocks the decode worker
-// has already released and reused. The prefill worker cancels its writes
-// as soon as the RPC is cancelled, which narrows the window but cannot
-// close it without revoking the target's registration (as RDMA stacks do
-// by invalidating the rkey).
+// Late writes: a prefill worker may still be writing after the decode
+// worker gave up on it (deadline, broken RPC). Such writes never land in
+// reused blocks: the decode worker revokes the request's window
+// (nixl DeregisterMemory), which rejects every later write into it (the
+// target checks tcp, local and tagged ucx writes against its regions;
+// one-sided ucx puts lose their rkey) and waits for the writes in flight,
+// and only then releases the blocks. Until then they are quarantined
+// (Decoder.Quarantined).
 package disagg

@@ -77,7 +77,7 @@ type stackOpts struct {
 
 func newStack(t testing.TB, o stackOpts) *stack {
 	s := &stack{dec: newEngine(t, shape, 32), pre: newEngine(t, shape, 32), ref: newEngine(t, shape, 32), obs: &recorder{}}
-	da, dr := newAgent(t, t.Name()+"-decode", o.backend(t), s.dec.KV().Arena)
+	da, _ := newAgent(t, t.Name()+"-decode", o.backend(t), s.dec.KV().Arena)
 	pa, pr := newAgent(t, t.Name()+"-prefill", o.backend(t), s.pre.KV().Arena)
 	s.preAgent = pa
 	s.exporter = NewExporter(ExportConfig{Engine: s.pre, Agent: pa, Region: pr})
@@ -85,7 +85,7 @@ func newStack(t testing.TB, o stackOpts) *stack {
 	if o.wrap != nil {
 		p = o.wrap(p)
 	}
-	s.decoder = NewDecoder(DecodeConfig{Engine: s.dec, Model: "m", Agent: da, Region: dr, Mode: ModeAuto,
+	s.decoder = NewDecoder(DecodeConfig{Engine: s.dec, Model: "m", Agent: da, Mode: ModeAuto,
 		Threshold: o.threshold, Timeout: o.timeout, Observer: s.obs, Dial: func(string) Prefiller { return p }})
 	return s
 }
