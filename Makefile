@@ -52,6 +52,10 @@ bench: ## replay a trace against a local mesh of sim workers, report in OUT (var
 gobench: ## run every Go benchmark for real (slow); numbers to compare, not assertions
 	@go test -run '^$$' -bench . -benchmem $$(scripts/modules.sh pkgs)
 
+.PHONY: runc-compare
+runc-compare: ## single-stream greedy decode on stories260K against llama2.c run.c, side by side (vars: RUNC_PROMPT RUNC_STEPS RUNC_ROUNDS RUNC_SRC); see docs/benchmarks.md
+	@scripts/runc-compare.sh
+
 .PHONY: fuzz
 fuzz: ## run each fuzz target for FUZZTIME (default 10s)
 	@scripts/fuzz.sh $${FUZZTIME:-10s}
