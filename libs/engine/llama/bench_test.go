@@ -63,6 +63,33 @@ func advance(bt *executor.Batch, prompt, maxLen int) {
 	}
 }
 
+// stories15MShape is llama2.c's stories15M shape (random weights here):
+// 60 MB of weights, more than the caches hold, so a decode step is bound
+// by streaming the weights and batching shares that cost, as on a GPU.
+var stories15MShape = Config{Dim: 288, HiddenDim: 768, NLayers: 6, NHeads: 6, NKVHeads: 6, VocabSize: 32000, SeqLen: 256, SharedClassifier: true}
+
+// BenchmarkDecodeStories15MShape is BenchmarkDecode's batch scaling at a
+// size where weights, not attention, dominate a token's cost.
+func BenchmarkDecodeStories15MShape(b *testing.B) {
+	const prompt, maxLen = 16, 128
+	for _, batch := range []int{1, 4, 16, 64} {
+		b.Run(fmt.Sprintf("batch=%d", batch), func(b *testing.B) {
+			e, err := NewTinyRandom(stories15MShape, 1, Options{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			bt := decodeBatch(b, e, batch, prompt, maxLen)
+			for b.Loop() {
+				advance(bt, prompt, maxLen)
+				if err := e.Execute(b.Context(), bt); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.N*batch)/b.Elapsed().Seconds(), "tok/s")
+		})
+	}
+}
+
 // BenchmarkDecode reports decode throughput at several batch sizes; tok/s
 // at batch 1 is the single-stream number.
 func BenchmarkDecode(b *testing.B) {

@@ -37,6 +37,7 @@ type Executor struct {
 	blockSize   int
 	blockFloats int
 	cos, sin    []float32 // [pos][headSize/2]
+	cls         *panels   // the classifier, packed (panels.go)
 
 	s scratch
 }
@@ -58,6 +59,7 @@ func New(m *Model, tok tokenizer.Tokenizer, opts Options) (*Executor, error) {
 		e.name = opts.Name
 	}
 	e.cos, e.sin = ropeTables(m.Config)
+	e.cls = packPanels(m.Weights.WclsT, m.Config.Dim, m.Config.VocabSize)
 	return e, nil
 }
 

@@ -26,7 +26,8 @@ type scratch struct {
 	workers int
 	xs      []float32
 	logits  []float32
-	sampled []int // rows to classify
+	clsTmp  [][]float32 // per-thread classifier panel outputs
+	sampled []int       // rows to classify
 }
 
 func grow(s []float32, n int) []float32 { return slices.Grow(s[:0], n)[:n] }
@@ -135,7 +136,7 @@ func (e *Executor) classify(b *executor.Batch) {
 	for i, r := range s.sampled {
 		rmsnorm(s.xs[i*d:(i+1)*d], s.x[r*d:(r+1)*d], w.RMSFinal)
 	}
-	e.mm(s.logits, s.xs, w.WclsT, m, d, v)
+	e.cls.mul(e.mm, s.logits, s.xs, m, e.threads, &s.clsTmp)
 	for i, r := range s.sampled {
 		it := &b.Items[s.item[r]]
 		logits := s.logits[i*v : (i+1)*v]
