@@ -88,13 +88,14 @@ func (e *Executor) layer(b *executor.Batch, l int) {
 func (e *Executor) qkv(b *executor.Batch, l, r0, r1 int) {
 	s, w, c := &e.s, &e.m.Weights, e.c
 	n, d, kvd := r1-r0, c.Dim, c.KVDim()
+	ps := e.strips(l)
 	for r := r0; r < r1; r++ {
 		rmsnorm(s.xb[r*d:(r+1)*d], s.x[r*d:(r+1)*d], w.RMSAtt[l*d:(l+1)*d])
 	}
 	xb := s.xb[r0*d : r1*d]
-	e.mm(s.q[r0*d:r1*d], xb, w.WqT[l*d*d:], n, d, d)
-	e.mm(s.k[r0*kvd:r1*kvd], xb, w.WkT[l*d*kvd:], n, d, kvd)
-	e.mm(s.v[r0*kvd:r1*kvd], xb, w.WvT[l*d*kvd:], n, d, kvd)
+	e.lin(s.q[r0*d:r1*d], xb, n, ps.q, w.WqT[l*d*d:], d, d)
+	e.lin(s.k[r0*kvd:r1*kvd], xb, n, ps.k, w.WkT[l*d*kvd:], d, kvd)
+	e.lin(s.v[r0*kvd:r1*kvd], xb, n, ps.v, w.WvT[l*d*kvd:], d, kvd)
 	for r := r0; r < r1; r++ {
 		e.rope(s.q[r*d:(r+1)*d], s.k[r*kvd:(r+1)*kvd], s.pos[r])
 		blocks := b.Items[s.item[r]].Blocks
@@ -108,20 +109,21 @@ func (e *Executor) qkv(b *executor.Batch, l, r0, r1 int) {
 func (e *Executor) attendFFN(b *executor.Batch, l, r0, r1 int, att []float32) {
 	s, w, c := &e.s, &e.m.Weights, e.c
 	n, d, h := r1-r0, c.Dim, c.HiddenDim
+	ps := e.strips(l)
 	for r := r0; r < r1; r++ {
 		e.attention(s.xb[r*d:(r+1)*d], s.q[r*d:(r+1)*d], att, b.Items[s.item[r]].Blocks, l, s.pos[r])
 	}
 	x, xb, xb2 := s.x[r0*d:r1*d], s.xb[r0*d:r1*d], s.xb2[r0*d:r1*d]
 	hb, hb2 := s.hb[r0*h:r1*h], s.hb2[r0*h:r1*h]
-	e.mm(xb2, xb, w.WoT[l*d*d:], n, d, d)
+	e.lin(xb2, xb, n, ps.o, w.WoT[l*d*d:], d, d)
 	addInto(x, xb2)
 	for r := range n {
 		rmsnorm(xb[r*d:(r+1)*d], x[r*d:(r+1)*d], w.RMSFFN[l*d:(l+1)*d])
 	}
-	e.mm(hb, xb, w.W1T[l*d*h:], n, d, h)
-	e.mm(hb2, xb, w.W3T[l*d*h:], n, d, h)
+	e.lin(hb, xb, n, ps.w1, w.W1T[l*d*h:], d, h)
+	e.lin(hb2, xb, n, ps.w3, w.W3T[l*d*h:], d, h)
 	e.swiglu(hb, hb2, s.tmp[r0*h:r1*h])
-	e.mm(xb, hb, w.W2T[l*h*d:], n, h, d)
+	e.lin(xb, hb, n, ps.w2, w.W2T[l*h*d:], h, d)
 	addInto(x, xb)
 }
 
@@ -136,7 +138,7 @@ func (e *Executor) classify(b *executor.Batch) {
 	for i, r := range s.sampled {
 		rmsnorm(s.xs[i*d:(i+1)*d], s.x[r*d:(r+1)*d], w.RMSFinal)
 	}
-	e.cls.mul(e.mm, s.logits, s.xs, m, e.threads, &s.clsTmp)
+	e.classifier(s.logits, s.xs, m)
 	for i, r := range s.sampled {
 		it := &b.Items[s.item[r]]
 		logits := s.logits[i*v : (i+1)*v]
@@ -147,6 +149,50 @@ func (e *Executor) classify(b *executor.Batch) {
 		}
 	}
 }
+
+// strips returns layer l's packed matrices (all nil without the strip
+// kernel).
+func (e *Executor) strips(l int) layerStrips {
+	if e.packed == nil {
+		return layerStrips{}
+	}
+	return e.packed[l]
+}
+
+// lin computes dst (m x p) = x (m x n) * a layer matrix: with the strip
+// kernel when the matrix is packed for it, else with e.mm over raw.
+func (e *Executor) lin(dst, x []float32, m int, packed *strips, raw []float32, n, p int) {
+	if packed != nil {
+		packed.mul(dst, x, m, 0, packed.count())
+		return
+	}
+	e.mm(dst, x, raw, m, n, p)
+}
+
+// classifier computes the logits of m normalized rows, the column ranges
+// split over threads (the classifier is the widest matrix; each thread
+// streams its share of it once for all rows).
+func (e *Executor) classifier(logits, xs []float32, m int) {
+	if e.clsStrips == nil {
+		e.cls.mul(e.mm, logits, xs, m, e.threads, &e.s.clsTmp)
+		return
+	}
+	st := e.clsStrips
+	parts := max(1, min(e.threads, st.count()/minStripsPerThread))
+	if parts == 1 {
+		st.mul(logits, xs, m, 0, st.count())
+		return
+	}
+	var wg sync.WaitGroup
+	for part := range parts {
+		wg.Go(func() { st.mul(logits, xs, m, part*st.count()/parts, (part+1)*st.count()/parts) })
+	}
+	wg.Wait()
+}
+
+// minStripsPerThread: fewer strips than this per extra goroutine cost
+// more to hand off than they save.
+const minStripsPerThread = 64
 
 // rope rotates q (all heads) and k (kv heads) in place as run.c does.
 func (e *Executor) rope(q, k []float32, pos int) {
