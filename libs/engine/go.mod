@@ -4,6 +4,7 @@ go 1.26.0
 
 require (
 	github.com/viterin/vek v0.4.3
+	golang.org/x/sys v0.30.0
 	switchyard.dev/libs/kvhash v0.0.0
 )
 
@@ -13,7 +14,6 @@ require (
 	github.com/viterin/partial v1.1.0 // indirect
 	github.com/zeebo/xxh3 v1.1.0 // indirect
 	golang.org/x/exp v0.0.0-20230817173708-d852ddb80c63 // indirect
-	golang.org/x/sys v0.30.0 // indirect
 )
 
 replace switchyard.dev/libs/kvhash => ../kvhash

@@ -241,11 +241,14 @@ func (e *Executor) attention(out, q, att []float32, blocks []int, l, pos int) {
 }
 
 // scores sets att[s] = (q . k_s) / scale for the rows k_s = kb[s*stride:],
-// summing in index order like run.c; head size 8 is unrolled.
+// each dot product summed in index order like run.c. Four positions are
+// summed side by side: four independent chains instead of one, so the
+// adds overlap, with each sum still in the same order (same bits).
 func scores(att, q, kb []float32, stride int, scale float32) {
+	s := 0
 	if len(q) == 8 {
 		q := q[:8:8]
-		for s := range att {
+		for ; s < len(att); s++ {
 			k := kb[s*stride : s*stride+8 : s*stride+8]
 			score := q[0] * k[0]
 			score += q[1] * k[1]
@@ -259,8 +262,23 @@ func scores(att, q, kb []float32, stride int, scale float32) {
 		}
 		return
 	}
-	for s := range att {
-		k := kb[s*stride : s*stride+len(q)]
+	hs := len(q)
+	for ; s+4 <= len(att); s += 4 {
+		k0 := kb[s*stride : s*stride+hs]
+		k1 := kb[(s+1)*stride : (s+1)*stride+hs]
+		k2 := kb[(s+2)*stride : (s+2)*stride+hs]
+		k3 := kb[(s+3)*stride : (s+3)*stride+hs]
+		var a0, a1, a2, a3 float32
+		for i, qv := range q {
+			a0 += qv * k0[i]
+			a1 += qv * k1[i]
+			a2 += qv * k2[i]
+			a3 += qv * k3[i]
+		}
+		att[s], att[s+1], att[s+2], att[s+3] = a0/scale, a1/scale, a2/scale, a3/scale
+	}
+	for ; s < len(att); s++ {
+		k := kb[s*stride : s*stride+hs]
 		var score float32
 		for i, qv := range q {
 			score += qv * k[i]
@@ -269,13 +287,15 @@ func scores(att, q, kb []float32, stride int, scale float32) {
 	}
 }
 
-// weighted adds sum_s att[s] * v_s to out, position by position.
+// weighted adds sum_s att[s] * v_s to out, position by position. Each
+// output stays in a register across positions, eight at a time, summed in
+// position order (the bits of run.c's loop).
 func weighted(out, att, vb []float32, stride int) {
-	if len(out) == 8 {
-		o := out[:8:8]
+	for i0 := 0; i0+8 <= len(out); i0 += 8 {
+		o := out[i0 : i0+8 : i0+8]
 		o0, o1, o2, o3, o4, o5, o6, o7 := o[0], o[1], o[2], o[3], o[4], o[5], o[6], o[7]
 		for s, a := range att {
-			v := vb[s*stride : s*stride+8 : s*stride+8]
+			v := vb[s*stride+i0 : s*stride+i0+8 : s*stride+i0+8]
 			o0 += a * v[0]
 			o1 += a * v[1]
 			o2 += a * v[2]
@@ -286,12 +306,14 @@ func weighted(out, att, vb []float32, stride int) {
 			o7 += a * v[7]
 		}
 		o[0], o[1], o[2], o[3], o[4], o[5], o[6], o[7] = o0, o1, o2, o3, o4, o5, o6, o7
-		return
 	}
-	for s, a := range att {
-		v := vb[s*stride : s*stride+len(out)]
-		for i := range out {
-			out[i] += a * v[i]
+	if rest := len(out) % 8; rest != 0 {
+		i0 := len(out) - rest
+		for s, a := range att {
+			v := vb[s*stride+i0 : s*stride+len(out)]
+			for i := range v {
+				out[i0+i] += a * v[i]
+			}
 		}
 	}
 }

@@ -3,6 +3,7 @@ package llama
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"switchyard.dev/libs/engine/executor"
@@ -115,6 +116,49 @@ func TestThreadsDoNotChangeResults(t *testing.T) {
 	for i := range a {
 		if a[i] != b[i] {
 			t.Fatalf("item %d: serial %d, parallel %d", i, a[i], b[i])
+		}
+	}
+}
+
+// TestAttentionLoopsInOrder: scores and weighted equal the plain loops
+// (each sum in index or position order) bit for bit at any head size.
+func TestAttentionLoopsInOrder(t *testing.T) {
+	t.Parallel()
+	rng := rand.New(rand.NewPCG(5, 6))
+	fill := func(n int) []float32 {
+		s := make([]float32, n)
+		for i := range s {
+			s[i] = float32(rng.NormFloat64())
+		}
+		return s
+	}
+	for _, hs := range []int{8, 12, 16, 48, 64, 5} {
+		for _, n := range []int{1, 3, 4, 7, 33} {
+			const stride = 96
+			q, kb, att := fill(hs), fill(n*stride), fill(n)
+			got, want := make([]float32, n), make([]float32, n)
+			scores(got, q, kb, stride, 2.5)
+			for s := range want {
+				var sum float32
+				for i := range hs {
+					sum += q[i] * kb[s*stride+i]
+				}
+				want[s] = sum / 2.5
+			}
+			if !slices.Equal(got, want) {
+				t.Fatalf("scores hs=%d n=%d: %v, want %v", hs, n, got, want)
+			}
+			out, ref := fill(hs), []float32(nil)
+			ref = append(ref, out...)
+			weighted(out, att, kb, stride)
+			for s, a := range att {
+				for i := range ref {
+					ref[i] += a * kb[s*stride+i]
+				}
+			}
+			if !slices.Equal(out, ref) {
+				t.Fatalf("weighted hs=%d n=%d: %v, want %v", hs, n, out, ref)
+			}
 		}
 	}
 }
