@@ -52,7 +52,7 @@ func (v *vllmFlag) Set(s string) error {
 func (f *flags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.mode, "mode", policy.ModeKV, "routing mode: kv, round-robin, random, least-loaded or direct (requests with hints.worker_id are always direct)")
 	fs.Float64Var(&f.temperature, "temperature", 0, "kv mode: 0 picks the lowest cost (random tie-break); > 0 samples softmax over normalized costs")
-	fs.Float64Var(&f.prefillLoadScale, "prefill-load-scale", 1, "weight of prefill blocks against decode blocks in the cost")
+	fs.Float64Var(&f.prefillLoadScale, "prefill-load-scale", policy.DefaultPrefillLoadScale, "weight of prefill blocks against decode blocks in the cost")
 	fs.StringVar(&f.tierWeights, "tier-weights", "1,0.75,0.25,0.1", "overlap credit per cached block in device,host,disk,external tiers")
 	fs.IntVar(&f.disaggThreshold, "disagg-threshold-tokens", 512, "with prefill workers for the model, prefill remotely when the uncached prompt exceeds this")
 	fs.IntVar(&f.blockSize, "block-size", 16, "KV block size in tokens when workers publish no block_size meta")

@@ -14,9 +14,19 @@ type Params struct {
 	Temperature      float64
 }
 
+// DefaultPrefillLoadScale weighs a block to prefill 16 times a block held
+// by a running sequence. Prefilling a block costs its compute at once, in
+// the TTFT of everything queued behind it; a held block only makes each
+// decode step read a little more KV. With the mocker's timing, prefilling
+// one block (16 x 0.074 ms) costs as much time as holding ~23 blocks
+// through a 500-step decode at 524,288 blocks of capacity (~6 at
+// 131,072). Measured on the Mooncake traces (docs/benchmarks.md): 16 beats
+// 1 and 64 on both mean TTFT and prefix hit ratio.
+const DefaultPrefillLoadScale = 16
+
 // DefaultParams are the router's defaults.
 func DefaultParams() Params {
-	return Params{Weights: DefaultTierWeights(), PrefillLoadScale: 1}
+	return Params{Weights: DefaultTierWeights(), PrefillLoadScale: DefaultPrefillLoadScale}
 }
 
 // WeightedScorer names a scorer and its weight in the combined score.
