@@ -22,6 +22,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv("UCX_NET_DEVICES") == "" {
 		os.Setenv("UCX_NET_DEVICES", "lo")
 	}
+	if size := os.Getenv(targetEnv); size != "" {
+		os.Exit(runTarget(size))
+	}
 	os.Exit(m.Run())
 }
 
@@ -33,10 +36,13 @@ func setup(testing.TB) (a, b nixl.BackendFactory) {
 // go without peer error handling (see Config.NoPeerErrHandling).
 // NIXL_UCX_ONE_SIDED=1 measures Config.OneSidedWrite (perfcompare.sh).
 func benchSetup(testing.TB) (a, b nixl.BackendFactory) {
+	return ucx.New(benchConfig()), ucx.New(benchConfig())
+}
+
+func benchConfig() ucx.Config {
 	tls := os.Getenv("UCX_TLS")
-	cfg := ucx.Config{NoPeerErrHandling: tls != "" && !strings.Contains(tls, "tcp") && !strings.Contains(tls, "all"),
+	return ucx.Config{NoPeerErrHandling: tls != "" && !strings.Contains(tls, "tcp") && !strings.Contains(tls, "all"),
 		OneSidedWrite: os.Getenv("NIXL_UCX_ONE_SIDED") == "1"}
-	return ucx.New(cfg), ucx.New(cfg)
 }
 
 func BenchmarkUCX(b *testing.B) { nixltest.Bench(b, benchSetup) }

@@ -1,0 +1,152 @@
+//go:build ucx && cgo
+
+package ucx_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strconv"
+	"testing"
+	"time"
+
+	"switchyard.dev/libs/nixl"
+	"switchyard.dev/libs/nixl/arena"
+	"switchyard.dev/libs/nixl/backend/ucx"
+	"switchyard.dev/libs/nixl/nixltest"
+)
+
+// targetEnv makes the test binary a bare target agent (runTarget) instead
+// of running tests: the other process of BenchmarkUCXTwoProcess.
+const targetEnv = "NIXL_UCX_BENCH_TARGET_BYTES"
+
+// runTarget registers an arena of the given size, prints its agent's
+// metadata as one hex line and serves writes until stdin closes.
+func runTarget(size string) int {
+	n, err := strconv.Atoi(size)
+	if err != nil || n <= 0 {
+		fmt.Fprintln(os.Stderr, "bad", targetEnv, size)
+		return 2
+	}
+	a, err := nixl.NewAgent(nixl.Config{Name: "target", Backends: []nixl.BackendFactory{ucx.New(benchConfig())}})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer a.Close()
+	ar, err := arena.Map(n)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer ar.Close()
+	if _, err := a.RegisterMemory(ar.Bytes()); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	md, err := a.Metadata()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	fmt.Println(hex.EncodeToString(md))
+	_, _ = io.Copy(io.Discard, os.Stdin)
+	return 0
+}
+
+// BenchmarkUCXTwoProcess is the Perftest benchmark (ucx_perftest's
+// pattern: window nixltest.PerftestWindow, one buffer) with the target
+// agent in another process, as ucx_perftest runs its server: the two UCX
+// workers do not share a Go runtime or its threads.
+func BenchmarkUCXTwoProcess(b *testing.B) {
+	for _, size := range nixltest.BenchSizes {
+		b.Run(fmt.Sprintf("Perftest/%s", sizeLabel(size)), func(b *testing.B) { benchTwoProcess(b, size) })
+	}
+}
+
+func sizeLabel(n int) string {
+	if n >= 1<<20 {
+		return fmt.Sprintf("%dMiB", n>>20)
+	}
+	return fmt.Sprintf("%dKiB", n>>10)
+}
+
+func benchTwoProcess(b *testing.B, size int) {
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), targetEnv+"="+strconv.Itoa(size))
+	cmd.Stderr = os.Stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	defer func() { _ = stdin.Close(); _ = cmd.Wait() }()
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil {
+		b.Fatalf("target metadata: %v", err)
+	}
+	md, err := hex.DecodeString(line[:len(line)-1])
+	if err != nil {
+		b.Fatal(err)
+	}
+	init, err := nixl.NewAgent(nixl.Config{Name: "init", Backends: []nixl.BackendFactory{ucx.New(benchConfig())}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer init.Close()
+	ar, err := arena.Map(size)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ar.Close()
+	local, err := init.RegisterMemory(ar.Bytes())
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := init.LoadRemoteMetadata(md); err != nil {
+		b.Fatal(err)
+	}
+	req := nixl.XferRequest{Op: nixl.Write, Peer: "target",
+		Local:  []nixl.Desc{{Region: local, Len: uint64(size)}},
+		Remote: []nixl.Desc{{Region: 1, Len: uint64(size)}}}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	wait := func(x *nixl.Xfer) {
+		if err := x.Wait(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+	post := func() *nixl.Xfer {
+		x, err := init.Post(req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return x
+	}
+	wait(post()) // connect, fault pages in
+	inflight := make([]*nixl.Xfer, nixltest.PerftestWindow)
+	b.SetBytes(int64(size))
+	b.ResetTimer()
+	for i := range b.N {
+		slot := i % len(inflight)
+		if x := inflight[slot]; x != nil {
+			wait(x)
+		}
+		inflight[slot] = post()
+	}
+	for _, x := range inflight {
+		if x != nil {
+			wait(x)
+		}
+	}
+}
