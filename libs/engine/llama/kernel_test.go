@@ -26,9 +26,9 @@ func TestMatmulBatchInvariant(t *testing.T) {
 	w := randSlice(rng, n*p)
 	for _, k := range []Kernel{KernelSIMD, KernelGo} {
 		for _, m := range []int{1, 2, 3, 5, 16, 33} {
+			x := randSlice(rng, m*n) // here: the subtests run in parallel
 			t.Run(fmt.Sprintf("%v/m%d", k, m), func(t *testing.T) {
 				t.Parallel()
-				x := randSlice(rng, m*n)
 				all := make([]float32, m*p)
 				k.matmul()(all, x, w, m, n, p)
 				one := make([]float32, p)
