@@ -71,41 +71,38 @@ var stories15MShape = Config{Dim: 288, HiddenDim: 768, NLayers: 6, NHeads: 6, NK
 // BenchmarkDecodeStories15MShape is BenchmarkDecode's batch scaling at a
 // size where weights, not attention, dominate a token's cost.
 func BenchmarkDecodeStories15MShape(b *testing.B) {
-	const prompt, maxLen = 16, 128
 	for _, batch := range []int{1, 4, 16, 64} {
 		b.Run(fmt.Sprintf("batch=%d", batch), func(b *testing.B) {
 			e, err := NewTinyRandom(stories15MShape, 1, Options{})
 			if err != nil {
 				b.Fatal(err)
 			}
-			bt := decodeBatch(b, e, batch, prompt, maxLen)
-			for b.Loop() {
-				advance(bt, prompt, maxLen)
-				if err := e.Execute(b.Context(), bt); err != nil {
-					b.Fatal(err)
-				}
-			}
-			b.ReportMetric(float64(b.N*batch)/b.Elapsed().Seconds(), "tok/s")
+			benchDecode(b, e, batch)
 		})
 	}
+}
+
+// benchDecode decodes batch sequences, each at positions 16..128 (then
+// restarted at 16), and reports tokens/s over all of them.
+func benchDecode(b *testing.B, e *Executor, batch int) {
+	const prompt, maxLen = 16, 128
+	bt := decodeBatch(b, e, batch, prompt, maxLen)
+	for b.Loop() {
+		advance(bt, prompt, maxLen)
+		if err := e.Execute(b.Context(), bt); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.N*batch)/b.Elapsed().Seconds(), "tok/s")
 }
 
 // BenchmarkDecode reports decode throughput at several batch sizes; tok/s
 // at batch 1 is the single-stream number.
 func BenchmarkDecode(b *testing.B) {
-	const prompt, maxLen = 16, 128
 	for _, k := range []Kernel{KernelSIMD, KernelGo} {
 		for _, batch := range []int{1, 4, 16, 64} {
 			b.Run(fmt.Sprintf("%v/batch=%d", k, batch), func(b *testing.B) {
-				e := benchModel(b, k)
-				bt := decodeBatch(b, e, batch, prompt, maxLen)
-				for b.Loop() {
-					advance(bt, prompt, maxLen)
-					if err := e.Execute(b.Context(), bt); err != nil {
-						b.Fatal(err)
-					}
-				}
-				b.ReportMetric(float64(b.N*batch)/b.Elapsed().Seconds(), "tok/s")
+				benchDecode(b, benchModel(b, k), batch)
 			})
 		}
 	}

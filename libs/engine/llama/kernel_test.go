@@ -125,13 +125,7 @@ func TestThreadsDoNotChangeResults(t *testing.T) {
 func TestAttentionLoopsInOrder(t *testing.T) {
 	t.Parallel()
 	rng := rand.New(rand.NewPCG(5, 6))
-	fill := func(n int) []float32 {
-		s := make([]float32, n)
-		for i := range s {
-			s[i] = float32(rng.NormFloat64())
-		}
-		return s
-	}
+	fill := func(n int) []float32 { return randSlice(rng, n) }
 	for _, hs := range []int{8, 12, 16, 48, 64, 5} {
 		for _, n := range []int{1, 3, 4, 7, 33} {
 			const stride = 96

@@ -13,13 +13,7 @@ import (
 func TestPanelsExact(t *testing.T) {
 	t.Parallel()
 	rng := rand.New(rand.NewPCG(1, 2))
-	fill := func(n int) []float32 {
-		s := make([]float32, n)
-		for i := range s {
-			s[i] = float32(rng.NormFloat64())
-		}
-		return s
-	}
+	fill := func(n int) []float32 { return randSlice(rng, n) }
 	for _, k := range []Kernel{KernelSIMD, KernelGo} {
 		for _, shape := range []struct{ m, n, p int }{{1, 64, 512}, {3, 64, 512}, {16, 64, 512}, {5, 288, 1500}, {17, 48, 100}} {
 			for _, threads := range []int{1, 2, 3} {
@@ -48,13 +42,7 @@ func TestStripsMatchVek(t *testing.T) {
 		t.Skip("no AVX2+FMA")
 	}
 	rng := rand.New(rand.NewPCG(3, 4))
-	fill := func(n int) []float32 {
-		s := make([]float32, n)
-		for i := range s {
-			s[i] = float32(rng.NormFloat64())
-		}
-		return s
-	}
+	fill := func(n int) []float32 { return randSlice(rng, n) }
 	for _, shape := range []struct{ m, n, p int }{{1, 64, 64}, {4, 64, 32}, {5, 64, 172}, {16, 172, 64}, {7, 288, 1000}, {3, 1, 17}, {9, 48, 512}} {
 		t.Run(fmt.Sprintf("%dx%dx%d", shape.m, shape.n, shape.p), func(t *testing.T) {
 			x, w := fill(shape.m*shape.n), fill(shape.n*shape.p)
