@@ -36,6 +36,11 @@ type RouteRequest struct {
 	// frontend sets them when it migrates a request). If every worker of the
 	// model is excluded, the exclusion is ignored.
 	ExcludeInstanceIds []string `protobuf:"bytes,5,rep,name=exclude_instance_ids,json=excludeInstanceIds,proto3" json:"exclude_instance_ids,omitempty"`
+	// The caller will call PrefillDone at the first token. The router then
+	// counts the request's prefill load until it does (or Release, or the
+	// load TTL), not only for the estimated prefill time, so a worker whose
+	// queue runs late keeps looking busy.
+	ReportsPrefillDone bool `protobuf:"varint,6,opt,name=reports_prefill_done,json=reportsPrefillDone,proto3" json:"reports_prefill_done,omitempty"`
 	unknownFields      protoimpl.UnknownFields
 	sizeCache          protoimpl.SizeCache
 }
@@ -103,6 +108,13 @@ func (x *RouteRequest) GetExcludeInstanceIds() []string {
 		return x.ExcludeInstanceIds
 	}
 	return nil
+}
+
+func (x *RouteRequest) GetReportsPrefillDone() bool {
+	if x != nil {
+		return x.ReportsPrefillDone
+	}
+	return false
 }
 
 // Worker is a chosen worker instance.
@@ -384,18 +396,101 @@ func (*ReleaseResponse) Descriptor() ([]byte, []int) {
 	return file_switchyard_router_v1_router_proto_rawDescGZIP(), []int{5}
 }
 
+// PrefillDoneRequest names a routed request that produced its first token.
+type PrefillDoneRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	RequestId     string                 `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PrefillDoneRequest) Reset() {
+	*x = PrefillDoneRequest{}
+	mi := &file_switchyard_router_v1_router_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PrefillDoneRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PrefillDoneRequest) ProtoMessage() {}
+
+func (x *PrefillDoneRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_switchyard_router_v1_router_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PrefillDoneRequest.ProtoReflect.Descriptor instead.
+func (*PrefillDoneRequest) Descriptor() ([]byte, []int) {
+	return file_switchyard_router_v1_router_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *PrefillDoneRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+// PrefillDoneResponse has no fields.
+type PrefillDoneResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PrefillDoneResponse) Reset() {
+	*x = PrefillDoneResponse{}
+	mi := &file_switchyard_router_v1_router_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PrefillDoneResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PrefillDoneResponse) ProtoMessage() {}
+
+func (x *PrefillDoneResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_switchyard_router_v1_router_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PrefillDoneResponse.ProtoReflect.Descriptor instead.
+func (*PrefillDoneResponse) Descriptor() ([]byte, []int) {
+	return file_switchyard_router_v1_router_proto_rawDescGZIP(), []int{7}
+}
+
 var File_switchyard_router_v1_router_proto protoreflect.FileDescriptor
 
 const file_switchyard_router_v1_router_proto_rawDesc = "" +
 	"\n" +
-	"!switchyard/router/v1/router.proto\x12\x14switchyard.router.v1\x1a!switchyard/common/v1/common.proto\"\xc5\x01\n" +
+	"!switchyard/router/v1/router.proto\x12\x14switchyard.router.v1\x1a!switchyard/common/v1/common.proto\"\xf7\x01\n" +
 	"\fRouteRequest\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x14\n" +
 	"\x05model\x18\x02 \x01(\tR\x05model\x12\x1b\n" +
 	"\ttoken_ids\x18\x03 \x03(\rR\btokenIds\x121\n" +
 	"\x05hints\x18\x04 \x01(\v2\x1b.switchyard.common.v1.HintsR\x05hints\x120\n" +
-	"\x14exclude_instance_ids\x18\x05 \x03(\tR\x12excludeInstanceIds\"C\n" +
+	"\x14exclude_instance_ids\x18\x05 \x03(\tR\x12excludeInstanceIds\x120\n" +
+	"\x14reports_prefill_done\x18\x06 \x01(\bR\x12reportsPrefillDone\"C\n" +
 	"\x06Worker\x12\x1f\n" +
 	"\vinstance_id\x18\x01 \x01(\tR\n" +
 	"instanceId\x12\x18\n" +
@@ -416,10 +511,15 @@ const file_switchyard_router_v1_router_proto_rawDesc = "" +
 	"\x0eReleaseRequest\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\"\x11\n" +
-	"\x0fReleaseResponse2\xb9\x01\n" +
+	"\x0fReleaseResponse\"3\n" +
+	"\x12PrefillDoneRequest\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x01 \x01(\tR\trequestId\"\x15\n" +
+	"\x13PrefillDoneResponse2\x9d\x02\n" +
 	"\rRouterService\x12P\n" +
 	"\x05Route\x12\".switchyard.router.v1.RouteRequest\x1a#.switchyard.router.v1.RouteResponse\x12V\n" +
-	"\aRelease\x12$.switchyard.router.v1.ReleaseRequest\x1a%.switchyard.router.v1.ReleaseResponseB\xcb\x01\n" +
+	"\aRelease\x12$.switchyard.router.v1.ReleaseRequest\x1a%.switchyard.router.v1.ReleaseResponse\x12b\n" +
+	"\vPrefillDone\x12(.switchyard.router.v1.PrefillDoneRequest\x1a).switchyard.router.v1.PrefillDoneResponseB\xcb\x01\n" +
 	"\x18com.switchyard.router.v1B\vRouterProtoP\x01Z0switchyard.dev/gen/switchyard/router/v1;routerv1\xa2\x02\x03SRX\xaa\x02\x14Switchyard.Router.V1\xca\x02\x14Switchyard\\Router\\V1\xe2\x02 Switchyard\\Router\\V1\\GPBMetadata\xea\x02\x16Switchyard::Router::V1b\x06proto3"
 
 var (
@@ -434,27 +534,31 @@ func file_switchyard_router_v1_router_proto_rawDescGZIP() []byte {
 	return file_switchyard_router_v1_router_proto_rawDescData
 }
 
-var file_switchyard_router_v1_router_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
+var file_switchyard_router_v1_router_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
 var file_switchyard_router_v1_router_proto_goTypes = []any{
-	(*RouteRequest)(nil),    // 0: switchyard.router.v1.RouteRequest
-	(*Worker)(nil),          // 1: switchyard.router.v1.Worker
-	(*Candidate)(nil),       // 2: switchyard.router.v1.Candidate
-	(*RouteResponse)(nil),   // 3: switchyard.router.v1.RouteResponse
-	(*ReleaseRequest)(nil),  // 4: switchyard.router.v1.ReleaseRequest
-	(*ReleaseResponse)(nil), // 5: switchyard.router.v1.ReleaseResponse
-	(*v1.Hints)(nil),        // 6: switchyard.common.v1.Hints
+	(*RouteRequest)(nil),        // 0: switchyard.router.v1.RouteRequest
+	(*Worker)(nil),              // 1: switchyard.router.v1.Worker
+	(*Candidate)(nil),           // 2: switchyard.router.v1.Candidate
+	(*RouteResponse)(nil),       // 3: switchyard.router.v1.RouteResponse
+	(*ReleaseRequest)(nil),      // 4: switchyard.router.v1.ReleaseRequest
+	(*ReleaseResponse)(nil),     // 5: switchyard.router.v1.ReleaseResponse
+	(*PrefillDoneRequest)(nil),  // 6: switchyard.router.v1.PrefillDoneRequest
+	(*PrefillDoneResponse)(nil), // 7: switchyard.router.v1.PrefillDoneResponse
+	(*v1.Hints)(nil),            // 8: switchyard.common.v1.Hints
 }
 var file_switchyard_router_v1_router_proto_depIdxs = []int32{
-	6, // 0: switchyard.router.v1.RouteRequest.hints:type_name -> switchyard.common.v1.Hints
+	8, // 0: switchyard.router.v1.RouteRequest.hints:type_name -> switchyard.common.v1.Hints
 	1, // 1: switchyard.router.v1.RouteResponse.decode:type_name -> switchyard.router.v1.Worker
 	1, // 2: switchyard.router.v1.RouteResponse.prefill:type_name -> switchyard.router.v1.Worker
 	2, // 3: switchyard.router.v1.RouteResponse.candidates:type_name -> switchyard.router.v1.Candidate
 	0, // 4: switchyard.router.v1.RouterService.Route:input_type -> switchyard.router.v1.RouteRequest
 	4, // 5: switchyard.router.v1.RouterService.Release:input_type -> switchyard.router.v1.ReleaseRequest
-	3, // 6: switchyard.router.v1.RouterService.Route:output_type -> switchyard.router.v1.RouteResponse
-	5, // 7: switchyard.router.v1.RouterService.Release:output_type -> switchyard.router.v1.ReleaseResponse
-	6, // [6:8] is the sub-list for method output_type
-	4, // [4:6] is the sub-list for method input_type
+	6, // 6: switchyard.router.v1.RouterService.PrefillDone:input_type -> switchyard.router.v1.PrefillDoneRequest
+	3, // 7: switchyard.router.v1.RouterService.Route:output_type -> switchyard.router.v1.RouteResponse
+	5, // 8: switchyard.router.v1.RouterService.Release:output_type -> switchyard.router.v1.ReleaseResponse
+	7, // 9: switchyard.router.v1.RouterService.PrefillDone:output_type -> switchyard.router.v1.PrefillDoneResponse
+	7, // [7:10] is the sub-list for method output_type
+	4, // [4:7] is the sub-list for method input_type
 	4, // [4:4] is the sub-list for extension type_name
 	4, // [4:4] is the sub-list for extension extendee
 	0, // [0:4] is the sub-list for field type_name
@@ -471,7 +575,7 @@ func file_switchyard_router_v1_router_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_switchyard_router_v1_router_proto_rawDesc), len(file_switchyard_router_v1_router_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   6,
+			NumMessages:   8,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -24,6 +24,7 @@ type Router struct {
 	calls    int
 	routes   []*routerv1.RouteRequest
 	releases []string
+	prefills []string
 	err      *connect.Error
 }
 
@@ -93,4 +94,19 @@ func (r *Router) Release(_ context.Context, req *connect.Request[routerv1.Releas
 	defer r.mu.Unlock()
 	r.releases = append(r.releases, req.Msg.GetRequestId())
 	return connect.NewResponse(&routerv1.ReleaseResponse{}), nil
+}
+
+// PrefillDones returns the request ids reported prefilled.
+func (r *Router) PrefillDones() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), r.prefills...)
+}
+
+// PrefillDone implements the RouterService.
+func (r *Router) PrefillDone(_ context.Context, req *connect.Request[routerv1.PrefillDoneRequest]) (*connect.Response[routerv1.PrefillDoneResponse], error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.prefills = append(r.prefills, req.Msg.GetRequestId())
+	return connect.NewResponse(&routerv1.PrefillDoneResponse{}), nil
 }

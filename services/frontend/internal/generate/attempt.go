@@ -26,7 +26,7 @@ func (g *Generator) attempt(ctx context.Context, st *state, n int, emit func(Del
 	}
 	gen := st.generateRequest(id)
 	routed, err := g.cfg.Router.Route(ctx, &routerv1.RouteRequest{RequestId: id, Model: st.req.Model, TokenIds: gen.TokenIds,
-		Hints: st.req.Hints, ExcludeInstanceIds: st.failed})
+		Hints: st.req.Hints, ExcludeInstanceIds: st.failed, ReportsPrefillDone: true})
 	if err != nil {
 		return true, routeError{err}
 	}
@@ -56,7 +56,18 @@ func (g *Generator) attempt(ctx context.Context, st *state, n int, emit func(Del
 		return false, fmt.Errorf("worker %s: %w", w.GetInstanceId(), err)
 	}
 	defer stream.Close()
+	reported := false
 	for stream.Receive() {
+		if !reported {
+			// The first message carries the first token: the prefill is
+			// done. Reported off the stream's path.
+			reported = true
+			go func() {
+				rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
+				defer cancel()
+				g.cfg.Router.PrefillDone(rctx, routed.Replica, id)
+			}()
+		}
 		done, err := st.consume(stream.Msg(), emit)
 		if done {
 			return true, err

@@ -32,6 +32,9 @@ import (
 // Router is the routing the generator needs (upstream.Routers).
 type Router interface {
 	Route(ctx context.Context, req *routerv1.RouteRequest) (upstream.Routed, error)
+	// PrefillDone reports the first token of a request routed with
+	// reports_prefill_done; Release reports its end.
+	PrefillDone(ctx context.Context, replica, id string)
 	Release(ctx context.Context, replica, id string)
 }
 

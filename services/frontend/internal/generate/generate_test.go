@@ -66,6 +66,17 @@ func TestUndisturbed(t *testing.T) {
 	if rel := router.Releases(); len(rel) != 1 || rel[0] != "req-1" {
 		t.Fatalf("releases %v", rel)
 	}
+	// The first token is reported, so the router can end the prefill load.
+	if routes := router.Routes(); !routes[0].GetReportsPrefillDone() {
+		t.Fatal("route request does not promise a prefill-done report")
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for len(router.PrefillDones()) == 0 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond) // reported off the stream's path
+	}
+	if got := router.PrefillDones(); len(got) != 1 || got[0] != "req-1" {
+		t.Fatalf("prefill-done reports %v", got)
+	}
 }
 
 func TestMigration(t *testing.T) {

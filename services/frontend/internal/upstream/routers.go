@@ -123,3 +123,16 @@ func (r *Routers) Release(ctx context.Context, replica, id string) {
 		r.log.Debug("release failed", "router", replica, "request_id", id, "err", err)
 	}
 }
+
+// PrefillDone tells the replica that routed id that the request produced
+// its first token. Errors are logged, not returned: the router's load TTL
+// ends the prefill load if the report is lost.
+func (r *Routers) PrefillDone(ctx context.Context, replica, id string) {
+	c := r.client(replica)
+	if c == nil {
+		return
+	}
+	if _, err := c.PrefillDone(ctx, connect.NewRequest(&routerv1.PrefillDoneRequest{RequestId: id})); err != nil {
+		r.log.Debug("prefill-done report failed", "router", replica, "request_id", id, "err", err)
+	}
+}

@@ -169,6 +169,11 @@ func (r *Router) recordLoad(req *routerv1.RouteRequest, blockSize, blocks int, d
 	prefillBlocks := uint32(math.Ceil(max(float64(blocks)-credit, 0)))
 	decodeBlocks := uint32((len(req.GetTokenIds()) + out + blockSize - 1) / blockSize)
 	estimate := time.Duration(prefillBlocks) * r.cfg.PrefillBlockTime
+	if req.GetReportsPrefillDone() {
+		// The caller reports the first token: hold the prefill load until
+		// then (the load TTL still bounds it if the report never comes).
+		estimate = r.cfg.LoadTTL
+	}
 	r.loads.Add(r.cfg.Now(), load.Add{Origin: r.cfg.Self, RequestID: id, Decode: decodeID, Prefill: prefillID,
 		PrefillBlocks: prefillBlocks, DecodeBlocks: decodeBlocks, PrefillFor: estimate})
 	if r.cfg.Publish != nil {
@@ -209,6 +214,19 @@ func (r *Router) Release(_ context.Context, req *connect.Request[routerv1.Releas
 		r.cfg.Publish(&routerv1.LoadEvent{Kind: routerv1.LoadEventKind_LOAD_EVENT_KIND_FREE, RequestId: id})
 	}
 	return connect.NewResponse(&routerv1.ReleaseResponse{}), nil
+}
+
+// PrefillDone implements RouterService.PrefillDone: the request's prefill
+// load ends now. Unknown, expired or already reported requests succeed.
+func (r *Router) PrefillDone(_ context.Context, req *connect.Request[routerv1.PrefillDoneRequest]) (*connect.Response[routerv1.PrefillDoneResponse], error) {
+	id := req.Msg.GetRequestId()
+	if id == "" {
+		return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("request_id is empty"))
+	}
+	if r.loads.PrefillDone(r.cfg.Self, id) && r.cfg.Publish != nil {
+		r.cfg.Publish(&routerv1.LoadEvent{Kind: routerv1.LoadEventKind_LOAD_EVENT_KIND_PREFILL_DONE, RequestId: id})
+	}
+	return connect.NewResponse(&routerv1.PrefillDoneResponse{}), nil
 }
 
 // logDecision logs one decision with every candidate's overlap and cost

@@ -277,3 +277,48 @@ func TestDecisionDebugLog(t *testing.T) {
 		}
 	}
 }
+
+// A caller that reports the first token keeps its request's prefill load
+// counted past the estimate, until PrefillDone; the decode load stays
+// until Release. Without the report the estimate ends it.
+func TestPrefillDone(t *testing.T) {
+	t.Parallel()
+	now := time.Unix(1000, 0)
+	var published []*routerv1.LoadEvent
+	r := newRouter(t, func(c *Config) {
+		c.Now = func() time.Time { return now }
+		c.Publish = func(ev *routerv1.LoadEvent) { published = append(published, ev) }
+	})
+	r.SetWorkers(instances(discovery.RoleDecode, "m", "a"), nil)
+	for _, reports := range []bool{false, true} {
+		id := fmt.Sprint("q-", reports)
+		if _, err := r.Decide(t.Context(), &routerv1.RouteRequest{RequestId: id, Model: "m", TokenIds: tokens(32, 1), ReportsPrefillDone: reports}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	prefill := func() float64 { return r.Loads().All()["a"].Prefill }
+	if got := prefill(); got != 16 { // 8 uncached blocks each
+		t.Fatalf("prefill load %v, want 16", got)
+	}
+	now = now.Add(time.Second) // far past the 8 ms estimate
+	r.loads.Expire(now)
+	if got := prefill(); got != 8 {
+		t.Fatalf("after the estimate: prefill load %v, want 8 (the reporting request's)", got)
+	}
+	if _, err := r.PrefillDone(t.Context(), connect.NewRequest(&routerv1.PrefillDoneRequest{RequestId: "q-true"})); err != nil {
+		t.Fatal(err)
+	}
+	if got, dec := prefill(), r.Loads().All()["a"].Decode; got != 0 || dec == 0 {
+		t.Fatalf("after PrefillDone: prefill %v decode %v, want 0 and the decode load kept", got, dec)
+	}
+	if last := published[len(published)-1]; last.GetKind() != routerv1.LoadEventKind_LOAD_EVENT_KIND_PREFILL_DONE || last.GetRequestId() != "q-true" {
+		t.Fatalf("peers were told %v", last)
+	}
+	// Repeated, unknown and empty ids.
+	if _, err := r.PrefillDone(t.Context(), connect.NewRequest(&routerv1.PrefillDoneRequest{RequestId: "q-true"})); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.PrefillDone(t.Context(), connect.NewRequest(&routerv1.PrefillDoneRequest{})); connect.CodeOf(err) != connect.CodeInvalidArgument {
+		t.Fatalf("empty request id: %v", err)
+	}
+}

@@ -39,6 +39,9 @@ const (
 	RouterServiceRouteProcedure = "/switchyard.router.v1.RouterService/Route"
 	// RouterServiceReleaseProcedure is the fully-qualified name of the RouterService's Release RPC.
 	RouterServiceReleaseProcedure = "/switchyard.router.v1.RouterService/Release"
+	// RouterServicePrefillDoneProcedure is the fully-qualified name of the RouterService's PrefillDone
+	// RPC.
+	RouterServicePrefillDoneProcedure = "/switchyard.router.v1.RouterService/PrefillDone"
 )
 
 // RouterServiceClient is a client for the switchyard.router.v1.RouterService service.
@@ -48,6 +51,10 @@ type RouterServiceClient interface {
 	// Release tells the router a routed request ended, so its predicted load
 	// is removed at once.
 	Release(context.Context, *connect.Request[v1.ReleaseRequest]) (*connect.Response[v1.ReleaseResponse], error)
+	// PrefillDone tells the router a routed request produced its first
+	// token: its predicted prefill load is removed at once (its decode load
+	// stays until Release).
+	PrefillDone(context.Context, *connect.Request[v1.PrefillDoneRequest]) (*connect.Response[v1.PrefillDoneResponse], error)
 }
 
 // NewRouterServiceClient constructs a client for the switchyard.router.v1.RouterService service. By
@@ -73,13 +80,20 @@ func NewRouterServiceClient(httpClient connect.HTTPClient, baseURL string, opts 
 			connect.WithSchema(routerServiceMethods.ByName("Release")),
 			connect.WithClientOptions(opts...),
 		),
+		prefillDone: connect.NewClient[v1.PrefillDoneRequest, v1.PrefillDoneResponse](
+			httpClient,
+			baseURL+RouterServicePrefillDoneProcedure,
+			connect.WithSchema(routerServiceMethods.ByName("PrefillDone")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
 // routerServiceClient implements RouterServiceClient.
 type routerServiceClient struct {
-	route   *connect.Client[v1.RouteRequest, v1.RouteResponse]
-	release *connect.Client[v1.ReleaseRequest, v1.ReleaseResponse]
+	route       *connect.Client[v1.RouteRequest, v1.RouteResponse]
+	release     *connect.Client[v1.ReleaseRequest, v1.ReleaseResponse]
+	prefillDone *connect.Client[v1.PrefillDoneRequest, v1.PrefillDoneResponse]
 }
 
 // Route calls switchyard.router.v1.RouterService.Route.
@@ -92,6 +106,11 @@ func (c *routerServiceClient) Release(ctx context.Context, req *connect.Request[
 	return c.release.CallUnary(ctx, req)
 }
 
+// PrefillDone calls switchyard.router.v1.RouterService.PrefillDone.
+func (c *routerServiceClient) PrefillDone(ctx context.Context, req *connect.Request[v1.PrefillDoneRequest]) (*connect.Response[v1.PrefillDoneResponse], error) {
+	return c.prefillDone.CallUnary(ctx, req)
+}
+
 // RouterServiceHandler is an implementation of the switchyard.router.v1.RouterService service.
 type RouterServiceHandler interface {
 	// Route picks a decode worker (and a prefill worker when disaggregated).
@@ -99,6 +118,10 @@ type RouterServiceHandler interface {
 	// Release tells the router a routed request ended, so its predicted load
 	// is removed at once.
 	Release(context.Context, *connect.Request[v1.ReleaseRequest]) (*connect.Response[v1.ReleaseResponse], error)
+	// PrefillDone tells the router a routed request produced its first
+	// token: its predicted prefill load is removed at once (its decode load
+	// stays until Release).
+	PrefillDone(context.Context, *connect.Request[v1.PrefillDoneRequest]) (*connect.Response[v1.PrefillDoneResponse], error)
 }
 
 // NewRouterServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -120,12 +143,20 @@ func NewRouterServiceHandler(svc RouterServiceHandler, opts ...connect.HandlerOp
 		connect.WithSchema(routerServiceMethods.ByName("Release")),
 		connect.WithHandlerOptions(opts...),
 	)
+	routerServicePrefillDoneHandler := connect.NewUnaryHandler(
+		RouterServicePrefillDoneProcedure,
+		svc.PrefillDone,
+		connect.WithSchema(routerServiceMethods.ByName("PrefillDone")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/switchyard.router.v1.RouterService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case RouterServiceRouteProcedure:
 			routerServiceRouteHandler.ServeHTTP(w, r)
 		case RouterServiceReleaseProcedure:
 			routerServiceReleaseHandler.ServeHTTP(w, r)
+		case RouterServicePrefillDoneProcedure:
+			routerServicePrefillDoneHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -141,4 +172,8 @@ func (UnimplementedRouterServiceHandler) Route(context.Context, *connect.Request
 
 func (UnimplementedRouterServiceHandler) Release(context.Context, *connect.Request[v1.ReleaseRequest]) (*connect.Response[v1.ReleaseResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("switchyard.router.v1.RouterService.Release is not implemented"))
+}
+
+func (UnimplementedRouterServiceHandler) PrefillDone(context.Context, *connect.Request[v1.PrefillDoneRequest]) (*connect.Response[v1.PrefillDoneResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("switchyard.router.v1.RouterService.PrefillDone is not implemented"))
 }
