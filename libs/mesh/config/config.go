@@ -37,6 +37,7 @@ type Common struct {
 	LogFormat    string
 	Tags         string
 	DrainTimeout time.Duration
+	Pprof        bool
 }
 
 // DefaultDiscoveryDir is where the file backend keeps records by default.
@@ -65,6 +66,7 @@ func (c *Common) Register(fs *flag.FlagSet, defaultListen string, getenv func(st
 	fs.StringVar(&c.LogFormat, "log-format", "text", "text or json")
 	fs.StringVar(&c.Tags, "tags", "", "comma-separated discovery tags (e.g. canary)")
 	fs.DurationVar(&c.DrainTimeout, "drain-timeout", 10*time.Second, "how long in-flight requests may finish on shutdown")
+	fs.BoolVar(&c.Pprof, "pprof", false, "serve Go's profiler at /debug/pprof/ on the listen address (for diagnosis; off in production)")
 }
 
 // Validate checks every shared setting.

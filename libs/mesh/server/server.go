@@ -18,6 +18,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"strings"
 	"sync"
 	"time"
@@ -48,6 +49,8 @@ type Config struct {
 	MaxRequestBytes int
 	// Info adds service-specific detail to InfoService responses.
 	Info InfoFunc
+	// Pprof serves net/http/pprof at /debug/pprof/.
+	Pprof bool
 }
 
 // Server is one instance's HTTP server.
@@ -102,6 +105,13 @@ func New(cfg Config) (*Server, error) {
 	s.mux.HandleFunc("GET /live", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok\n")) })
 	s.mux.HandleFunc("GET /ready", s.ready)
 	s.mux.HandleFunc("GET /health", s.ready)
+	if cfg.Pprof {
+		s.mux.HandleFunc("GET /debug/pprof/", pprof.Index)
+		s.mux.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)
+		s.mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
+		s.mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
+		s.mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
+	}
 	return s, nil
 }
 

@@ -128,6 +128,7 @@ func run(ctx context.Context, spec Spec, env Env, common config.Common, log *slo
 		Telemetry:    tel,
 		Logger:       log,
 		DrainTimeout: common.DrainTimeout,
+		Pprof:        common.Pprof,
 	})
 	if err != nil {
 		_ = tel.Shutdown(context.Background())

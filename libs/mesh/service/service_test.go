@@ -105,3 +105,17 @@ func TestServiceFlagsAndVersion(t *testing.T) {
 		t.Fatalf("n=%d out=%q", n, out.String())
 	}
 }
+
+// The profiler is served only when asked for.
+func TestPprofFlag(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	off := meshtest.Start(t, spec(), "-discovery-dir", dir, "-id", "planner-off")
+	on := meshtest.Start(t, spec(), "-discovery-dir", dir, "-id", "planner-on", "-pprof")
+	if code, _ := get(t, off.URL()+"/debug/pprof/cmdline"); code != http.StatusNotFound {
+		t.Fatalf("without -pprof: /debug/pprof/cmdline = %d, want 404", code)
+	}
+	if code, body := get(t, on.URL()+"/debug/pprof/"); code != http.StatusOK || !strings.Contains(body, "goroutine") {
+		t.Fatalf("with -pprof: /debug/pprof/ = %d", code)
+	}
+}
