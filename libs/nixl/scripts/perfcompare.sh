@@ -3,13 +3,17 @@
 # nixl ucx backend's WRITE bandwidth benchmark, in one run, per transport.
 # Numbers from a loaded machine drop 5-20x: compare only within one run.
 #
-#   libs/nixl/scripts/perfcompare.sh   # W=10 BENCHTIME=1s; perftest iterations:
-#                                      # N1=5000 at 1 MiB, N16=500 at 16 MiB (~1 s each)
+#   libs/nixl/scripts/perfcompare.sh   # W=10 BENCHTIME=1s ROUNDS=3; perftest iterations
+#                                      # N64K=50000, N1=5000, N16=500 (~1 s each)
+#
+# tag_bw and our tagged WRITE run ROUNDS times, alternating, and the medians
+# are compared (one run of either swings by 30% on a shared 2-core VM);
+# put_bw and our one-sided put once each.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 command -v ucx_perftest >/dev/null || { echo "ucx_perftest not found (apt-get install ucx-utils)" >&2; exit 1; }
 export UCX_NET_DEVICES=${UCX_NET_DEVICES:-lo}
-N1=${N1:-5000} N16=${N16:-500} W=${W:-10} BENCHTIME=${BENCHTIME:-1s} PORT=${PORT:-13390}
+N64K=${N64K:-50000} N1=${N1:-5000} N16=${N16:-500} W=${W:-10} ROUNDS=${ROUNDS:-3} BENCHTIME=${BENCHTIME:-1s} PORT=${PORT:-13390}
 bin=$(mktemp -d)/ucx.test
 trap 'rm -rf "$(dirname "$bin")"' EXIT
 go test -c -tags ucx -o "$bin" ./backend/ucx
@@ -36,17 +40,27 @@ ours() {
 
 pct() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.0f%%", 100 * a / b; else print "n/a" }'; }
 
-printf '%-5s %-6s %12s %12s %12s %12s %12s %8s %8s\n' TLS size perftest-tag perftest-put tagged-1proc tagged-2proc put-2proc '%tag' '%put'
+# median of the arguments (empty ones ignored)
+median() { printf '%s\n' "$@" | awk 'NF' | sort -g | awk '{v[NR] = $1} END { if (NR) print v[int((NR + 1) / 2)] }'; }
+
+printf '%-5s %-6s %12s %12s %12s %8s %8s %12s %12s %8s\n' TLS size perftest-tag tagged-1proc tagged-2proc '1p%tag' '2p%tag' perftest-put put-2proc '%put'
 for tls in tcp sm; do
-	for size in 1MiB 16MiB; do
-		bytes=$((${size%MiB} << 20)) n=$N1
-		[ "$size" = 16MiB ] && n=$N16
-		tag=$(perftest "$tls" tag_bw "$bytes" "$n")
+	for size in 64KiB 1MiB 16MiB; do
+		case $size in
+		64KiB) bytes=65536 n=$N64K ;;
+		1MiB) bytes=1048576 n=$N1 ;;
+		16MiB) bytes=16777216 n=$N16 ;;
+		esac
+		tags=() ones=() twos=()
+		for _ in $(seq "$ROUNDS"); do
+			tags+=("$(perftest "$tls" tag_bw "$bytes" "$n")")
+			ones+=("$(ours "$tls" "$size" 0 UCX)")
+			twos+=("$(ours "$tls" "$size" 0 UCXTwoProcess)")
+		done
+		tag=$(median "${tags[@]}") one=$(median "${ones[@]}") two=$(median "${twos[@]}")
 		put=$(perftest "$tls" ucp_put_bw "$bytes" "$n")
-		one=$(ours "$tls" "$size" 0 UCX)
-		two=$(ours "$tls" "$size" 0 UCXTwoProcess)
 		oput=$(ours "$tls" "$size" 1 UCXTwoProcess)
-		printf '%-5s %-6s %12s %12s %12s %12s %12s %8s %8s\n' "$tls" "$size" "${tag:-?}" "${put:-?}" "${one:-?}" "${two:-?}" "${oput:-?}" \
-			"$(pct "${two:-0}" "${tag:-0}")" "$(pct "${oput:-0}" "${put:-0}")"
+		printf '%-5s %-6s %12s %12s %12s %8s %8s %12s %12s %8s\n' "$tls" "$size" "${tag:-?}" "${one:-?}" "${two:-?}" \
+			"$(pct "${one:-0}" "${tag:-0}")" "$(pct "${two:-0}" "${tag:-0}")" "${put:-?}" "${oput:-?}" "$(pct "${oput:-0}" "${put:-0}")"
 	done
 done
