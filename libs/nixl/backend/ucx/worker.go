@@ -30,7 +30,10 @@ type worker struct {
 	mu      sync.Mutex
 	cmds    []func()
 	stopped bool
-	done    chan struct{}
+	// sleeping: the loop is (about to be) in nx_wait, so do must write
+	// to the wake pipe; otherwise the loop finds the command on its own.
+	sleeping bool
+	done     chan struct{}
 
 	// Owned by the loop goroutine.
 	active      []pending
@@ -77,8 +80,11 @@ func (w *worker) do(f func()) bool {
 		return false
 	}
 	w.cmds = append(w.cmds, f)
+	sleeping := w.sleeping
 	w.mu.Unlock()
-	_, _ = syscall.Write(w.wakeW, []byte{1})
+	if sleeping { // a running loop picks the command up without a syscall
+		_, _ = syscall.Write(w.wakeW, []byte{1})
+	}
 	return true
 }
 
@@ -152,7 +158,17 @@ func (w *worker) loop() {
 			runtime.Gosched()
 		default:
 			lastBusy = time.Time{}
+			w.mu.Lock()
+			if len(w.cmds) > 0 { // arrived since the drain above: no sleep
+				w.mu.Unlock()
+				continue
+			}
+			w.sleeping = true
+			w.mu.Unlock()
 			C.nx_wait(w.w, w.efd, C.int(w.wakeR), w.idleMs)
+			w.mu.Lock()
+			w.sleeping = false
+			w.mu.Unlock()
 		}
 	}
 }
