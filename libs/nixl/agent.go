@@ -121,7 +121,7 @@ func (a *Agent) RegisterMemory(mem []byte) (RegionID, error) {
 			for _, done := range a.backends[:i] {
 				_ = done.DeregisterMemory(id)
 			}
-			_ = a.regions.remove(context.Background(), id)
+			_, _ = a.regions.remove(context.Background(), id)
 			return 0, fmt.Errorf("nixl: register with %s: %w", b.Name(), err)
 		}
 		if key != nil {
@@ -134,11 +134,14 @@ func (a *Agent) RegisterMemory(mem []byte) (RegionID, error) {
 }
 
 // DeregisterMemory waits for accesses to the region to end (bounded by
-// ctx), then removes it from every backend. Peers learn of it through
+// ctx), then removes it from every backend. The region takes no new
+// accesses from the first call on, also when that call gives up; calling
+// again waits for the accesses still in flight. Peers learn of it through
 // fresh metadata; until then their accesses fail with ErrUnknownRegion.
 func (a *Agent) DeregisterMemory(ctx context.Context, id RegionID) error {
-	if err := a.regions.remove(ctx, id); err != nil {
-		return err
+	removed, err := a.regions.remove(ctx, id)
+	if err != nil || !removed {
+		return err // !removed: a concurrent call finished it
 	}
 	a.gen.Add(1)
 	var errs []error

@@ -64,12 +64,16 @@ func (t *regionTable) release(r *region) {
 }
 
 // remove refuses new accesses to id and waits for current ones to end.
-func (t *regionTable) remove(ctx context.Context, id RegionID) error {
+// A call after one that gave up (ctx) waits the same way: the region stays
+// refused meanwhile. The call that sees the accesses end removes the
+// region and reports removed; one that finds it removed by a concurrent
+// call reports neither removal nor error.
+func (t *regionTable) remove(ctx context.Context, id RegionID) (removed bool, err error) {
 	t.mu.Lock()
+	defer t.mu.Unlock()
 	r, ok := t.m[id]
-	if !ok || r.dying {
-		t.mu.Unlock()
-		return fmt.Errorf("%w: %d", ErrUnknownRegion, id)
+	if !ok {
+		return false, fmt.Errorf("%w: %d", ErrUnknownRegion, id)
 	}
 	r.dying = true
 	for r.refs > 0 {
@@ -78,13 +82,16 @@ func (t *regionTable) remove(ctx context.Context, id RegionID) error {
 		select {
 		case <-ch:
 		case <-ctx.Done():
-			return fmt.Errorf("nixl: deregister region %d: accesses still in flight: %w", id, ctx.Err())
+			t.mu.Lock()
+			return false, fmt.Errorf("nixl: deregister region %d: accesses still in flight: %w", id, ctx.Err())
 		}
 		t.mu.Lock()
 	}
+	if t.m[id] != r {
+		return false, nil
+	}
 	delete(t.m, id)
-	t.mu.Unlock()
-	return nil
+	return true, nil
 }
 
 func (t *regionTable) setKeys(id RegionID, keys []metadata.Key) {
