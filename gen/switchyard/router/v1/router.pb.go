@@ -41,8 +41,11 @@ type RouteRequest struct {
 	// load TTL), not only for the estimated prefill time, so a worker whose
 	// queue runs late keeps looking busy.
 	ReportsPrefillDone bool `protobuf:"varint,6,opt,name=reports_prefill_done,json=reportsPrefillDone,proto3" json:"reports_prefill_done,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// Leave RouteResponse.candidates empty: callers that only need the
+	// decision save the router a message per worker.
+	OmitCandidates bool `protobuf:"varint,7,opt,name=omit_candidates,json=omitCandidates,proto3" json:"omit_candidates,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *RouteRequest) Reset() {
@@ -113,6 +116,13 @@ func (x *RouteRequest) GetExcludeInstanceIds() []string {
 func (x *RouteRequest) GetReportsPrefillDone() bool {
 	if x != nil {
 		return x.ReportsPrefillDone
+	}
+	return false
+}
+
+func (x *RouteRequest) GetOmitCandidates() bool {
+	if x != nil {
+		return x.OmitCandidates
 	}
 	return false
 }
@@ -482,7 +492,7 @@ var File_switchyard_router_v1_router_proto protoreflect.FileDescriptor
 
 const file_switchyard_router_v1_router_proto_rawDesc = "" +
 	"\n" +
-	"!switchyard/router/v1/router.proto\x12\x14switchyard.router.v1\x1a!switchyard/common/v1/common.proto\"\xf7\x01\n" +
+	"!switchyard/router/v1/router.proto\x12\x14switchyard.router.v1\x1a!switchyard/common/v1/common.proto\"\xa0\x02\n" +
 	"\fRouteRequest\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x14\n" +
@@ -490,7 +500,8 @@ const file_switchyard_router_v1_router_proto_rawDesc = "" +
 	"\ttoken_ids\x18\x03 \x03(\rR\btokenIds\x121\n" +
 	"\x05hints\x18\x04 \x01(\v2\x1b.switchyard.common.v1.HintsR\x05hints\x120\n" +
 	"\x14exclude_instance_ids\x18\x05 \x03(\tR\x12excludeInstanceIds\x120\n" +
-	"\x14reports_prefill_done\x18\x06 \x01(\bR\x12reportsPrefillDone\"C\n" +
+	"\x14reports_prefill_done\x18\x06 \x01(\bR\x12reportsPrefillDone\x12'\n" +
+	"\x0fomit_candidates\x18\a \x01(\bR\x0eomitCandidates\"C\n" +
 	"\x06Worker\x12\x1f\n" +
 	"\vinstance_id\x18\x01 \x01(\tR\n" +
 	"instanceId\x12\x18\n" +

@@ -26,7 +26,7 @@ func (g *Generator) attempt(ctx context.Context, st *state, n int, emit func(Del
 	}
 	gen := st.generateRequest(id)
 	routed, err := g.cfg.Router.Route(ctx, &routerv1.RouteRequest{RequestId: id, Model: st.req.Model, TokenIds: gen.TokenIds,
-		Hints: st.req.Hints, ExcludeInstanceIds: st.failed, ReportsPrefillDone: true})
+		Hints: st.req.Hints, ExcludeInstanceIds: st.failed, ReportsPrefillDone: true, OmitCandidates: true})
 	if err != nil {
 		return true, routeError{err}
 	}

@@ -33,13 +33,16 @@ func BenchmarkRoute(b *testing.B) {
 			for i := 0; i < n; i += 4 {
 				_ = r.cfg.Index.Apply(ids[i], radix.StoredEvent(radix.TierHost, hs[:64]...))
 			}
-			req := &routerv1.RouteRequest{RequestId: "q", Model: "m", TokenIds: prompt}
-			b.ReportAllocs()
-			b.ResetTimer()
-			for b.Loop() {
-				if _, err := r.Decide(b.Context(), req); err != nil {
-					b.Fatal(err)
-				}
+			for _, omit := range []bool{false, true} {
+				b.Run(fmt.Sprintf("omit_candidates=%v", omit), func(b *testing.B) {
+					req := &routerv1.RouteRequest{RequestId: "q", Model: "m", TokenIds: prompt, OmitCandidates: omit}
+					b.ReportAllocs()
+					for b.Loop() {
+						if _, err := r.Decide(b.Context(), req); err != nil {
+							b.Fatal(err)
+						}
+					}
+				})
 			}
 		})
 	}

@@ -75,7 +75,9 @@ func (r *Router) Decide(ctx context.Context, req *routerv1.RouteRequest) (*route
 	}
 	res := &routerv1.RouteResponse{RequestBlocks: uint32(len(hashes)), Mode: mode,
 		Decode: &routerv1.Worker{InstanceId: dec.worker().ID, Address: mp.decode[mp.decodePos[dec.worker().ID]].URL}}
-	appendCandidates(res, dec.cands)
+	if !req.GetOmitCandidates() {
+		appendCandidates(res, dec.cands)
+	}
 	chosen := *dec.worker()
 	prefillID, prefillCredit := "", r.cfg.Params.Weights.Credit(chosen.Depth)
 	uncached := len(req.GetTokenIds()) - chosen.Depth[radix.TierDevice]*mp.blockSize
@@ -86,7 +88,9 @@ func (r *Router) Decide(ctx context.Context, req *routerv1.RouteRequest) (*route
 			p := pd.worker()
 			prefillID, prefillCredit = p.ID, p.Overlap
 			res.Prefill = &routerv1.Worker{InstanceId: p.ID, Address: mp.prefill[mp.prefillAt[p.ID]].URL}
-			appendCandidates(res, pd.cands)
+			if !req.GetOmitCandidates() {
+				appendCandidates(res, pd.cands)
+			}
 		}
 	}
 	r.recordLoad(req, mp.blockSize, len(hashes), chosen.ID, prefillID, prefillCredit)

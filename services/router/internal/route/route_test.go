@@ -322,3 +322,27 @@ func TestPrefillDone(t *testing.T) {
 		t.Fatalf("empty request id: %v", err)
 	}
 }
+
+// Candidates are listed unless the caller opts out; the decision is the
+// same either way.
+func TestOmitCandidates(t *testing.T) {
+	t.Parallel()
+	ix := radix.New()
+	r := newRouter(t, func(c *Config) { c.Index = ix })
+	r.SetWorkers(instances(discovery.RoleDecode, "m", "w1", "w2", "w3"), nil)
+	prompt := tokens(32, 1)
+	cache(t, ix, "w2", prompt, radix.TierDevice)
+	for _, omit := range []bool{false, true} {
+		res, err := r.Decide(t.Context(), &routerv1.RouteRequest{RequestId: fmt.Sprint(omit), Model: "m", TokenIds: prompt, OmitCandidates: omit})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := 3
+		if omit {
+			want = 0
+		}
+		if got := len(res.GetCandidates()); got != want || res.GetDecode().GetInstanceId() != "w2" {
+			t.Errorf("omit=%v: %d candidates, decode %s; want %d and w2", omit, got, res.GetDecode().GetInstanceId(), want)
+		}
+	}
+}
