@@ -37,7 +37,6 @@ type Executor struct {
 	blockSize   int
 	blockFloats int
 	cos, sin    []float32 // [pos][headSize/2]
-	cls         *panels   // the classifier in panels, for e.mm (panels.go)
 	// With the strip kernel (KernelSIMD on AVX2+FMA), every matrix packed
 	// for it (strips.go); nil otherwise.
 	packed    []layerStrips
@@ -65,8 +64,6 @@ func New(m *Model, tok tokenizer.Tokenizer, opts Options) (*Executor, error) {
 	e.cos, e.sin = ropeTables(m.Config)
 	if opts.Kernel == KernelSIMD && hasFMAKernel {
 		e.packed, e.clsStrips = packLayers(m)
-	} else {
-		e.cls = packPanels(m.Weights.WclsT, m.Config.Dim, m.Config.VocabSize)
 	}
 	return e, nil
 }

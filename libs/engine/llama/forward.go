@@ -26,8 +26,7 @@ type scratch struct {
 	workers int
 	xs      []float32
 	logits  []float32
-	clsTmp  [][]float32 // per-thread classifier panel outputs
-	sampled []int       // rows to classify
+	sampled []int // rows to classify
 }
 
 func grow(s []float32, n int) []float32 { return slices.Grow(s[:0], n)[:n] }
@@ -169,12 +168,12 @@ func (e *Executor) lin(dst, x []float32, m int, packed *strips, raw []float32, n
 	e.mm(dst, x, raw, m, n, p)
 }
 
-// classifier computes the logits of m normalized rows, the column ranges
-// split over threads (the classifier is the widest matrix; each thread
-// streams its share of it once for all rows).
+// classifier computes the logits of m normalized rows. With the strip
+// kernel the column ranges split over threads (the classifier is the
+// widest matrix; each thread streams its share of it once for all rows).
 func (e *Executor) classifier(logits, xs []float32, m int) {
 	if e.clsStrips == nil {
-		e.cls.mul(e.mm, logits, xs, m, e.threads, &e.s.clsTmp)
+		e.mm(logits, xs, e.m.Weights.WclsT, m, e.c.Dim, e.c.VocabSize)
 		return
 	}
 	st := e.clsStrips

@@ -7,32 +7,6 @@ import (
 	"testing"
 )
 
-// TestPanelsExact: the paneled product is bit-identical to the plain one,
-// for both kernels, any batch size and thread count, ragged last panel
-// included; so packing the classifier cannot change a token.
-func TestPanelsExact(t *testing.T) {
-	t.Parallel()
-	rng := rand.New(rand.NewPCG(1, 2))
-	fill := func(n int) []float32 { return randSlice(rng, n) }
-	for _, k := range []Kernel{KernelSIMD, KernelGo} {
-		for _, shape := range []struct{ m, n, p int }{{1, 64, 512}, {3, 64, 512}, {16, 64, 512}, {5, 288, 1500}, {17, 48, 100}} {
-			for _, threads := range []int{1, 2, 3} {
-				t.Run(fmt.Sprintf("%v/%dx%dx%d/threads=%d", k, shape.m, shape.n, shape.p, threads), func(t *testing.T) {
-					x, w := fill(shape.m*shape.n), fill(shape.n*shape.p)
-					want := make([]float32, shape.m*shape.p)
-					k.matmul()(want, x, w, shape.m, shape.n, shape.p)
-					got := make([]float32, shape.m*shape.p)
-					var tmp [][]float32
-					packPanels(w, shape.n, shape.p).mul(k.matmul(), got, x, shape.m, threads, &tmp)
-					if !slices.Equal(got, want) {
-						t.Fatal("paneled product differs from the plain one")
-					}
-				})
-			}
-		}
-	}
-}
-
 // TestStripsMatchVek: the strip kernel computes what vek's AVX2 product
 // computes, bit for bit (both are in-order fused multiply-add chains), for
 // ragged shapes and any strip range.
