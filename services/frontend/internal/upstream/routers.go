@@ -112,27 +112,31 @@ func (r *Routers) Route(ctx context.Context, req *routerv1.RouteRequest) (Routed
 	return Routed{}, fmt.Errorf("route: %w", last)
 }
 
-// Release tells the replica that routed id that the request ended. Errors
+// Release tells the replica that routed id that the request ended.
+// PrefillDone tells it that the request produced its first token. Errors
 // are logged, not returned: the router also expires load on its own.
 func (r *Routers) Release(ctx context.Context, replica, id string) {
-	c := r.client(replica)
-	if c == nil {
-		return
-	}
-	if _, err := c.Release(ctx, connect.NewRequest(&routerv1.ReleaseRequest{RequestId: id})); err != nil {
-		r.log.Debug("release failed", "router", replica, "request_id", id, "err", err)
-	}
+	r.tell(replica, id, "release", func(c routerv1connect.RouterServiceClient) error {
+		_, err := c.Release(ctx, connect.NewRequest(&routerv1.ReleaseRequest{RequestId: id}))
+		return err
+	})
 }
 
-// PrefillDone tells the replica that routed id that the request produced
-// its first token. Errors are logged, not returned: the router's load TTL
-// ends the prefill load if the report is lost.
+// PrefillDone: see Release.
 func (r *Routers) PrefillDone(ctx context.Context, replica, id string) {
+	r.tell(replica, id, "prefill-done report", func(c routerv1connect.RouterServiceClient) error {
+		_, err := c.PrefillDone(ctx, connect.NewRequest(&routerv1.PrefillDoneRequest{RequestId: id}))
+		return err
+	})
+}
+
+// tell calls the replica that routed id, logging a failure.
+func (r *Routers) tell(replica, id, what string, call func(routerv1connect.RouterServiceClient) error) {
 	c := r.client(replica)
 	if c == nil {
 		return
 	}
-	if _, err := c.PrefillDone(ctx, connect.NewRequest(&routerv1.PrefillDoneRequest{RequestId: id})); err != nil {
-		r.log.Debug("prefill-done report failed", "router", replica, "request_id", id, "err", err)
+	if err := call(c); err != nil {
+		r.log.Debug(what+" failed", "router", replica, "request_id", id, "err", err)
 	}
 }

@@ -210,12 +210,8 @@ func (r *Router) approximate(worker string, hashes []uint64) {
 // Release implements RouterService.Release. Releasing an unknown or
 // expired request succeeds: Release is idempotent.
 func (r *Router) Release(_ context.Context, req *connect.Request[routerv1.ReleaseRequest]) (*connect.Response[routerv1.ReleaseResponse], error) {
-	id := req.Msg.GetRequestId()
-	if id == "" {
-		return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("request_id is empty"))
-	}
-	if r.loads.Free(r.cfg.Self, id) && r.cfg.Publish != nil {
-		r.cfg.Publish(&routerv1.LoadEvent{Kind: routerv1.LoadEventKind_LOAD_EVENT_KIND_FREE, RequestId: id})
+	if err := r.endLoad(req.Msg.GetRequestId(), r.loads.Free, routerv1.LoadEventKind_LOAD_EVENT_KIND_FREE); err != nil {
+		return nil, err
 	}
 	return connect.NewResponse(&routerv1.ReleaseResponse{}), nil
 }
@@ -223,14 +219,22 @@ func (r *Router) Release(_ context.Context, req *connect.Request[routerv1.Releas
 // PrefillDone implements RouterService.PrefillDone: the request's prefill
 // load ends now. Unknown, expired or already reported requests succeed.
 func (r *Router) PrefillDone(_ context.Context, req *connect.Request[routerv1.PrefillDoneRequest]) (*connect.Response[routerv1.PrefillDoneResponse], error) {
-	id := req.Msg.GetRequestId()
-	if id == "" {
-		return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("request_id is empty"))
-	}
-	if r.loads.PrefillDone(r.cfg.Self, id) && r.cfg.Publish != nil {
-		r.cfg.Publish(&routerv1.LoadEvent{Kind: routerv1.LoadEventKind_LOAD_EVENT_KIND_PREFILL_DONE, RequestId: id})
+	if err := r.endLoad(req.Msg.GetRequestId(), r.loads.PrefillDone, routerv1.LoadEventKind_LOAD_EVENT_KIND_PREFILL_DONE); err != nil {
+		return nil, err
 	}
 	return connect.NewResponse(&routerv1.PrefillDoneResponse{}), nil
+}
+
+// endLoad ends part of request id's predicted load with end and tells the
+// peers when it took effect. Unknown or already ended ids succeed.
+func (r *Router) endLoad(id string, end func(origin, id string) bool, kind routerv1.LoadEventKind) error {
+	if id == "" {
+		return connect.NewError(connect.CodeInvalidArgument, errors.New("request_id is empty"))
+	}
+	if end(r.cfg.Self, id) && r.cfg.Publish != nil {
+		r.cfg.Publish(&routerv1.LoadEvent{Kind: kind, RequestId: id})
+	}
+	return nil
 }
 
 // logDecision logs one decision with every candidate's overlap and cost
