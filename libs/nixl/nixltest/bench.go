@@ -24,17 +24,18 @@ const PerftestWindow = 10
 // for scripts/perfcompare.sh.
 func Bench(b *testing.B, setup Setup) {
 	for _, size := range BenchSizes {
-		b.Run(fmt.Sprintf("Bandwidth/%s", sizeName(size)), func(b *testing.B) { benchWrite(b, setup, size, benchDepth, false) })
+		b.Run(fmt.Sprintf("Bandwidth/%s", SizeName(size)), func(b *testing.B) { benchWrite(b, setup, size, benchDepth, false) })
 	}
 	for _, size := range BenchSizes {
-		b.Run(fmt.Sprintf("Latency/%s", sizeName(size)), func(b *testing.B) { benchWrite(b, setup, size, 1, false) })
+		b.Run(fmt.Sprintf("Latency/%s", SizeName(size)), func(b *testing.B) { benchWrite(b, setup, size, 1, false) })
 	}
 	for _, size := range BenchSizes {
-		b.Run(fmt.Sprintf("Perftest/%s", sizeName(size)), func(b *testing.B) { benchWrite(b, setup, size, PerftestWindow, true) })
+		b.Run(fmt.Sprintf("Perftest/%s", SizeName(size)), func(b *testing.B) { benchWrite(b, setup, size, PerftestWindow, true) })
 	}
 }
 
-func sizeName(n int) string {
+// SizeName names a benchmark size: "64KiB", "1MiB".
+func SizeName(n int) string {
 	if n >= 1<<20 {
 		return fmt.Sprintf("%dMiB", n>>20)
 	}
@@ -59,26 +60,31 @@ func benchWrite(b *testing.B, setup Setup, size, depth int, oneBuffer bool) {
 			Local:  []nixl.Desc{{Region: init.region, Offset: off, Len: uint64(size)}},
 			Remote: []nixl.Desc{{Region: target.region, Offset: off, Len: uint64(size)}}}
 	}
-	ctx := ctxT(b)
 	// Warm up: connect and fault the pages in on both sides.
 	for _, r := range reqs {
 		if err := post(b, init.agent, r); err != nil {
 			b.Fatal(err)
 		}
 	}
-	inflight := make([]*nixl.Xfer, depth)
 	b.SetBytes(int64(size))
 	b.ResetTimer()
-	// A plain b.N loop, not b.Loop: the timer must include draining the
-	// last transfers.
+	Window(b, init.agent, reqs)
+}
+
+// Window posts b.N transfers from a, cycling through reqs with one in
+// flight per element, and waits for the last. A plain b.N loop, not
+// b.Loop: the timer must include draining the last transfers.
+func Window(b *testing.B, a *nixl.Agent, reqs []nixl.XferRequest) {
+	ctx := ctxT(b)
+	inflight := make([]*nixl.Xfer, len(reqs))
 	for i := range b.N {
-		slot := i % depth
+		slot := i % len(reqs)
 		if x := inflight[slot]; x != nil {
 			if err := x.Wait(ctx); err != nil {
 				b.Fatal(err)
 			}
 		}
-		x, err := init.agent.Post(reqs[slot])
+		x, err := a.Post(reqs[slot])
 		if err != nil {
 			b.Fatal(err)
 		}

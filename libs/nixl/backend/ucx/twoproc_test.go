@@ -64,15 +64,8 @@ func runTarget(size string) int {
 // workers do not share a Go runtime or its threads.
 func BenchmarkUCXTwoProcess(b *testing.B) {
 	for _, size := range nixltest.BenchSizes {
-		b.Run(fmt.Sprintf("Perftest/%s", sizeLabel(size)), func(b *testing.B) { benchTwoProcess(b, size) })
+		b.Run("Perftest/"+nixltest.SizeName(size), func(b *testing.B) { benchTwoProcess(b, size) })
 	}
-}
-
-func sizeLabel(n int) string {
-	if n >= 1<<20 {
-		return fmt.Sprintf("%dMiB", n>>20)
-	}
-	return fmt.Sprintf("%dKiB", n>>10)
 }
 
 func benchTwoProcess(b *testing.B, size int) {
@@ -119,34 +112,20 @@ func benchTwoProcess(b *testing.B, size int) {
 	req := nixl.XferRequest{Op: nixl.Write, Peer: "target",
 		Local:  []nixl.Desc{{Region: local, Len: uint64(size)}},
 		Remote: []nixl.Desc{{Region: 1, Len: uint64(size)}}}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	x, err := init.Post(req) // connect, fault pages in
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	wait := func(x *nixl.Xfer) {
-		if err := x.Wait(ctx); err != nil {
-			b.Fatal(err)
-		}
+	if err := x.Wait(ctx); err != nil {
+		b.Fatal(err)
 	}
-	post := func() *nixl.Xfer {
-		x, err := init.Post(req)
-		if err != nil {
-			b.Fatal(err)
-		}
-		return x
+	reqs := make([]nixl.XferRequest, nixltest.PerftestWindow)
+	for i := range reqs {
+		reqs[i] = req
 	}
-	wait(post()) // connect, fault pages in
-	inflight := make([]*nixl.Xfer, nixltest.PerftestWindow)
 	b.SetBytes(int64(size))
 	b.ResetTimer()
-	for i := range b.N {
-		slot := i % len(inflight)
-		if x := inflight[slot]; x != nil {
-			wait(x)
-		}
-		inflight[slot] = post()
-	}
-	for _, x := range inflight {
-		if x != nil {
-			wait(x)
-		}
-	}
+	nixltest.Window(b, init, reqs)
 }
