@@ -1,12 +1,10 @@
 package disagg
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 	"time"
 
 	"connectrpc.com/connect"
@@ -47,9 +45,6 @@ type ExportConfig struct {
 // Exporter is the prefill side. It is safe for concurrent use.
 type Exporter struct {
 	cfg ExportConfig
-
-	mu    sync.Mutex
-	peers map[string][]byte // metadata loaded per peer agent
 }
 
 // NewExporter returns an Exporter.
@@ -60,7 +55,7 @@ func NewExporter(cfg ExportConfig) *Exporter {
 	if cfg.Tracer == nil {
 		cfg.Tracer = noop.NewTracerProvider().Tracer("")
 	}
-	return &Exporter{cfg: cfg, peers: map[string][]byte{}}
+	return &Exporter{cfg: cfg}
 }
 
 // cancelWait bounds the wait for cancelled writes to stop touching the
@@ -110,13 +105,9 @@ func checkTarget(m *workerv1.RemotePrefillRequest, kv executor.KV) (first, end i
 	return first, end, nil
 }
 
-// loadPeer loads the target's metadata unless this exact blob is loaded.
+// loadPeer loads the target's metadata. Every remote prefill carries a
+// fresh blob (its own window); the agent keeps the newest of a run.
 func (x *Exporter) loadPeer(t *workerv1.KvTarget) (string, error) {
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	if old, ok := x.peers[t.GetAgent()]; ok && bytes.Equal(old, t.GetMetadata()) {
-		return t.GetAgent(), nil
-	}
 	name, err := x.cfg.Agent.LoadRemoteMetadata(t.GetMetadata())
 	if err != nil {
 		return "", fmt.Errorf("target metadata: %w", err)
@@ -124,7 +115,6 @@ func (x *Exporter) loadPeer(t *workerv1.KvTarget) (string, error) {
 	if name != t.GetAgent() {
 		return "", fmt.Errorf("target metadata names agent %q, target says %q", name, t.GetAgent())
 	}
-	x.peers[name] = bytes.Clone(t.GetMetadata())
 	return name, nil
 }
 
