@@ -37,8 +37,8 @@ func appendEvents(dst []radix.Event, evs []*workerv1.KvEvent) []radix.Event {
 	return dst
 }
 
-// dumpAcc accumulates the blocks of a dump, which may span several
-// batches; each worker's dump is applied with Resync.
+// dumpAcc turns the first batch of a dump into the block list Resync
+// takes (the later batches are applied as events).
 type dumpAcc struct {
 	masks map[uint64]radix.TierMask
 	order []uint64

@@ -85,7 +85,6 @@ func (f *follower) session(ctx context.Context) (bool, error) {
 		return false, err
 	}
 	defer stream.Close()
-	f.acc.reset()
 	progressed, sawDump := false, false
 	for stream.Receive() {
 		msg := stream.Msg()
@@ -103,11 +102,20 @@ func (f *follower) session(ctx context.Context) (bool, error) {
 func (f *follower) apply(msg *workerv1.SubscribeKvEventsResponse, dump bool, sawDump *bool) error {
 	ix, id, seq := f.in.cfg.Index, f.w.ID, msg.GetSequence()
 	if msg.GetDump() {
-		// Resync with everything dumped so far: the index is right after
-		// every batch, whether or not more dump batches follow.
-		*sawDump = true
-		f.acc.add(msg.GetEvents())
-		if err := ix.Resync(id, seq, f.acc.blocks()); err != nil {
+		// The first batch of a dump replaces the worker's state; later
+		// batches of it add to that. The index is right after every batch,
+		// whether or not more dump batches follow.
+		if !*sawDump {
+			*sawDump = true
+			f.acc.reset()
+			f.acc.add(msg.GetEvents())
+			if err := ix.Resync(id, seq, f.acc.blocks()); err != nil {
+				return fmt.Errorf("ingest: %w", err)
+			}
+			return nil
+		}
+		f.evs = appendEvents(f.evs[:0], msg.GetEvents())
+		if err := ix.Apply(id, f.evs...); err != nil {
 			return fmt.Errorf("ingest: %w", err)
 		}
 		return nil

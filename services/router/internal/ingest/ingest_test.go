@@ -46,6 +46,13 @@ func TestFollow(t *testing.T) {
 	}{
 		{"dump then live", func(w *workertest.Worker) { w.Store(1, 2) }, func(w *workertest.Worker) { w.Store(3); w.Remove(1) }, 1},
 		{"empty worker", nil, func(w *workertest.Worker) { w.Store(7) }, 1},
+		{"dump in chunks", func(w *workertest.Worker) {
+			w.DumpInChunks(2)
+			for h := range uint64(9) {
+				w.Store(h + 1)
+			}
+			w.Remove(4)
+		}, func(w *workertest.Worker) { w.Store(30); w.Remove(2) }, 1},
 		{"gap resyncs", func(w *workertest.Worker) { w.Store(1) }, func(w *workertest.Worker) {
 			w.StoreHidden(2)
 			w.Store(3)

@@ -37,6 +37,7 @@ type Worker struct {
 	changed  chan struct{}
 	requests []*workerv1.SubscribeKvEventsRequest
 	noEvents bool
+	chunk    int // events per dump batch; 0: one batch
 }
 
 // Start serves a fake worker on loopback until the test ends.
@@ -53,6 +54,14 @@ func Start(t testing.TB) *Worker {
 	t.Cleanup(srv.Close)
 	w.URL, w.Addr = srv.URL, srv.Listener.Addr().String()
 	return w
+}
+
+// DumpInChunks makes dumps span batches of n events each (all with the
+// dump's sequence number), as real workers send them.
+func (w *Worker) DumpInChunks(n int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.chunk = n
 }
 
 // NoEvents makes SubscribeKvEvents answer Unimplemented.
@@ -139,20 +148,29 @@ func (w *Worker) SubscribeKvEvents(ctx context.Context, req *connect.Request[wor
 		return connect.NewError(connect.CodeUnimplemented, fmt.Errorf("no kv events"))
 	}
 	after := req.Msg.GetAfterSequence()
-	var first *workerv1.SubscribeKvEventsResponse
+	var dump []*workerv1.SubscribeKvEventsResponse
 	if req.Msg.GetDump() {
 		after = uint64(len(w.batches))
-		first = &workerv1.SubscribeKvEventsResponse{Sequence: after, Dump: true}
+		var evs []*workerv1.KvEvent
 		for h := range w.blocks {
-			first.Events = append(first.Events, &workerv1.KvEvent{Event: &workerv1.KvEvent_Stored{Stored: &workerv1.KvBlocksStored{BlockHashes: []uint64{h}}}})
+			evs = append(evs, &workerv1.KvEvent{Event: &workerv1.KvEvent_Stored{Stored: &workerv1.KvBlocksStored{BlockHashes: []uint64{h}}}})
+		}
+		n := len(evs)
+		if w.chunk > 0 {
+			n = w.chunk
+		}
+		for len(evs) > 0 || dump == nil {
+			k := min(n, len(evs))
+			dump = append(dump, &workerv1.SubscribeKvEventsResponse{Sequence: after, Dump: true, Events: evs[:k]})
+			evs = evs[k:]
 		}
 	} else if after+1 < w.oldest {
 		w.mu.Unlock()
 		return connect.NewError(connect.CodeOutOfRange, fmt.Errorf("history after %d is gone; oldest is %d", after, w.oldest))
 	}
 	w.mu.Unlock()
-	if first != nil {
-		if err := stream.Send(first); err != nil {
+	for _, b := range dump {
+		if err := stream.Send(b); err != nil {
 			return err
 		}
 	}
