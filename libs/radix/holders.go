@@ -58,17 +58,6 @@ func (s *holderSet) find(id uint32) (int, bool) {
 	})
 }
 
-// maskOf returns the tiers in which worker id holds the block.
-func (s *holderSet) maskOf(id uint32) TierMask {
-	if s == nil {
-		return 0
-	}
-	if i, ok := s.find(id); ok {
-		return s.hs[i].mask()
-	}
-	return 0
-}
-
 // setOps builds new holder sets. singles is a snapshot of the index's
 // canonical singletons by id; an id it lacks (allocated after the snapshot
 // was taken) just gets a freshly allocated set.

@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -71,7 +72,7 @@ func (f *flags) register(fs *flag.FlagSet) {
 
 func (f *flags) validate() error {
 	modes := policy.NewRegistry().Modes()
-	if !contains(modes, f.mode) {
+	if !slices.Contains(modes, f.mode) {
 		return fmt.Errorf("-mode=%q: want one of %v", f.mode, modes)
 	}
 	if f.temperature < 0 || f.prefillLoadScale < 0 {
@@ -104,13 +105,4 @@ func (f *flags) validate() error {
 		}
 	}
 	return nil
-}
-
-func contains(xs []string, x string) bool {
-	for _, v := range xs {
-		if v == x {
-			return true
-		}
-	}
-	return false
 }

@@ -43,7 +43,6 @@ func (f *follower) run(ctx context.Context) {
 		case errors.Is(err, errNeedDump), code == connect.CodeOutOfRange, code == connect.CodeFailedPrecondition:
 			log.Info("kv events: resyncing from a dump", "err", err)
 			f.needDump = true
-			f.in.resyncs.Add(1)
 			if progressed {
 				continue
 			}

@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"net/http"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"connectrpc.com/connect"
@@ -40,8 +39,7 @@ type Config struct {
 // Ingester runs one follower per worker. Its methods are safe for
 // concurrent use.
 type Ingester struct {
-	cfg     Config
-	resyncs atomic.Int64
+	cfg Config
 
 	mu      sync.Mutex
 	running map[string]*running
@@ -71,9 +69,6 @@ func New(cfg Config) *Ingester {
 	}
 	return &Ingester{cfg: cfg, running: map[string]*running{}, static: map[string]bool{}}
 }
-
-// Resyncs counts the dumps requested since start.
-func (in *Ingester) Resyncs() int64 { return in.resyncs.Load() }
 
 // Sync makes the followed workers exactly workers (plus static ones):
 // new workers are added to the index (unless a restored snapshot already

@@ -20,6 +20,7 @@ import (
 
 // scratch is per-decision buffers, pooled so Route allocates little.
 type scratch struct {
+	hashes []uint64
 	match  radix.Result
 	cands  []policy.Candidate
 	loads  []load.Load
@@ -65,7 +66,8 @@ func (r *Router) Decide(ctx context.Context, req *routerv1.RouteRequest) (*route
 		s = new(scratch)
 	}
 	defer r.scratch.Put(s)
-	hashes := kvhash.BlockHashes(req.GetTokenIds(), mp.blockSize, 0)
+	s.hashes = kvhash.AppendBlockHashes(s.hashes[:0], kvhash.Root, req.GetTokenIds(), mp.blockSize, 0)
+	hashes := s.hashes
 	r.cfg.Index.MatchInto(&s.match, hashes)
 	preq := policy.Request{Blocks: len(hashes), WorkerID: req.GetHints().GetWorkerId(), Exclude: req.GetExcludeInstanceIds()}
 
@@ -192,14 +194,14 @@ func (r *Router) approximate(worker string, hashes []uint64) {
 	if r.cfg.Approx == "off" || r.cfg.Approx == "" || len(hashes) == 0 {
 		return
 	}
-	r.approxMu.Lock()
-	if r.cfg.Approx != "all" && !r.approxSet[worker] {
-		r.approxMu.Unlock()
-		return
+	if r.cfg.Approx != "all" {
+		if set := r.approxSet.Load(); set == nil || !(*set)[worker] {
+			return // the common case, decided without a lock
+		}
 	}
+	r.approxMu.Lock()
 	stored, evicted := r.approx.Insert(worker, hashes, r.cfg.Now())
-	stored = append([]uint64(nil), stored...)
-	r.approxMu.Unlock()
+	r.approxMu.Unlock() // stored is part of hashes, which Apply reads at once
 	evs := []radix.Event{radix.StoredEvent(radix.TierDevice, stored...)}
 	if len(evicted) > 0 {
 		evs = append(evs, radix.RemovedEvent(radix.TierDevice, evicted...))

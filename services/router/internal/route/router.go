@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	mrand "math/rand/v2"
 	"sync"
 	"sync/atomic"
@@ -74,7 +75,7 @@ type Router struct {
 	scratch  sync.Pool // *scratch
 
 	approxMu  sync.Mutex
-	approxSet map[string]bool
+	approxSet atomic.Pointer[map[string]bool] // copied on write: read per decision
 	approx    *approx.Tracker
 }
 
@@ -90,7 +91,7 @@ func New(cfg Config) (*Router, error) {
 		cfg.Now = time.Now
 	}
 	r := &Router{cfg: cfg, profiles: map[string]*policy.Profile{}, loads: load.New(cfg.LoadTTL),
-		rng: mrand.New(runtimeSource{}), approxSet: map[string]bool{}, approx: approx.New(cfg.ApproxTTL, cfg.ApproxMaxBlocks)}
+		rng: mrand.New(runtimeSource{}), approx: approx.New(cfg.ApproxTTL, cfg.ApproxMaxBlocks)}
 	for _, m := range cfg.Registry.Modes() {
 		p, err := cfg.Registry.Build(m, cfg.Params)
 		if err != nil {
@@ -134,7 +135,11 @@ func (r *Router) SetWorkers(decode, prefill []discovery.Instance) {
 func (r *Router) SetApprox(id string) {
 	r.approxMu.Lock()
 	defer r.approxMu.Unlock()
-	r.approxSet[id] = true
+	set := map[string]bool{id: true}
+	if old := r.approxSet.Load(); old != nil {
+		maps.Copy(set, *old)
+	}
+	r.approxSet.Store(&set)
 }
 
 // Run expires predicted load and approximate blocks until ctx ends.

@@ -69,8 +69,6 @@ type Saver struct {
 	Interval time.Duration
 	Source   func() []byte
 	Logger   *slog.Logger
-	// OnSave, if set, is told each save's outcome (metrics).
-	OnSave func(err error)
 }
 
 // Run saves until ctx ends and then makes a final save bounded by 2s.
@@ -104,9 +102,5 @@ func (s *Saver) Run(ctx context.Context) {
 func (s *Saver) save(ctx context.Context) error {
 	cctx, cancel := context.WithTimeout(ctx, max(s.Interval, time.Second))
 	defer cancel()
-	err := s.Store.Save(cctx, s.Key, s.Source())
-	if s.OnSave != nil {
-		s.OnSave(err)
-	}
-	return err
+	return s.Store.Save(cctx, s.Key, s.Source())
 }
