@@ -125,13 +125,6 @@ func (p *prefillClients) dial(baseURL string) disagg.Prefiller {
 	return c
 }
 
-// ttftObserver adapts metrics.TTFT to disagg.Observer.
-type ttftObserver struct {
-	record func(context.Context, disagg.Phases)
-}
-
-func (o ttftObserver) ObserveTTFT(ctx context.Context, p disagg.Phases) { o.record(ctx, p) }
-
 // disaggHooks builds the transfer agent and both sides of disaggregated
 // prefill for the handler. Without a transfer agent (-kv-transfer=none)
 // the worker neither exports KV nor imports it, but still records TTFT.
@@ -152,10 +145,8 @@ func disaggHooks(rt *service.Runtime, cfg *Config, eng *engine.Engine, log *slog
 	tracer := rt.Telemetry.Tracer.Tracer(metrics.ScopeName)
 	dc := disagg.DecodeConfig{
 		Engine: eng, Model: cfg.ModelName, Mode: cfg.Disagg, Threshold: cfg.DisaggThreshold, Timeout: cfg.DisaggTimeout,
-		Observer: ttftObserver{func(ctx context.Context, p disagg.Phases) {
-			ttft.Observe(ctx, metrics.Phases{Path: p.Path, Queue: p.Queue, Prefill: p.Prefill, Transfer: p.Transfer, FirstDecode: p.FirstDecode})
-		}},
-		Tracer: tracer, Logger: log.With("component", "disagg"),
+		Observer: ttft,
+		Tracer:   tracer, Logger: log.With("component", "disagg"),
 	}
 	if tr != nil {
 		clients, err := newPrefillClients(rt.Telemetry)

@@ -4,22 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
-)
 
-// TTFT phases, as recorded by TTFT.Observe.
-type Phases struct {
-	// Path is how the prompt was prefilled: "local", "remote" (a prefill
-	// worker) or "fallback" (the remote prefill failed).
-	Path        string
-	Queue       time.Duration
-	Prefill     time.Duration
-	Transfer    time.Duration // remote only
-	FirstDecode time.Duration // remote only
-}
+	"switchyard.dev/libs/worker/disagg"
+)
 
 // TTFT holds the time-to-first-token histograms, one per phase, with the
 // attribute "path". Unlike the engine gauges these are recorded on the
@@ -57,13 +47,13 @@ func NewTTFT(mp metric.MeterProvider) (*TTFT, error) {
 	return t, nil
 }
 
-// Observe records one request's phases.
-func (t *TTFT) Observe(ctx context.Context, p Phases) {
+// ObserveTTFT records one request's phases (it is a disagg.Observer).
+func (t *TTFT) ObserveTTFT(ctx context.Context, p disagg.Phases) {
 	attrs := metric.WithAttributes(attribute.String("path", p.Path))
 	t.requests.Add(ctx, 1, attrs)
 	t.queue.Record(ctx, p.Queue.Seconds(), attrs)
 	t.prefill.Record(ctx, p.Prefill.Seconds(), attrs)
-	if p.Path == "remote" {
+	if p.Path == disagg.PathRemote {
 		t.transfer.Record(ctx, p.Transfer.Seconds(), attrs)
 		t.firstDecode.Record(ctx, p.FirstDecode.Seconds(), attrs)
 	}
