@@ -88,14 +88,14 @@ func Setup(ctx context.Context, rt *service.Runtime, cfg *Config) error {
 	// more: token messages are tens of bytes, and gzip on each was 30% of a
 	// streamed token's CPU.
 	rt.Server.Mount(workerv1connect.NewWorkerServiceHandler(h, rt.Server.HandlerOptions()...))
-	publish(ctx, rt, cfg, eng.ModelInfo(), inv)
+	mi := eng.ModelInfo()
+	publish(ctx, rt, cfg, mi, inv)
 
 	go run(ctx, eng, h, drainWindow(rt.Common.DrainTimeout), log, func() {
 		_ = unregister()
 		_ = inv.Close()
 		tr.close(log)
 	})
-	mi := eng.ModelInfo()
 	log.Info("worker ready", "model", cfg.ModelName, "executor", cfg.Executor, "vocab", mi.VocabSize,
 		"context", mi.ContextLen, "kv_blocks", mi.NumBlocks, "block_size", mi.BlockSize)
 	return nil

@@ -1,6 +1,7 @@
 package kvcache
 
 import (
+	"cmp"
 	"slices"
 
 	"switchyard.dev/libs/engine/kvevent"
@@ -22,16 +23,7 @@ func (m *Manager) Snapshot() []kvevent.Event {
 			roots = append(roots, id)
 		}
 	}
-	byHash := func(a, b int32) int {
-		ha, hb := m.blocks[a].hash, m.blocks[b].hash
-		switch {
-		case ha < hb:
-			return -1
-		case ha > hb:
-			return 1
-		}
-		return 0
-	}
+	byHash := func(a, b int32) int { return cmp.Compare(m.blocks[a].hash, m.blocks[b].hash) }
 	slices.SortFunc(roots, byHash) // deterministic output
 	out := make([]kvevent.Event, 0, len(m.cache))
 	stack := slices.Clone(roots)

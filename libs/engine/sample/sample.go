@@ -58,10 +58,6 @@ func New(p Params, seed uint64) *Sampler {
 	return &Sampler{p: p, rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))}
 }
 
-// Uint64 draws from the request's generator (used by executors that do not
-// compute logits, such as the simulator).
-func (s *Sampler) Uint64() uint64 { return s.rng.Uint64() }
-
 // Argmax returns the index of the largest logit (the first on ties).
 func Argmax(logits []float32) uint32 {
 	best, bi := float32(math.Inf(-1)), 0

@@ -19,6 +19,7 @@ import (
 	"fmt"
 
 	"switchyard.dev/libs/engine/kvcache"
+	"switchyard.dev/libs/kvhash"
 )
 
 // ErrTooLarge is reported for a sequence that cannot fit in the whole KV
@@ -220,11 +221,11 @@ func (s *Scheduler) Complete(p *Plan, sampled []uint32) {
 		q.computed = it.End
 		for full := q.computed / bs; len(q.hashes) < full; {
 			k := len(q.hashes)
-			parent := uint64(0)
+			parent := kvhash.Root
 			if k > 0 {
 				parent = q.hashes[k-1]
 			}
-			h := chain(parent, q.Tokens[k*bs:(k+1)*bs], q.Salt)
+			h := kvhash.Chain(parent, q.Tokens[k*bs:(k+1)*bs], q.Salt)
 			s.kv.Commit(q.blocks[k], parent, h, q.Tokens[k*bs:(k+1)*bs])
 			q.hashes = append(q.hashes, h)
 		}

@@ -75,7 +75,3 @@ func (s *Seq) matchableHashes(blockSize int) []uint64 {
 	n := (len(s.Tokens) - 1) / blockSize
 	return kvhash.AppendBlockHashes(make([]uint64, 0, n), kvhash.Root, s.Tokens[:n*blockSize], blockSize, s.Salt)
 }
-
-func chain(parent uint64, tokens []uint32, salt uint64) uint64 {
-	return kvhash.Chain(parent, tokens, salt)
-}

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -88,7 +89,7 @@ func ParseProfile(data []byte) (*Profile, error) {
 				return nil, fmt.Errorf("sim: profile: %s point %+v is not a finite, non-negative time", name, pt)
 			}
 		}
-		slices.SortFunc(pts, func(a, b Point) int { return cmpFloat(a.X, b.X) })
+		slices.SortFunc(pts, func(a, b Point) int { return cmp.Compare(a.X, b.X) })
 	}
 	return &p, nil
 }
@@ -122,7 +123,7 @@ func interp(pts []Point, x float64) float64 {
 	if len(pts) == 1 {
 		return pts[0].MS
 	}
-	i, _ := slices.BinarySearchFunc(pts, x, func(p Point, x float64) int { return cmpFloat(p.X, x) })
+	i, _ := slices.BinarySearchFunc(pts, x, func(p Point, x float64) int { return cmp.Compare(p.X, x) })
 	i = min(max(i, 1), len(pts)-1)
 	a, b := pts[i-1], pts[i]
 	if b.X == a.X {
@@ -132,13 +133,3 @@ func interp(pts []Point, x float64) float64 {
 }
 
 func bad(f float64) bool { return math.IsNaN(f) || math.IsInf(f, 0) }
-
-func cmpFloat(a, b float64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
-}
