@@ -15,7 +15,7 @@ type regionTable struct {
 	mu      sync.Mutex
 	next    RegionID
 	m       map[RegionID]*region
-	changed chan struct{} // closed and replaced whenever a ref drops
+	changed chan struct{} // closed and replaced when a dying region's last access ends
 }
 
 type region struct {
@@ -59,8 +59,10 @@ func (t *regionTable) release(r *region) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	r.refs--
-	close(t.changed)
-	t.changed = make(chan struct{})
+	if r.dying && r.refs == 0 { // only a remove can be waiting, and only for this
+		close(t.changed)
+		t.changed = make(chan struct{})
+	}
 }
 
 // remove refuses new accesses to id and waits for current ones to end.

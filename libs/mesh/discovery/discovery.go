@@ -24,6 +24,7 @@ import (
 	"regexp"
 	"slices"
 	"strconv"
+	"strings"
 )
 
 // Well-known roles.
@@ -126,15 +127,7 @@ var ErrNotFound = errors.New("discovery: instance not found")
 
 // SortInstances orders instances by ID, the order Watch delivers.
 func SortInstances(ins []Instance) {
-	slices.SortFunc(ins, func(a, b Instance) int {
-		switch {
-		case a.ID < b.ID:
-			return -1
-		case a.ID > b.ID:
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(ins, func(a, b Instance) int { return strings.Compare(a.ID, b.ID) })
 }
 
 // Equal reports whether two sorted instance lists are the same.

@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -175,23 +176,18 @@ func (c *Catalog) Models(ctx context.Context) []Entry {
 		}
 		out = append(out, Entry{Name: name, Created: e.created})
 	}
-	slices.SortFunc(out, func(a, b Entry) int { return cmpString(a.Name, b.Name) })
+	slices.SortFunc(out, func(a, b Entry) int { return strings.Compare(a.Name, b.Name) })
 	return out
-}
-
-func cmpString(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // waitReady waits briefly for the first discovery snapshot, so requests
 // arriving just after start do not see an empty catalog.
 func (c *Catalog) waitReady(ctx context.Context) {
+	select {
+	case <-c.ready: // after start: no timer per request
+		return
+	default:
+	}
 	t := time.NewTimer(5 * time.Second)
 	defer t.Stop()
 	select {

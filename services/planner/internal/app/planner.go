@@ -1,9 +1,11 @@
 package app
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 
 	"connectrpc.com/connect"
@@ -55,20 +57,7 @@ func (p *planner) GetPlan(context.Context, *connect.Request[plannerv1.GetPlanReq
 		res.Pools = append(res.Pools, &plannerv1.PoolStatus{Model: k.model, Role: k.role, Observed: n, Desired: n})
 	}
 	slices.SortFunc(res.Pools, func(a, b *plannerv1.PoolStatus) int {
-		if a.Model != b.Model {
-			return cmpString(a.Model, b.Model)
-		}
-		return cmpString(a.Role, b.Role)
+		return cmp.Or(strings.Compare(a.Model, b.Model), strings.Compare(a.Role, b.Role))
 	})
 	return connect.NewResponse(res), nil
-}
-
-func cmpString(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
