@@ -150,7 +150,7 @@ func (r *Registry) Register(ctx context.Context, in discovery.Instance) (discove
 	if err != nil {
 		return nil, err
 	}
-	g := &registration{r: r, svc: svc, checkID: checkID, health: make(chan discovery.Health, 1), done: make(chan struct{})}
+	g := &registration{r: r, svc: svc, checkID: checkID}
 	if err := g.register(ctx, api.HealthPassing); err != nil {
 		return nil, fmt.Errorf("consul register %s: %w", in.ID, err)
 	}

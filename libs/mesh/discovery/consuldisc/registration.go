@@ -16,9 +16,7 @@ type registration struct {
 	r       *Registry
 	svc     *api.AgentServiceRegistration
 	checkID string
-	health  chan discovery.Health
 	cancel  context.CancelFunc
-	done    chan struct{}
 
 	mu     sync.Mutex
 	status string // desired check status
@@ -36,7 +34,6 @@ func (g *registration) register(ctx context.Context, status string) error {
 // reconcile heartbeats the TTL check every third of a TTL and re-registers
 // whenever the heartbeat fails. It deregisters when the owner's ctx ends.
 func (g *registration) reconcile(ownerCtx, loopCtx context.Context) {
-	defer close(g.done)
 	log := g.r.cfg.Logger.With("id", g.svc.ID)
 	interval := g.r.cfg.CheckTTL / 3
 	failures := 0

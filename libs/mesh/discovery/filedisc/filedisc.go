@@ -83,7 +83,7 @@ func (r *Registry) Register(ctx context.Context, in discovery.Instance) (discove
 	if err := in.Validate(); err != nil {
 		return nil, err
 	}
-	reg := &registration{r: r, rec: record{Instance: in.Clone(), PID: os.Getpid(), Host: r.hostname}, done: make(chan struct{})}
+	reg := &registration{r: r, rec: record{Instance: in.Clone(), PID: os.Getpid(), Host: r.hostname}}
 	if err := os.MkdirAll(filepath.Join(r.cfg.Dir, in.Role), 0o755); err != nil {
 		return nil, fmt.Errorf("filedisc: %w", err)
 	}
@@ -153,7 +153,6 @@ type registration struct {
 	rec    record
 	gone   bool
 	cancel context.CancelFunc
-	done   chan struct{}
 }
 
 func (g *registration) write() error {
@@ -180,7 +179,6 @@ func (g *registration) write() error {
 // if someone deleted it. It stops on Deregister or when the owner's ctx ends,
 // removing the record in the latter case too.
 func (g *registration) renew(ownerCtx, loopCtx context.Context) {
-	defer close(g.done)
 	t := time.NewTicker(g.r.cfg.Lease / 3)
 	defer t.Stop()
 	failures := 0
