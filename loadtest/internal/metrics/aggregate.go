@@ -77,7 +77,7 @@ const maxErrorKinds = 10
 func Aggregate(recs []Record, duration time.Duration, sla SLA) Aggregates {
 	a := Aggregates{DurationS: duration.Seconds(), Total: len(recs)}
 	var ttft, itl, tpot, e2e, in, out []float64
-	var inSum, outSum int64
+	var outSum int64
 	errs := map[string]int{}
 	for i := range recs {
 		r := &recs[i]
@@ -105,7 +105,6 @@ func Aggregate(recs []Record, duration time.Duration, sla SLA) Aggregates {
 		}
 		in = append(in, float64(prompt))
 		out = append(out, float64(r.OutputTokens))
-		inSum += int64(prompt)
 		outSum += int64(r.OutputTokens)
 		a.PromptTokens += int64(prompt)
 		a.CachedTokens += int64(r.CachedTokens)
@@ -125,8 +124,8 @@ func Aggregate(recs []Record, duration time.Duration, sla SLA) Aggregates {
 	if s := duration.Seconds(); s > 0 {
 		a.RequestThroughput = float64(a.Succeeded) / s
 		a.OutputTokenThroughput = float64(outSum) / s
-		a.InputTokenThroughput = float64(inSum) / s
-		a.TotalTokenThroughput = float64(inSum+outSum) / s
+		a.InputTokenThroughput = float64(a.PromptTokens) / s
+		a.TotalTokenThroughput = float64(a.PromptTokens+outSum) / s
 		a.Goodput.RPS = float64(a.Goodput.Met) / s
 	}
 	a.Errors = topErrors(errs)
