@@ -167,11 +167,11 @@ func publish(ctx context.Context, rt *service.Runtime, cfg *Config, mi engine.Mo
 // Meta is the worker's discovery metadata, without GPUs.
 func Meta(executor string, mi engine.ModelInfo) map[string]string {
 	return map[string]string{
-		"kv_blocks":      strconv.Itoa(mi.NumBlocks),
-		"block_size":     strconv.Itoa(mi.BlockSize),
-		"context_length": strconv.Itoa(mi.ContextLen),
-		"vocab_size":     strconv.Itoa(mi.VocabSize),
-		"executor":       executor,
+		discovery.MetaKVBlocks:  strconv.Itoa(mi.NumBlocks),
+		discovery.MetaBlockSize: strconv.Itoa(mi.BlockSize),
+		"context_length":        strconv.Itoa(mi.ContextLen),
+		"vocab_size":            strconv.Itoa(mi.VocabSize),
+		"executor":              executor,
 	}
 }
 

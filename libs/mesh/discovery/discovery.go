@@ -40,6 +40,13 @@ const (
 // TagCanary marks an instance that takes canary traffic.
 const TagCanary = "canary"
 
+// Meta keys workers publish about their KV cache, read by the router and
+// the kvbm-controller.
+const (
+	MetaKVBlocks  = "kv_blocks"  // KV blocks in the worker's pool
+	MetaBlockSize = "block_size" // tokens per KV block
+)
+
 // Instance is one registered service instance.
 type Instance struct {
 	// ID is unique across the mesh, e.g. "decode-7f3a9c".

@@ -11,12 +11,6 @@ import (
 	"switchyard.dev/libs/mesh/discovery"
 )
 
-// Discovery metadata keys workers publish about their KV cache.
-const (
-	metaKVBlocks  = "kv_blocks"
-	metaBlockSize = "block_size"
-)
-
 type controller struct{ reg discovery.Registry }
 
 func (c *controller) ListPools(ctx context.Context, req *connect.Request[kvbmv1.ListPoolsRequest]) (*connect.Response[kvbmv1.ListPoolsResponse], error) {
@@ -33,8 +27,8 @@ func (c *controller) ListPools(ctx context.Context, req *connect.Request[kvbmv1.
 			if m := req.Msg.GetModel(); m != "" && in.Model != m {
 				continue
 			}
-			blocks, _ := strconv.ParseUint(in.Meta[metaKVBlocks], 10, 64)
-			bs, _ := strconv.ParseUint(in.Meta[metaBlockSize], 10, 32)
+			blocks, _ := strconv.ParseUint(in.Meta[discovery.MetaKVBlocks], 10, 64)
+			bs, _ := strconv.ParseUint(in.Meta[discovery.MetaBlockSize], 10, 32)
 			res.Pools = append(res.Pools, &kvbmv1.Pool{
 				InstanceId: in.ID, Role: role, Model: in.Model,
 				Tier: commonv1.StorageTier_STORAGE_TIER_DEVICE, BlockSize: uint32(bs), CapacityBlocks: blocks,

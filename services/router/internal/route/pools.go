@@ -50,7 +50,7 @@ func buildPools(decode, prefill []discovery.Instance, def int, prevKnown map[str
 			mp = &modelPool{decodePos: map[string]int{}, prefillAt: map[string]int{}}
 			p.models[in.Model] = mp
 		}
-		if n, err := strconv.Atoi(in.Meta["block_size"]); err == nil && n > 0 && mp.blockSize == 0 {
+		if n, err := strconv.Atoi(in.Meta[discovery.MetaBlockSize]); err == nil && n > 0 && mp.blockSize == 0 {
 			mp.blockSize = n
 		}
 		p.known[in.ID] = true
