@@ -241,7 +241,6 @@ func (s *Server) shutdown(hs *http.Server, reg discovery.Registration) error {
 		s.cfg.Logger.Warn("drain timed out; closing remaining connections", "err", err)
 		errs = append(errs, hs.Close())
 	}
-	errs = append(errs, s.cfg.Telemetry.Shutdown(drain))
 	s.cfg.Logger.Info("stopped")
 	return errors.Join(errs...)
 }

@@ -16,6 +16,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"switchyard.dev/libs/mesh/config"
 	"switchyard.dev/libs/mesh/discovery"
@@ -110,15 +111,20 @@ func Run(ctx context.Context, spec Spec, env Env) int {
 	return ExitOK
 }
 
-func run(ctx context.Context, spec Spec, env Env, common config.Common, log *slog.Logger) error {
+func run(ctx context.Context, spec Spec, env Env, common config.Common, log *slog.Logger) (err error) {
 	id := common.ID(spec.Role)
 	tel, err := telemetry.New(ctx, telemetry.Config{Service: "switchyard-" + spec.Role, Version: spec.Version, InstanceID: id, Getenv: env.Getenv, Stdout: env.Stdout})
 	if err != nil {
 		return err
 	}
+	// Telemetry is flushed on every way out, after the server drained.
+	defer func() {
+		fctx, cancel := context.WithTimeout(context.Background(), telemetryFlushTimeout)
+		defer cancel()
+		err = errors.Join(err, tel.Shutdown(fctx))
+	}()
 	reg, err := common.OpenRegistry(ctx, log)
 	if err != nil {
-		_ = tel.Shutdown(context.Background())
 		return err
 	}
 	srv, err := server.New(server.Config{
@@ -131,12 +137,10 @@ func run(ctx context.Context, spec Spec, env Env, common config.Common, log *slo
 		Pprof:        common.Pprof,
 	})
 	if err != nil {
-		_ = tel.Shutdown(context.Background())
 		return err
 	}
 	addr, err := srv.Listen()
 	if err != nil {
-		_ = tel.Shutdown(context.Background())
 		return fmt.Errorf("-listen=%q: %w", common.Listen, err)
 	}
 	// Background work stops when shutdown begins, before the drain.
@@ -145,7 +149,6 @@ func run(ctx context.Context, spec Spec, env Env, common config.Common, log *slo
 	rt := &Runtime{Logger: log, Registry: reg, Server: srv, Telemetry: tel, Common: common}
 	if spec.Setup != nil {
 		if err := spec.Setup(workCtx, rt); err != nil {
-			_ = tel.Shutdown(context.Background())
 			return err
 		}
 	}
@@ -154,6 +157,9 @@ func run(ctx context.Context, spec Spec, env Env, common config.Common, log *slo
 	}
 	return srv.Serve(ctx)
 }
+
+// telemetryFlushTimeout bounds the final export of spans and metrics.
+const telemetryFlushTimeout = 5 * time.Second
 
 // Main runs spec as the process: it stops on SIGINT or SIGTERM and returns
 // the exit code, so that a service's main is one line:
