@@ -16,7 +16,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 
@@ -167,10 +166,9 @@ func (e *Engine) Submit(ctx context.Context, r Request) (*Stream, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	seed := rand.Uint64()
-	if r.Sampling.Seed != nil {
-		seed = *r.Sampling.Seed
-	}
+	// The request, its prompt's block hashes included, is built before
+	// the lock, which the loop holds while it schedules.
+	req := newRequest(e, r)
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.stopped {
@@ -178,8 +176,8 @@ func (e *Engine) Submit(ctx context.Context, r Request) (*Stream, error) {
 	}
 	e.nextID++
 	id := e.nextID
-	st := newStream(r.ID)
-	req := newRequest(e, id, r, st, seed)
+	req.id, req.seq.ID = id, id
+	st := req.stream
 	st.cancel = func() { e.cancel(id) }
 	req.stopCtx = context.AfterFunc(ctx, func() { e.cancel(id) })
 	e.reqs[id] = req

@@ -128,12 +128,15 @@ func (e *Engine) CommitImported(blocks []int, tokens []uint32, salt uint64) ([]u
 // importer that already holds a prompt's leading blocks imports only the
 // rest.
 func (e *Engine) CommitImportedAfter(parent uint64, blocks []int, tokens []uint32, salt uint64) ([]uint64, error) {
+	h := kvhash.AppendBlockHashes(make([]uint64, 0, len(blocks)), parent, tokens, e.cfg.BlockSize, salt)
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	h, err := e.kv.CommitImported(blocks, parent, tokens, salt)
+	if err := e.kv.CommitImported(blocks, parent, h, tokens); err != nil {
+		return nil, err
+	}
 	e.flushEvents()
 	e.signal()
-	return h, err
+	return h, nil
 }
 
 // EventSeq is the sequence number of the latest KV event batch: Subscribe

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"time"
 
@@ -29,24 +30,30 @@ type request struct {
 	queue     time.Duration // Submit to first scheduled step; -1 until then
 }
 
-func newRequest(e *Engine, id uint64, r Request, st *Stream, seed uint64) *request {
+// newRequest builds r's state, hashing its prompt into the sequence's
+// block hashes; Submit assigns the id. It needs no lock.
+func newRequest(e *Engine, r Request) *request {
+	seed := rand.Uint64()
+	if r.Sampling.Seed != nil {
+		seed = *r.Sampling.Seed
+	}
 	req := &request{
-		id:      id,
 		r:       r,
-		stream:  st,
+		stream:  newStream(r.ID),
 		sampler: sample.New(r.Sampling, seed),
-		seed:    kvhash.Local(r.Prompt, r.CacheSalt),
+		seed:    seed,
 		seq: &sched.Seq{
-			ID: id, Tokens: slices.Clone(r.Prompt), PromptLen: len(r.Prompt),
+			Tokens: slices.Clone(r.Prompt), PromptLen: len(r.Prompt),
 			Priority: r.Priority, Salt: r.CacheSalt,
 		},
 		text:      tokenizer.NewTextStream(e.tok, r.Prompt[len(r.Prompt)-1], r.Stop.StopStrings),
 		stops:     make(map[uint32]bool),
 		submitted: time.Now(), queue: -1,
 	}
-	if r.Sampling.Seed != nil {
-		req.seed = *r.Sampling.Seed
+	if r.Sampling.Seed == nil {
+		req.seed = kvhash.Local(r.Prompt, r.CacheSalt)
 	}
+	req.seq.BlockHashes(e.cfg.BlockSize)
 	for _, t := range r.Stop.StopTokenIDs {
 		req.stops[t] = true
 	}

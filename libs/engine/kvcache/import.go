@@ -1,10 +1,6 @@
 package kvcache
 
-import (
-	"fmt"
-
-	"switchyard.dev/libs/kvhash"
-)
+import "fmt"
 
 // Region is where a block's KV lives in the arena.
 type Region struct {
@@ -30,27 +26,28 @@ func (m *Manager) AllocateForImport(n int) ([]Region, error) {
 }
 
 // CommitImported marks imported blocks as computed: blocks[i] holds the KV
-// of tokens[i*BlockSize:(i+1)*BlockSize], chained from parent (kvhash.Root
-// for a sequence start) with salt. It emits Stored events and drops the
-// import's references, leaving the blocks cached for the request that
-// will hit them. It returns the blocks' chained hashes.
-func (m *Manager) CommitImported(blocks []int, parent uint64, tokens []uint32, salt uint64) ([]uint64, error) {
+// of tokens[i*BlockSize:(i+1)*BlockSize], whose chained hash is hashes[i]
+// (kvhash.AppendBlockHashes from parent, kvhash.Root for a sequence
+// start; the caller hashes, outside whatever lock guards the Manager). It
+// emits Stored events and drops the import's references, leaving the
+// blocks cached for the request that will hit them. On error nothing
+// changes.
+func (m *Manager) CommitImported(blocks []int, parent uint64, hashes []uint64, tokens []uint32) error {
 	bs := m.cfg.BlockSize
-	if len(tokens) != len(blocks)*bs {
-		return nil, fmt.Errorf("kvcache: commit import: %d tokens for %d blocks of %d", len(tokens), len(blocks), bs)
+	if len(tokens) != len(blocks)*bs || len(hashes) != len(blocks) {
+		return fmt.Errorf("kvcache: commit import: %d tokens and %d hashes for %d blocks of %d", len(tokens), len(hashes), len(blocks), bs)
 	}
 	for _, id := range blocks {
 		if id < 0 || id >= len(m.blocks) || m.blocks[id].ref <= 0 {
-			return nil, fmt.Errorf("kvcache: commit import: block %d is not reserved", id)
+			return fmt.Errorf("kvcache: commit import: block %d is not reserved", id)
 		}
 	}
-	hashes := kvhash.AppendBlockHashes(make([]uint64, 0, len(blocks)), parent, tokens, bs, salt)
 	for i, id := range blocks {
 		m.Commit(id, parent, hashes[i], tokens[i*bs:(i+1)*bs])
 		parent = hashes[i]
 	}
 	m.Release(blocks)
-	return hashes, nil
+	return nil
 }
 
 // Pin takes a reference on the cached blocks of the leading hashes (the

@@ -99,7 +99,7 @@ func (s *Scheduler) Finish(q *Seq) {
 		q.running = false
 	}
 	s.kv.Release(q.blocks)
-	q.blocks, q.hashes, q.computed = nil, nil, 0
+	q.blocks, q.committed, q.computed = nil, 0, 0
 }
 
 // Waiting and Running count the queues.
@@ -185,7 +185,7 @@ func (s *Scheduler) admit(p *Plan, budget int) {
 			s.waiting = insert(s.waiting, q)
 			return
 		}
-		q.blocks, q.hashes, q.computed, q.running = blocks, hashes[:matched], hit, true
+		q.blocks, q.committed, q.computed, q.running = blocks, matched, hit, true
 		if !q.admitted {
 			q.admitted, q.cachedToks = true, min(hit, q.PromptLen)
 			s.stats.PromptTokens += q.PromptLen
@@ -201,7 +201,7 @@ func (s *Scheduler) preempt(q *Seq) {
 	s.running, _ = remove(s.running, q)
 	q.running = false
 	s.kv.Release(q.blocks)
-	q.blocks, q.hashes, q.computed = nil, nil, 0
+	q.blocks, q.committed, q.computed = nil, 0, 0
 	q.preemptions++
 	s.stats.Preemptions++
 	s.waiting = insert(s.waiting, q)
@@ -219,20 +219,29 @@ func (s *Scheduler) Complete(p *Plan, sampled []uint32) {
 			continue
 		}
 		q.computed = it.End
-		for full := q.computed / bs; len(q.hashes) < full; {
-			k := len(q.hashes)
-			parent := kvhash.Root
-			if k > 0 {
-				parent = q.hashes[k-1]
-			}
-			h := kvhash.Chain(parent, q.Tokens[k*bs:(k+1)*bs], q.Salt)
-			s.kv.Commit(q.blocks[k], parent, h, q.Tokens[k*bs:(k+1)*bs])
-			q.hashes = append(q.hashes, h)
-		}
+		s.commitFull(q, bs)
 		if it.Sample && i < len(sampled) {
 			q.Tokens = append(q.Tokens, sampled[i])
 		}
 	}
+}
+
+// commitFull commits q's newly computed full blocks to the prefix cache,
+// under the hashes q keeps for its tokens.
+func (s *Scheduler) commitFull(q *Seq, bs int) {
+	full := q.computed / bs
+	if q.committed >= full {
+		return
+	}
+	hashes := q.BlockHashes(bs)
+	for k := q.committed; k < full; k++ {
+		parent := kvhash.Root
+		if k > 0 {
+			parent = hashes[k-1]
+		}
+		s.kv.Commit(q.blocks[k], parent, hashes[k], q.Tokens[k*bs:(k+1)*bs])
+	}
+	q.committed = full
 }
 
 func ceilDiv(a, b int) int { return (a + b - 1) / b }

@@ -1,6 +1,8 @@
 package sched
 
 import (
+	"slices"
+
 	"switchyard.dev/libs/kvhash"
 )
 
@@ -14,13 +16,19 @@ type Seq struct {
 	Salt      uint64 // kvhash salt (LoRA or tenant key)
 
 	arrival     uint64
-	computed    int      // positions [0, computed) have KV
-	blocks      []int    // blocks[p/blockSize] holds position p
-	hashes      []uint64 // chained hashes of the committed full blocks
-	admitted    bool     // admitted at least once
+	computed    int   // positions [0, computed) have KV
+	blocks      []int // blocks[p/blockSize] holds position p
+	committed   int   // leading blocks committed to the prefix cache
+	admitted    bool  // admitted at least once
 	running     bool
 	cachedToks  int // prompt tokens found in the prefix cache at first admission
 	preemptions int
+
+	// hashes caches the chained hashes of Tokens' leading full blocks,
+	// computed under hashBlockSize and hashSalt (see BlockHashes).
+	hashes        []uint64
+	hashBlockSize int
+	hashSalt      uint64
 }
 
 // Computed is the number of leading tokens whose KV is cached.
@@ -68,10 +76,43 @@ func remove(q []*Seq, s *Seq) ([]*Seq, bool) {
 	return q, false
 }
 
-// promptHashes returns the chained hashes of the full blocks that may be
+// BlockHashes returns the chained hashes (package kvhash) of the full
+// blocks of Tokens under blockSize and Salt. They are cached: the prompt
+// is hashed once, and later calls hash only the blocks that generated
+// tokens have filled since. Preemption keeps them, since a preempted
+// sequence keeps its tokens. Between calls Tokens may grow (the scheduler
+// appends sampled tokens) or shrink (the hashes of blocks no longer full
+// are dropped), but hashed tokens must not be rewritten, nor shortened and
+// regrown, which would leave stale hashes. A change of blockSize or Salt
+// rehashes from the start.
+//
+// Call it before Add to keep the prompt's hashing out of Schedule (and
+// out of whatever lock guards the scheduler). The result is read-only and
+// valid until Tokens next changes.
+func (s *Seq) BlockHashes(blockSize int) []uint64 {
+	if blockSize <= 0 {
+		return nil
+	}
+	if blockSize != s.hashBlockSize || s.Salt != s.hashSalt {
+		s.hashes, s.hashBlockSize, s.hashSalt = s.hashes[:0], blockSize, s.Salt
+	}
+	full := len(s.Tokens) / blockSize
+	k := min(len(s.hashes), full)
+	s.hashes = s.hashes[:k]
+	if k < full {
+		parent := kvhash.Root
+		if k > 0 {
+			parent = s.hashes[k-1]
+		}
+		s.hashes = kvhash.AppendBlockHashes(slices.Grow(s.hashes, full-k), parent, s.Tokens[k*blockSize:full*blockSize], blockSize, s.Salt)
+	}
+	return s.hashes
+}
+
+// matchableHashes returns the hashes of the full blocks that may be
 // reused from the cache: never the block holding the last token, which
 // must be computed to produce logits.
 func (s *Seq) matchableHashes(blockSize int) []uint64 {
-	n := (len(s.Tokens) - 1) / blockSize
-	return kvhash.AppendBlockHashes(make([]uint64, 0, n), kvhash.Root, s.Tokens[:n*blockSize], blockSize, s.Salt)
+	n := max(len(s.Tokens)-1, 0) / blockSize
+	return s.BlockHashes(blockSize)[:n]
 }
