@@ -4,16 +4,18 @@ package kvcache
 
 import (
 	"fmt"
-	"syscall"
+
+	"switchyard.dev/libs/nixl/arena"
 )
 
 // mapArena maps anonymous memory outside the Go heap: the garbage collector
 // never moves or scans it, so a transfer library may register it with a
-// NIC and cgo code may hold pointers into it.
+// NIC and cgo code may hold pointers into it. It is the transfer library's
+// own arena, huge-page aligned where that pays (see package arena).
 func mapArena(size int) ([]byte, func() error, error) {
-	b, err := syscall.Mmap(-1, 0, size, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_ANON|syscall.MAP_PRIVATE)
+	a, err := arena.Map(size)
 	if err != nil {
-		return nil, nil, fmt.Errorf("kvcache: mmap %d bytes: %w", size, err)
+		return nil, nil, fmt.Errorf("kvcache: %w", err)
 	}
-	return b, func() error { return syscall.Munmap(b) }, nil
+	return a.Bytes(), a.Close, nil
 }

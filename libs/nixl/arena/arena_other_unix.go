@@ -1,0 +1,5 @@
+//go:build unix && !linux
+
+package arena
+
+func mapAnon(size int) (*Arena, error) { return mapPlain(size) }
