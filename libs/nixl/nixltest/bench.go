@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"switchyard.dev/libs/nixl"
+	"switchyard.dev/libs/nixl/arena"
 )
 
 // BenchSizes are the transfer sizes every backend is measured at.
@@ -52,7 +53,9 @@ func benchWrite(b *testing.B, setup Setup, size, depth int, oneBuffer bool) {
 	if oneBuffer {
 		slots = 1
 	}
-	init, target := pair(b, setup, size*slots)
+	// The arenas are at least a huge page, as KV arenas are: a transfer
+	// is a block inside a large, huge-page backed arena (package arena).
+	init, target := pair(b, setup, max(size*slots, arena.HugePage))
 	reqs := make([]nixl.XferRequest, depth)
 	for i := range reqs {
 		off := uint64(i % slots * size)

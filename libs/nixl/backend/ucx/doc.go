@@ -15,14 +15,16 @@
 //
 //	go test -tags ucx ./libs/nixl/...
 //
-// Threading: a UCP worker is single-threaded here (UCS_THREAD_MODE_SINGLE).
-// One goroutine, locked to its OS thread, owns the worker and runs every
-// UCX call; other goroutines hand it closures. It polls
-// ucp_worker_progress while operations are outstanding and for SpinWait
-// after the last activity, yielding the P (runtime.Gosched) whenever a poll
-// made no progress, and otherwise sleeps on the worker's event fd
-// (ucp_worker_arm), so an idle agent costs no CPU yet still serves tagged
-// WRITEs and emulated RMA.
+// Threading: a UCP worker is used by one goroutine at a time
+// (UCS_THREAD_MODE_SERIALIZED). One goroutine owns the worker and runs
+// every UCX call; other goroutines hand it closures. It is not locked to
+// an OS thread: a locked goroutine that yields makes the runtime hand its P
+// to another thread and back (two futex wake-ups per yield), which cost a
+// 64 KiB WRITE more than UCX did. It polls ucp_worker_progress while
+// operations are outstanding and for SpinWait after the last activity,
+// yielding (runtime.Gosched) whenever a poll made no progress, and
+// otherwise sleeps on the worker's event fd (ucp_worker_arm), so an idle
+// agent costs no CPU yet still serves tagged WRITEs and emulated RMA.
 //
 // Trust model: the initiator validates descriptors against the target's
 // published metadata; a tagged WRITE is also checked by the target (errors

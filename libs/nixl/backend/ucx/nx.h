@@ -23,7 +23,7 @@ static ucs_status_t nx_init(int wakeup, ucp_context_h *ctx, ucp_worker_h *w) {
 	ucp_worker_params_t wp;
 	memset(&wp, 0, sizeof wp);
 	wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
-	wp.thread_mode = UCS_THREAD_MODE_SINGLE;
+	wp.thread_mode = UCS_THREAD_MODE_SERIALIZED;
 	st = ucp_worker_create(*ctx, &wp, w);
 	if (st != UCS_OK) ucp_cleanup(*ctx);
 	return st;

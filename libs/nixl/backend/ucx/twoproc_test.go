@@ -38,7 +38,7 @@ func runTarget(size string) int {
 		return 1
 	}
 	defer a.Close()
-	ar, err := arena.Map(n)
+	ar, err := arena.Map(max(n, arena.HugePage)) // as the initiator's
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -97,7 +97,7 @@ func benchTwoProcess(b *testing.B, size int) {
 		b.Fatal(err)
 	}
 	defer init.Close()
-	ar, err := arena.Map(size)
+	ar, err := arena.Map(max(size, arena.HugePage)) // a block in a KV-sized arena, as in nixltest
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -116,8 +116,6 @@ func (w *worker) watch(r request, st status, done func(status)) {
 func (w *worker) start() { go w.loop() }
 
 func (w *worker) loop() {
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
 	defer close(w.done)
 	var lastBusy time.Time
 	for {
