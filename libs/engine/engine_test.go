@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -296,18 +297,15 @@ func TestImportSeam(t *testing.T) {
 	if err != nil || len(from) != 4 {
 		t.Fatalf("pinned %d blocks, import err %v", len(from), err)
 	}
-	sa, da := src.KV().Arena, dst.KV().Arena
-	blocks := make([]int, len(to))
-	for i := range to {
-		copy(da[to[i].Offset:to[i].Offset+to[i].Length], sa[from[i].Offset:from[i].Offset+from[i].Length])
-		blocks[i] = to[i].Block
-	}
+	copyKV(src, dst, from, to)
+	blocks := blockIDs(to)
 	src.ReleaseBlocks(blockIDs(from))
 	got, err := dst.CommitImported(blocks, p[:16], 0)
-	if err != nil || got[3] != hashes[3] {
-		t.Fatalf("commit: %v %v", got, err)
+	if err != nil || !slices.Equal(got, blocks) {
+		t.Fatalf("commit: holding %v (imported %v), %v", got, blocks, err)
 	}
 	r := run(t, dst, req)
+	dst.ReleaseBlocks(got)
 	if r.final.Usage.CachedPromptTokens != 16 || !sameTokens(r.tokens, want.tokens) {
 		t.Fatalf("cached %d tokens %v want %v", r.final.Usage.CachedPromptTokens, r.tokens, want.tokens)
 	}

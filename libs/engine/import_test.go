@@ -1,8 +1,10 @@
 package engine
 
 import (
+	"slices"
 	"testing"
 
+	"switchyard.dev/libs/engine/kvcache"
 	"switchyard.dev/libs/kvhash"
 )
 
@@ -29,24 +31,98 @@ func TestImportAfterCachedPrefix(t *testing.T) {
 	if err != nil || len(from) != 3 {
 		t.Fatalf("pinned %d, err %v", len(from), err)
 	}
-	sa, da := src.KV().Arena, dst.KV().Arena
-	for i := range to {
-		copy(da[to[i].Offset:to[i].Offset+to[i].Length], sa[from[i].Offset:from[i].Offset+from[i].Length])
-	}
+	copyKV(src, dst, from, to)
 	src.ReleaseBlocks(blockIDs(from))
 	got, err := dst.CommitImportedAfter(hashes[1], blockIDs(to), p[8:20], 0)
-	if err != nil || got[2] != hashes[4] {
-		t.Fatalf("commit: %v %v", got, err)
+	if err != nil || !slices.Equal(got, blockIDs(to)) {
+		t.Fatalf("commit: holding %v (imported %v), %v", got, blockIDs(to), err)
 	}
-	dst.ReleaseBlocks(blockIDs(held))
 	first := want.tokens[0]
 	req.FirstToken = &first
 	r := run(t, dst, req)
+	dst.ReleaseBlocks(blockIDs(held))
+	dst.ReleaseBlocks(got)
 	if r.final.Usage.CachedPromptTokens != 20 || !sameTokens(r.tokens, want.tokens) {
 		t.Fatalf("cached %d tokens %v want %v", r.final.Usage.CachedPromptTokens, r.tokens, want.tokens)
 	}
 	if m := dst.Metrics(); m.KVUsedBlocks != 0 || m.FirstTokenMismatches != 0 {
 		t.Fatalf("metrics %+v", m)
+	}
+}
+
+// TestImportHandsOverReferences: the importer keeps a reference on every
+// committed block until it releases them after the request's first output,
+// and a refused commit leaves the references with it to release; either
+// way the pool ends fully free.
+func TestImportHandsOverReferences(t *testing.T) {
+	t.Parallel()
+	b := backends()[0]
+	src := start(t, Config{BlockSize: 4}, b.new(t))
+	dst := start(t, Config{BlockSize: 4}, b.new(t))
+	p := prompt(17, 6)
+	req := Request{Prompt: p, Stop: StopParams{MaxTokens: 4, IgnoreEOS: true}}
+	want := run(t, src, req)
+	hashes := kvhash.BlockHashes(p, 4, 0)
+	from := src.PinPrefix(hashes)
+	to, err := dst.AllocateForImport(len(from))
+	if err != nil || len(from) != 4 {
+		t.Fatalf("pinned %d blocks, import err %v", len(from), err)
+	}
+	copyKV(src, dst, from, to)
+	src.ReleaseBlocks(blockIDs(from))
+
+	// Refused (a token short): nothing cached, the references still held.
+	if got, err := dst.CommitImported(blockIDs(to), p[:15], 0); err == nil {
+		t.Fatalf("short commit accepted, holding %v", got)
+	}
+	if m := dst.Metrics(); m.KVUsedBlocks != 4 || m.KVCachedBlocks != 0 {
+		t.Fatalf("after a refused commit: used %d cached %d, want 4 and 0", m.KVUsedBlocks, m.KVCachedBlocks)
+	}
+
+	held, err := dst.CommitImported(blockIDs(to), p[:16], 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := dst.Metrics(); m.KVUsedBlocks != 4 || m.KVCachedBlocks != 4 {
+		t.Fatalf("after the commit: used %d cached %d, want the 4 imported blocks held and cached", m.KVUsedBlocks, m.KVCachedBlocks)
+	}
+	st, err := dst.Submit(t.Context(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := st.Recv(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	dst.ReleaseBlocks(held) // the sequence holds them now
+	r := collect(t, st)
+	if toks := append(first.TokenIDs, r.tokens...); r.final.Usage.CachedPromptTokens != 16 || !sameTokens(toks, want.tokens) {
+		t.Fatalf("cached %d tokens %v want %v", r.final.Usage.CachedPromptTokens, toks, want.tokens)
+	}
+	if m := dst.Metrics(); m.KVUsedBlocks != 0 {
+		t.Fatalf("%d blocks still held after the request and the release", m.KVUsedBlocks)
+	}
+
+	// Aborted: releasing the import frees every block.
+	to, err = dst.AllocateForImport(3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := dst.CommitImported(blockIDs(to), p[:4], 0); err == nil {
+		t.Fatalf("short commit accepted, holding %v", got)
+	}
+	dst.ReleaseBlocks(blockIDs(to))
+	if m := dst.Metrics(); m.KVUsedBlocks != 0 {
+		t.Fatalf("%d blocks still held after the abort", m.KVUsedBlocks)
+	}
+}
+
+// copyKV copies the KV of src's blocks from into dst's blocks to, as a
+// transfer would.
+func copyKV(src, dst *Engine, from, to []kvcache.Region) {
+	sa, da := src.KV().Arena, dst.KV().Arena
+	for i := range to {
+		copy(da[to[i].Offset:to[i].Offset+to[i].Length], sa[from[i].Offset:from[i].Offset+from[i].Length])
 	}
 }
 

@@ -108,8 +108,9 @@ func (e *Engine) KV() executor.KV {
 }
 
 // AllocateForImport reserves n blocks for KV written by another process
-// (disaggregated prefill). Write their regions, then CommitImported; or
-// ReleaseImport to abandon them.
+// (disaggregated prefill), each held with one reference the caller owns.
+// Write their regions, then CommitImported; or ReleaseBlocks to abandon
+// them.
 func (e *Engine) AllocateForImport(n int) ([]kvcache.Region, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -118,8 +119,17 @@ func (e *Engine) AllocateForImport(n int) ([]kvcache.Region, error) {
 
 // CommitImported publishes imported blocks as cached prefix blocks holding
 // tokens (BlockSize per block, a sequence start) under salt, so a request
-// submitted with that prompt reuses them. It returns the block hashes.
-func (e *Engine) CommitImported(blocks []int, tokens []uint32, salt uint64) ([]uint64, error) {
+// submitted with that prompt reuses them.
+//
+// The caller keeps a reference on every committed block, so none can be
+// evicted before the request that imported them holds them itself:
+// CommitImported returns the blocks now caching the tokens, in order
+// (each imported block, or a block that cached that prefix already, in
+// which case the imported copy is freed), and the caller ReleaseBlocks
+// them once the request is admitted (its first output) or ends. On error
+// nothing changes and the caller still owns the references on blocks:
+// ReleaseBlocks(blocks) aborts the import.
+func (e *Engine) CommitImported(blocks []int, tokens []uint32, salt uint64) ([]int, error) {
 	return e.CommitImportedAfter(kvhash.Root, blocks, tokens, salt)
 }
 
@@ -127,16 +137,17 @@ func (e *Engine) CommitImported(blocks []int, tokens []uint32, salt uint64) ([]u
 // cached chain ending at hash parent (kvhash.Root: a sequence start): an
 // importer that already holds a prompt's leading blocks imports only the
 // rest.
-func (e *Engine) CommitImportedAfter(parent uint64, blocks []int, tokens []uint32, salt uint64) ([]uint64, error) {
+func (e *Engine) CommitImportedAfter(parent uint64, blocks []int, tokens []uint32, salt uint64) ([]int, error) {
 	h := kvhash.AppendBlockHashes(make([]uint64, 0, len(blocks)), parent, tokens, e.cfg.BlockSize, salt)
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if err := e.kv.CommitImported(blocks, parent, h, tokens); err != nil {
+	held, err := e.kv.CommitImported(blocks, parent, h, tokens)
+	if err != nil {
 		return nil, err
 	}
 	e.flushEvents()
-	e.signal()
-	return h, nil
+	e.signal() // copies of blocks cached already were freed
+	return held, nil
 }
 
 // EventSeq is the sequence number of the latest KV event batch: Subscribe
@@ -157,7 +168,7 @@ func (e *Engine) PinPrefix(hashes []uint64) []kvcache.Region {
 }
 
 // ReleaseBlocks drops references taken by AllocateForImport (abandoning
-// an import) or PinPrefix.
+// an import), CommitImported or PinPrefix.
 func (e *Engine) ReleaseBlocks(blocks []int) {
 	e.mu.Lock()
 	defer e.mu.Unlock()

@@ -11,7 +11,8 @@ type Region struct {
 
 // AllocateForImport reserves n blocks whose KV another process will write
 // (disaggregated prefill): it returns their arena regions, each held with
-// one reference. Finish with CommitImported, or Release the ids to abort.
+// one reference that the caller owns. Finish with CommitImported, or
+// Release the ids to abort.
 func (m *Manager) AllocateForImport(n int) ([]Region, error) {
 	ids, err := m.Allocate(n)
 	if err != nil {
@@ -29,25 +30,42 @@ func (m *Manager) AllocateForImport(n int) ([]Region, error) {
 // of tokens[i*BlockSize:(i+1)*BlockSize], whose chained hash is hashes[i]
 // (kvhash.AppendBlockHashes from parent, kvhash.Root for a sequence
 // start; the caller hashes, outside whatever lock guards the Manager). It
-// emits Stored events and drops the import's references, leaving the
-// blocks cached for the request that will hit them. On error nothing
-// changes.
-func (m *Manager) CommitImported(blocks []int, parent uint64, hashes []uint64, tokens []uint32) error {
+// emits Stored events.
+//
+// Ownership: the import's references stay with the caller, so the blocks
+// cannot be evicted before the request that imported them holds them
+// itself. CommitImported returns the blocks now caching hashes, in order,
+// each held with one reference that the caller owns and Releases when
+// done: blocks[i] itself, or, when another block already cached
+// hashes[i], that block (the imported copy is freed). On error nothing
+// changes: the caller still owns the references on blocks and Releases
+// them to abort.
+func (m *Manager) CommitImported(blocks []int, parent uint64, hashes []uint64, tokens []uint32) ([]int, error) {
 	bs := m.cfg.BlockSize
 	if len(tokens) != len(blocks)*bs || len(hashes) != len(blocks) {
-		return fmt.Errorf("kvcache: commit import: %d tokens and %d hashes for %d blocks of %d", len(tokens), len(hashes), len(blocks), bs)
+		return nil, fmt.Errorf("kvcache: commit import: %d tokens and %d hashes for %d blocks of %d", len(tokens), len(hashes), len(blocks), bs)
 	}
 	for _, id := range blocks {
 		if id < 0 || id >= len(m.blocks) || m.blocks[id].ref <= 0 {
-			return fmt.Errorf("kvcache: commit import: block %d is not reserved", id)
+			return nil, fmt.Errorf("kvcache: commit import: block %d is not reserved", id)
+		}
+		if m.blocks[id].hashed {
+			return nil, fmt.Errorf("kvcache: commit import: block %d is already committed", id)
 		}
 	}
+	held := make([]int, len(blocks))
 	for i, id := range blocks {
-		m.Commit(id, parent, hashes[i], tokens[i*bs:(i+1)*bs])
+		held[i] = id
+		if !m.Commit(id, parent, hashes[i], tokens[i*bs:(i+1)*bs]) {
+			// Cached already: hold the cached block and free the copy.
+			c := m.cache[hashes[i]]
+			m.ref(c)
+			m.Release(blocks[i : i+1])
+			held[i] = int(c)
+		}
 		parent = hashes[i]
 	}
-	m.Release(blocks)
-	return nil
+	return held, nil
 }
 
 // Pin takes a reference on the cached blocks of the leading hashes (the

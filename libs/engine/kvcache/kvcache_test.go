@@ -172,34 +172,6 @@ func TestClear(t *testing.T) {
 	}
 }
 
-func TestImport(t *testing.T) {
-	t.Parallel()
-	m := newManager(t, 8)
-	regions, err := m.AllocateForImport(2)
-	if err != nil || len(regions) != 2 || regions[1].Offset != regions[1].Block*64 {
-		t.Fatalf("regions %+v err %v", regions, err)
-	}
-	// The remote writer fills the arena...
-	for _, r := range regions {
-		copy(m.Arena()[r.Offset:r.Offset+r.Length], []byte("remote kv"))
-	}
-	tokens := toks(7, 8)
-	ids := []int{regions[0].Block, regions[1].Block}
-	hashes := kvhash.BlockHashes(tokens, bs, 0)
-	if err := m.CommitImported(ids, kvhash.Root, hashes, tokens); err != nil {
-		t.Fatal(err)
-	}
-	if n, _ := m.Probe(hashes); n != 2 || m.Used() != 0 {
-		t.Fatalf("matched %d used %d", n, m.Used())
-	}
-	if err := m.CommitImported(ids, kvhash.Root, hashes, tokens); err == nil {
-		t.Fatal("committing released blocks must fail")
-	}
-	if err := m.CommitImported(ids[:1], kvhash.Root, hashes[:1], tokens); err == nil {
-		t.Fatal("token count mismatch must fail")
-	}
-}
-
 func TestBadConfig(t *testing.T) {
 	t.Parallel()
 	for _, c := range []Config{{}, {NumBlocks: 1}, {NumBlocks: 1, BlockSize: 1, BlockBytes: -1}} {

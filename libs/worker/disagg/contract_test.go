@@ -106,13 +106,15 @@ func testExact(t *testing.T, backend func(testing.TB) nixl.BackendFactory) {
 }
 
 // testFallback: when the prefill worker fails (deadline mid-transfer,
-// transfer agent gone, response lost after the write, short write), the
-// request is prefilled locally with identical output and no block leaks.
+// transfer agent gone, response lost after the write, short write) or the
+// engine refuses the import, the request is prefilled locally with
+// identical output and no block leaks.
 func testFallback(t *testing.T, backend func(testing.TB) nixl.BackendFactory) {
 	for _, tc := range []struct {
 		name    string
 		timeout time.Duration
 		wrap    func(Prefiller) Prefiller
+		engine  func(DecodeEngine) DecodeEngine
 		kill    bool
 	}{
 		{name: "deadline", timeout: time.Millisecond},
@@ -126,10 +128,11 @@ func testFallback(t *testing.T, backend func(testing.TB) nixl.BackendFactory) {
 		{name: "short write", wrap: func(p Prefiller) Prefiller {
 			return fault{p, func(r *workerv1.RemotePrefillResponse) error { r.BlocksWritten--; return nil }}
 		}},
+		{name: "commit refused", engine: func(e DecodeEngine) DecodeEngine { return refuseCommit{e} }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			s := newStack(t, stackOpts{backend: backend, threshold: 8, timeout: tc.timeout, wrap: tc.wrap})
+			s := newStack(t, stackOpts{backend: backend, threshold: 8, timeout: tc.timeout, wrap: tc.wrap, engine: tc.engine})
 			if tc.kill {
 				_ = s.preAgent.Close()
 			}
@@ -168,6 +171,15 @@ func (f fault) RemotePrefill(ctx context.Context, req *connect.Request[workerv1.
 		return nil, err
 	}
 	return res, nil
+}
+
+// refuseCommit has the engine refuse every import commit (one token
+// short), after which the import's references are still the decoder's to
+// release.
+type refuseCommit struct{ DecodeEngine }
+
+func (r refuseCommit) CommitImportedAfter(parent uint64, blocks []int, tokens []uint32, salt uint64) ([]int, error) {
+	return r.DecodeEngine.CommitImportedAfter(parent, blocks, tokens[1:], salt)
 }
 
 // killAfter cancels the prefill worker's side after d (as if the process

@@ -42,7 +42,7 @@ type DecodeEngine interface {
 	KV() executor.KV
 	PinPrefix(hashes []uint64) []kvcache.Region
 	AllocateForImport(n int) ([]kvcache.Region, error)
-	CommitImportedAfter(parent uint64, blocks []int, tokens []uint32, salt uint64) ([]uint64, error)
+	CommitImportedAfter(parent uint64, blocks []int, tokens []uint32, salt uint64) ([]int, error)
 	ReleaseBlocks(blocks []int)
 }
 
@@ -138,7 +138,7 @@ type prepared struct {
 	submitted time.Time
 	resp      *workerv1.RemotePrefillResponse
 	rpc       time.Duration // the RemotePrefill call
-	held      []int         // pinned until the first output
+	held      []int         // held (pinned or imported) until the first output
 	once      sync.Once
 }
 
@@ -208,13 +208,16 @@ func (p *prepared) remote(ctx context.Context, r *engine.Request, worker string)
 	if k > 0 {
 		parent = hashes[k-1]
 	}
-	if _, err := d.cfg.Engine.CommitImportedAfter(parent, imported, r.Prompt[k*bs:n*bs], r.CacheSalt); err != nil {
-		// Refused: the engine released the imported blocks itself.
+	committed, err := d.cfg.Engine.CommitImportedAfter(parent, imported, r.Prompt[k*bs:n*bs], r.CacheSalt)
+	if err != nil {
+		// Refused, nothing committed: the import's references are ours.
+		d.cfg.Engine.ReleaseBlocks(imported)
 		d.cfg.Engine.ReleaseBlocks(held)
-		return err
+		return fmt.Errorf("committing the import: %w", err)
 	}
-	// Keep the imported blocks from eviction until the sequence holds them.
-	p.held = append(held, blockIDs(d.cfg.Engine.PinPrefix(hashes[k:]))...)
+	// The import's references carried through the commit: the blocks stay
+	// out of eviction's reach until the sequence holds them (first output).
+	p.held = append(held, committed...)
 	p.path, p.resp = PathRemote, resp
 	first := resp.GetFirstTokenId()
 	r.FirstToken = &first

@@ -12,13 +12,14 @@
 //	──► RemotePrefill RPC (target: our agent name + metadata, the window,
 //	    block offsets in it, first block)
 //	OK ──► revoke the window, CommitImportedAfter(last held hash, blocks,
-//	       tokens) and pin them; Request.FirstToken = the prefill worker's
-//	       first token
+//	       tokens), keeping the blocks' references; Request.FirstToken =
+//	       the prefill worker's first token
 //	error, timeout, short write ──► prefill locally; revoke the window in
 //	       the background and release the import once no write is in flight
 //
-// The pins are dropped once the engine produced the first output: by then
-// the sequence holds its blocks itself. The engine recomputes only the
+// The pins and the import's references are dropped once the engine
+// produced the first output: by then the sequence holds its blocks itself,
+// and until then nothing can evict them. The engine recomputes only the
 // prompt tail that is not a full block (and the last block when the prompt
 // ends on a block boundary, since the last prompt token must be computed
 // for logits), samples (discarding its own first sample for the imported
@@ -34,9 +35,12 @@
 // cancelled and waited for before the pins go when anything fails.
 //
 // Invariant: the importer's blocks are reserved (refcounted) from
-// AllocateForImport until CommitImportedAfter or ReleaseBlocks, and the
-// exporter's blocks are pinned while a write reads them; on every path
-// both are released, so KV usage returns to its baseline on both sides.
+// AllocateForImport until the request's first output, without a gap:
+// CommitImportedAfter hands the references back, on the blocks now cached.
+// A failed or refused import releases them (ReleaseBlocks), at once or
+// after quarantine. The exporter's blocks are pinned while a write reads
+// them. On every path both are released, so KV usage returns to its
+// baseline on both sides.
 //
 // Late writes: a prefill worker may still be writing after the decode
 // worker gave up on it (deadline, broken RPC). Such writes never land in

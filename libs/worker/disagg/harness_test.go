@@ -73,6 +73,7 @@ type stackOpts struct {
 	threshold int
 	timeout   time.Duration
 	wrap      func(Prefiller) Prefiller
+	engine    func(DecodeEngine) DecodeEngine // wraps the decode engine
 }
 
 func newStack(t testing.TB, o stackOpts) *stack {
@@ -85,7 +86,11 @@ func newStack(t testing.TB, o stackOpts) *stack {
 	if o.wrap != nil {
 		p = o.wrap(p)
 	}
-	s.decoder = NewDecoder(DecodeConfig{Engine: s.dec, Model: "m", Agent: da, Mode: ModeAuto,
+	var de DecodeEngine = s.dec
+	if o.engine != nil {
+		de = o.engine(de)
+	}
+	s.decoder = NewDecoder(DecodeConfig{Engine: de, Model: "m", Agent: da, Mode: ModeAuto,
 		Threshold: o.threshold, Timeout: o.timeout, Observer: s.obs, Dial: func(string) Prefiller { return p }})
 	return s
 }
