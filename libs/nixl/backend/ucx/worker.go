@@ -11,6 +11,7 @@ import "C"
 import (
 	"fmt"
 	"runtime"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -37,6 +38,8 @@ type worker struct {
 
 	// Owned by the loop goroutine.
 	active      []pending
+	reqs        []C.uintptr_t // reap's buffers for nx_check_all
+	sts         []C.ucs_status_t
 	quit        bool
 	poll        func() bool // receive notifications and WRITE headers
 	checkFailed func()
@@ -173,7 +176,15 @@ func (w *worker) loop() {
 
 // reap completes finished requests; it reports whether any did.
 func (w *worker) reap() bool {
-	if len(w.active) == 0 {
+	n := len(w.active)
+	if n == 0 {
+		return false
+	}
+	w.reqs, w.sts = w.reqs[:0], slices.Grow(w.sts[:0], n)[:n]
+	for _, p := range w.active {
+		w.reqs = append(w.reqs, C.uintptr_t(uintptr(p.req)))
+	}
+	if C.nx_check_all(&w.reqs[0], C.int(n), &w.sts[0]) == 0 {
 		return false
 	}
 	type result struct {
@@ -182,8 +193,8 @@ func (w *worker) reap() bool {
 	}
 	var finished []result
 	keep := w.active[:0]
-	for _, p := range w.active {
-		if st := check(p.req); st != statusInProgress {
+	for i, p := range w.active {
+		if st := status(w.sts[i]); st != statusInProgress {
 			finished = append(finished, result{p.done, st})
 			continue
 		}
@@ -196,7 +207,7 @@ func (w *worker) reap() bool {
 	for _, f := range finished {
 		f.done(f.st)
 	}
-	return len(finished) > 0
+	return true
 }
 
 // shutdown runs destroy, drains what it started, and frees the worker.
