@@ -41,6 +41,10 @@ type Executor struct {
 	// for it (strips.go); nil otherwise.
 	packed    []layerStrips
 	clsStrips *strips
+	// simd: the AVX2+FMA kernels run attention, softmax and SwiGLU's
+	// exponentials (attn_amd64.s); set by Bind for KernelSIMD when the CPU,
+	// head size and block size allow.
+	simd, simdKernel bool
 
 	s scratch
 }
@@ -64,6 +68,7 @@ func New(m *Model, tok tokenizer.Tokenizer, opts Options) (*Executor, error) {
 	e.cos, e.sin = ropeTables(m.Config)
 	if opts.Kernel == KernelSIMD && hasFMAKernel {
 		e.packed, e.clsStrips = packLayers(m)
+		e.simdKernel = true
 	}
 	return e, nil
 }
@@ -148,6 +153,10 @@ func (e *Executor) Bind(kv executor.KV) error {
 		e.kv = unsafe.Slice((*float32)(unsafe.Pointer(&kv.Arena[0])), len(kv.Arena)/4)
 	}
 	e.blockSize, e.blockFloats = kv.BlockSize, want/4
+	// The kernels work on 8 positions and 8 head dimensions at a time and
+	// may read (never use) K rows past the sequence's end in its last
+	// block: that stays inside the block when blocks hold a multiple of 8.
+	e.simd = e.simdKernel && e.c.HeadSize()%8 == 0 && kv.BlockSize%8 == 0
 	return nil
 }
 
@@ -169,6 +178,10 @@ func (e *Executor) Execute(ctx context.Context, b *executor.Batch) error {
 	}
 	if err := e.plan(b); err != nil {
 		return err
+	}
+	if e.s.workers > 1 {
+		e.s.crew = startCrew(e.s.workers)
+		defer func() { e.s.crew.stop(); e.s.crew = nil }()
 	}
 	for l := range e.c.NLayers {
 		e.layer(b, l)

@@ -24,6 +24,7 @@ type scratch struct {
 	atts    [][]float32 // attention scores, one buffer per worker
 	work    int         // attention positions this step
 	workers int
+	crew    *crew // the step's goroutines when workers > 1
 	xs      []float32
 	logits  []float32
 	sampled []int // rows to classify
@@ -66,7 +67,7 @@ func (e *Executor) plan(b *executor.Batch) error {
 	}
 	s.workers = min(e.threads, max(1, s.work/minParallelWork, n/minParallelRows), n)
 	for len(s.atts) < s.workers {
-		s.atts = append(s.atts, make([]float32, e.c.SeqLen))
+		s.atts = append(s.atts, make([]float32, roundUp8(e.c.SeqLen)))
 	}
 	for r, t := range s.tok {
 		copy(s.x[r*d:(r+1)*d], e.m.Weights.Embedding[int(t)*d:])
@@ -109,8 +110,12 @@ func (e *Executor) attendFFN(b *executor.Batch, l, r0, r1 int, att []float32) {
 	s, w, c := &e.s, &e.m.Weights, e.c
 	n, d, h := r1-r0, c.Dim, c.HiddenDim
 	ps := e.strips(l)
+	attend := e.attention
+	if e.simd {
+		attend = e.attentionSIMD
+	}
 	for r := r0; r < r1; r++ {
-		e.attention(s.xb[r*d:(r+1)*d], s.q[r*d:(r+1)*d], att, b.Items[s.item[r]].Blocks, l, s.pos[r])
+		attend(s.xb[r*d:(r+1)*d], s.q[r*d:(r+1)*d], att, b.Items[s.item[r]].Blocks, l, s.pos[r])
 	}
 	x, xb, xb2 := s.x[r0*d:r1*d], s.xb[r0*d:r1*d], s.xb2[r0*d:r1*d]
 	hb, hb2 := s.hb[r0*h:r1*h], s.hb2[r0*h:r1*h]
@@ -178,15 +183,19 @@ func (e *Executor) classifier(logits, xs []float32, m int) {
 	}
 	st := e.clsStrips
 	parts := max(1, min(e.threads, st.count()/minStripsPerThread))
-	if parts == 1 {
+	switch {
+	case parts == 1:
 		st.mul(logits, xs, m, 0, st.count())
-		return
+	case e.s.crew != nil:
+		parts = e.s.crew.size
+		e.s.crew.run(func(part int) { st.mul(logits, xs, m, part*st.count()/parts, (part+1)*st.count()/parts) })
+	default:
+		var wg sync.WaitGroup
+		for part := range parts {
+			wg.Go(func() { st.mul(logits, xs, m, part*st.count()/parts, (part+1)*st.count()/parts) })
+		}
+		wg.Wait()
 	}
-	var wg sync.WaitGroup
-	for part := range parts {
-		wg.Go(func() { st.mul(logits, xs, m, part*st.count()/parts, (part+1)*st.count()/parts) })
-	}
-	wg.Wait()
 }
 
 // minStripsPerThread: fewer strips than this per extra goroutine cost
@@ -238,6 +247,43 @@ func (e *Executor) attention(out, q, att []float32, blocks []int, l, pos int) {
 		}
 	}
 }
+
+// attentionSIMD is attention with the AVX2 kernels (attn_amd64.s): eight
+// positions' scores at a time, a vectorized softmax, and the weighted sum
+// of V rows eight dimensions at a time. att must hold roundUp8(pos+1)
+// floats. Every result depends only on the query and the cached K/V, as
+// in attention, but the sums are not in run.c's order.
+func (e *Executor) attentionSIMD(out, q, att []float32, blocks []int, l, pos int) {
+	c, bs := e.c, e.blockSize
+	hs, kvd := c.HeadSize(), c.KVDim()
+	group := c.NHeads / c.NKVHeads
+	scale := float32(math.Sqrt(float64(hs)))
+	n := pos + 1
+	padded := roundUp8(n)
+	att = att[:padded]
+	kOff, vOff := l*2*bs*kvd, (l*2+1)*bs*kvd
+	for h := range c.NHeads {
+		qh := q[h*hs : (h+1)*hs]
+		head := (h / group) * hs
+		for t0 := 0; t0 < n; t0 += bs {
+			base := blocks[t0/bs]*e.blockFloats + kOff + head
+			scores8(&att[t0], &qh[0], hs, &e.kv[base], kvd, roundUp8(min(bs, n-t0))/8, scale)
+		}
+		for i := n; i < padded; i++ { // scores of rows past the end
+			att[i] = float32(math.Inf(-1))
+		}
+		expf8(&att[0], padded, 1, -max8(&att[0], padded))
+		div8(&att[0], padded, sum8(&att[0], padded))
+		oh := out[h*hs : (h+1)*hs]
+		clear(oh)
+		for t0 := 0; t0 < n; t0 += bs {
+			base := blocks[t0/bs]*e.blockFloats + vOff + head
+			weighted8(&oh[0], &att[t0], min(bs, n-t0), &e.kv[base], kvd, hs)
+		}
+	}
+}
+
+func roundUp8(n int) int { return (n + 7) &^ 7 }
 
 // scores sets att[s] = (q . k_s) / scale for the rows k_s = kb[s*stride:],
 // each dot product summed in index order like run.c. Four positions are
@@ -326,23 +372,16 @@ const minParallelRows = 2
 const minParallelWork = 512
 
 // parallelRows splits the step's rows into contiguous ranges, one per
-// worker. Rows are independent, so the split never changes results.
+// crew member. Rows are independent, so the split never changes results.
 func (e *Executor) parallelRows(f func(r0, r1 int, att []float32)) {
 	s := &e.s
 	if s.workers <= 1 {
 		f(0, s.rows, s.atts[0])
 		return
 	}
-	var wg sync.WaitGroup
-	for w := range s.workers {
-		r0, r1 := w*s.rows/s.workers, (w+1)*s.rows/s.workers
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			f(r0, r1, s.atts[w])
-		}()
-	}
-	wg.Wait()
+	s.crew.run(func(w int) {
+		f(w*s.rows/s.workers, (w+1)*s.rows/s.workers, s.atts[w])
+	})
 }
 
 func rmsnorm(o, x, weight []float32) {
@@ -383,13 +422,33 @@ func (e *Executor) softmax(x []float32) {
 // swiglu computes hb = silu(hb) * hb2 with silu(v) = v / (1 + e^-v),
 // using tmp (same length) for the exponentials.
 func (e *Executor) swiglu(hb, hb2, tmp []float32) {
-	for i, v := range hb {
-		tmp[i] = -v
+	if e.simd {
+		copy(tmp, hb)
+		negExpSIMD(tmp)
+	} else {
+		for i, v := range hb {
+			tmp[i] = -v
+		}
+		e.exp(tmp)
 	}
-	e.exp(tmp)
 	for i, v := range hb {
 		v *= 1 / (1 + tmp[i])
 		hb[i] = v * hb2[i]
+	}
+}
+
+// negExpSIMD sets x[i] = e^-x[i] with expf8, the tail (under 8) through a
+// copy so that every element gets the same arithmetic.
+func negExpSIMD(x []float32) {
+	n := len(x) &^ 7
+	if n > 0 {
+		expf8(&x[0], n, -1, 0)
+	}
+	if n < len(x) {
+		var t [8]float32
+		copy(t[:], x[n:])
+		expf8(&t[0], 8, -1, 0)
+		copy(x[n:], t[:])
 	}
 }
 
