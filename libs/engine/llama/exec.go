@@ -30,8 +30,10 @@ type Executor struct {
 	name string
 	mm   matmul
 	exp  func([]float32)
-	// threads bounds attention fan-out.
-	threads int
+	// threads bounds the goroutines of a step; a step splits only with
+	// at least parallelMACs multiply-adds per layer and thread.
+	threads      int
+	parallelMACs int
 
 	kv          []float32 // the arena viewed as float32
 	blockSize   int
@@ -62,6 +64,7 @@ func New(m *Model, tok tokenizer.Tokenizer, opts Options) (*Executor, error) {
 	if e.threads <= 0 {
 		e.threads = runtime.GOMAXPROCS(0)
 	}
+	e.parallelMACs = minParallelMACs
 	if opts.Name != "" {
 		e.name = opts.Name
 	}

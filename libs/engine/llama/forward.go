@@ -65,7 +65,8 @@ func (e *Executor) plan(b *executor.Batch) error {
 	for _, p := range s.pos {
 		s.work += p + 1
 	}
-	s.workers = min(e.threads, max(1, s.work/minParallelWork, n/minParallelRows), n)
+	perRow := d*(d+2*kvd) + d*d + 3*d*h // a row's products in one layer
+	s.workers = min(e.threads, n, max(1, (n*perRow+2*d*s.work)/e.parallelMACs))
 	for len(s.atts) < s.workers {
 		s.atts = append(s.atts, make([]float32, roundUp8(e.c.SeqLen)))
 	}
@@ -363,13 +364,15 @@ func weighted(out, att, vb []float32, stride int) {
 	}
 }
 
-// minParallelRows is the batch rows per extra goroutine: a row's
-// projections are ~0.5 MFLOP on stories260K, worth a goroutine hand-off.
-const minParallelRows = 2
-
-// minParallelWork is the attention work (positions summed over rows) per
-// extra goroutine; below it fan-out costs more than it saves.
-const minParallelWork = 512
+// minParallelMACs is a layer's multiply-adds (products and attention over
+// all rows of the step) per extra thread. Below it a second thread gained
+// nothing on the 2-vCPU VM this was measured on: stories260K decode at
+// batch 4 and 16 (under 1M per layer) ran 1.1-3x faster on one thread
+// than on two (each thread's work took ~1.6x longer while the other
+// computed, and phases are microseconds long). A 256-token stories260K
+// prefill (~16M per layer: 52k tok/s on one thread, 76k on two) and
+// stories15M-sized batches still split.
+const minParallelMACs = 4 << 20
 
 // parallelRows splits the step's rows into contiguous ranges, one per
 // crew member. Rows are independent, so the split never changes results.
