@@ -8,23 +8,26 @@ import (
 	"connectrpc.com/connect"
 
 	workerv1 "switchyard.dev/gen/switchyard/worker/v1"
+	"switchyard.dev/libs/nixl"
 )
 
 // BenchmarkTransferShare measures a remote prefill over the tcp backend
-// and reports the KV transfer time as a share of the prefill compute time
+// (BenchmarkUCXTransferShare over ucx, with -tags ucx) and reports the KV transfer time as a share of the prefill compute time
 // (transfer-%: the writes' summed post-to-done time; tail-%: the part
 // left after the first token, i.e. not hidden behind compute). Prompts of
 // 256 and 2,048 tokens on a tiny random llama with a 4,096-token context;
 // each iteration uses a fresh prompt, so nothing is served from a cache.
-func BenchmarkTransferShare(b *testing.B) {
+func BenchmarkTransferShare(b *testing.B) { benchTransferShare(b, tcpBackend) }
+
+func benchTransferShare(b *testing.B, backend func(testing.TB) nixl.BackendFactory) {
 	c := shape
 	c.SeqLen = 4096
 	for _, n := range []int{256, 2048} {
 		b.Run(strconv.Itoa(n), func(b *testing.B) {
 			pre := newEngine(b, c, 512)
 			dec := newEngine(b, c, 512)
-			da, dr := newAgent(b, b.Name()+"-d", tcpBackend(b), dec.KV().Arena)
-			pa, pr := newAgent(b, b.Name()+"-p", tcpBackend(b), pre.KV().Arena)
+			da, dr := newAgent(b, b.Name()+"-d", backend(b), dec.KV().Arena)
+			pa, pr := newAgent(b, b.Name()+"-p", backend(b), pre.KV().Arena)
 			x := NewExporter(ExportConfig{Engine: pre, Agent: pa, Region: pr})
 			md, err := da.Metadata()
 			if err != nil {

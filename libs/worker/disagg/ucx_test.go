@@ -19,3 +19,11 @@ func TestUCX(t *testing.T) {
 	}
 	runContract(t, ucxBackend)
 }
+
+// BenchmarkUCXTransferShare is BenchmarkTransferShare over ucx.
+func BenchmarkUCXTransferShare(b *testing.B) {
+	if os.Getenv("UCX_NET_DEVICES") == "" {
+		b.Setenv("UCX_NET_DEVICES", "lo")
+	}
+	benchTransferShare(b, ucxBackend)
+}
