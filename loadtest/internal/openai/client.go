@@ -65,8 +65,9 @@ type Client struct {
 	apiKey string
 	model  string
 	mode   Mode
-	extra  map[string]json.RawMessage
-	hc     *http.Client
+	// extra is ExtraBody, decoded once; Body encodes it with each request.
+	extra map[string]json.RawMessage
+	hc    *http.Client
 }
 
 // Config configures a Client.
@@ -77,7 +78,8 @@ type Config struct {
 	APIKey  string
 	Model   string
 	Mode    Mode
-	// ExtraBody is a JSON object merged into every request body.
+	// ExtraBody is a JSON object merged into every request body; its fields
+	// replace the client's own of the same name (stream, max_tokens, ...).
 	ExtraBody string
 }
 

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -231,6 +232,116 @@ func TestBody(t *testing.T) {
 	}
 	if !json.Valid(b) {
 		t.Fatal("invalid JSON")
+	}
+}
+
+func TestBodyExtra(t *testing.T) {
+	t.Parallel()
+	const override = `{ "z": {"b": [1, 2], "a": "<&>"}, "max_tokens": 5, "stream": false, "model": "other", "ignore_eos": false, "aa": null }`
+	tests := []struct {
+		name  string
+		mode  Mode
+		extra string
+		req   Request
+		want  string
+	}{
+		{
+			name:  "added field, keys sorted",
+			mode:  Completions,
+			extra: `{"temperature":0}`,
+			req:   Request{Tokens: []int{1, 2}, MaxTokens: 9, IgnoreEOS: true},
+			want:  `{"ignore_eos":true,"max_tokens":9,"model":"m","prompt":[1,2],"stream":true,"stream_options":{"include_usage":true},"temperature":0}`,
+		},
+		{
+			name:  "empty text prompt is still sent",
+			mode:  Completions,
+			extra: `{"temperature":0}`,
+			req:   Request{MaxTokens: 1},
+			want:  `{"max_tokens":1,"model":"m","prompt":"","stream":true,"stream_options":{"include_usage":true},"temperature":0}`,
+		},
+		{
+			name:  "extra fields win, values compacted and HTML-escaped",
+			mode:  Completions,
+			extra: override,
+			req:   Request{Text: "<b>", MaxTokens: 9, IgnoreEOS: true},
+			want:  `{"aa":null,"ignore_eos":false,"max_tokens":5,"model":"other","prompt":"\u003cb\u003e","stream":false,"stream_options":{"include_usage":true},"z":{"b":[1,2],"a":"\u003c\u0026\u003e"}}`,
+		},
+		{
+			name:  "chat",
+			mode:  Chat,
+			extra: `{"top_p":0.5}`,
+			req:   Request{Tokens: []int{1}, Messages: []Message{{Role: "user", Content: "hi"}}, MaxTokens: 2},
+			want:  `{"max_tokens":2,"messages":[{"role":"user","content":"hi"}],"model":"m","stream":true,"stream_options":{"include_usage":true},"top_p":0.5}`,
+		},
+		{
+			name:  "empty object adds nothing",
+			mode:  Chat,
+			extra: `{}`,
+			req:   Request{MaxTokens: 2},
+			want:  `{"model":"m","max_tokens":2,"stream":true,"stream_options":{"include_usage":true}}`,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			c, err := New(Config{BaseURL: "http://x", Model: "m", Mode: tt.mode, ExtraBody: tt.extra}, http.DefaultClient)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, err := c.Body(tt.req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(b) != tt.want {
+				t.Fatalf("body\n%s\nwant\n%s", b, tt.want)
+			}
+		})
+	}
+}
+
+// TestBodyMergedMatchesStruct keeps the map built for extra fields in step
+// with the body struct's fields and omitempty rules.
+func TestBodyMergedMatchesStruct(t *testing.T) {
+	t.Parallel()
+	reqs := []Request{
+		{Tokens: []int{1, 2}, MaxTokens: 9, IgnoreEOS: true},
+		{Tokens: []int{}, MaxTokens: 1},
+		{Text: "a <b>"},
+		{Messages: []Message{{Role: "user", Content: "hi"}}, MaxTokens: 3},
+		{},
+	}
+	for _, mode := range []Mode{Completions, Chat} {
+		plain, err := New(Config{BaseURL: "http://x", Model: "m", Mode: mode}, http.DefaultClient)
+		if err != nil {
+			t.Fatal(err)
+		}
+		extra, err := New(Config{BaseURL: "http://x", Model: "m", Mode: mode, ExtraBody: `{"x_extra":1}`}, http.DefaultClient)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, req := range reqs {
+			var want, got map[string]any
+			decode(t, plain, req, &want)
+			decode(t, extra, req, &got)
+			if got["x_extra"] != 1.0 {
+				t.Fatalf("%s %+v: extra field missing: %v", mode, req, got)
+			}
+			delete(got, "x_extra")
+			if !reflect.DeepEqual(got, want) {
+				t.Errorf("%s %+v:\nmerged %v\nstruct %v", mode, req, got, want)
+			}
+		}
+	}
+}
+
+func decode(t *testing.T, c *Client, req Request, v any) {
+	t.Helper()
+	b, err := c.Body(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		t.Fatalf("%s: %v", b, err)
 	}
 }
 

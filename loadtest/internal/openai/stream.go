@@ -31,6 +31,10 @@ type body struct {
 }
 
 // Body is the JSON request body for req.
+//
+// Without extra fields it is the body struct in field order. With them, the
+// client's fields and the extra ones go into one map, extra fields replacing
+// the client's on a name clash, and are encoded once, keys sorted.
 func (c *Client) Body(req Request) ([]byte, error) {
 	b := body{
 		Model:         c.model,
@@ -47,18 +51,33 @@ func (c *Client) Body(req Request) ([]byte, error) {
 	default:
 		b.Prompt = req.Text
 	}
-	out, err := json.Marshal(b)
-	if err != nil || len(c.extra) == 0 {
-		return out, err
+	if len(c.extra) == 0 {
+		return json.Marshal(b)
 	}
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(out, &m); err != nil {
-		return nil, err
+	return json.Marshal(b.merged(c.extra))
+}
+
+// merged is b as a map, with the same omitempty rules as its struct tags,
+// overlaid with extra.
+func (b *body) merged(extra map[string]json.RawMessage) map[string]any {
+	m := make(map[string]any, 7+len(extra))
+	m["model"] = b.Model
+	if b.Prompt != nil {
+		m["prompt"] = b.Prompt
 	}
-	for k, v := range c.extra {
+	if len(b.Messages) > 0 {
+		m["messages"] = b.Messages
+	}
+	m["max_tokens"] = b.MaxTokens
+	m["stream"] = b.Stream
+	m["stream_options"] = b.StreamOptions
+	if b.IgnoreEOS {
+		m["ignore_eos"] = true
+	}
+	for k, v := range extra {
 		m[k] = v
 	}
-	return json.Marshal(m)
+	return m
 }
 
 // Stream sends req and measures its stream into rec (timings, token counts,
