@@ -68,16 +68,19 @@ func (s Synth) Block(dst []int, id int64, n int) []int {
 
 func (s Synth) block(dst []int, id int64, n int) []int {
 	span := uint64(s.Vocab - s.TokenMin)
-	state := mix64(s.Seed ^ mix64(uint64(id)+0x632be59bd9b4e019))
+	state := Mix64(s.Seed ^ Mix64(uint64(id)+0x632be59bd9b4e019))
 	for range n {
 		state += 0x9e3779b97f4a7c15
-		dst = append(dst, s.TokenMin+int(mix64(state)%span))
+		dst = append(dst, s.TokenMin+int(Mix64(state)%span))
 	}
 	return dst
 }
 
-// mix64 is the splitmix64 finalizer: a cheap bijective scramble.
-func mix64(z uint64) uint64 {
+// Mix64 is the splitmix64 finalizer: a cheap bijective scramble of z. Token
+// ids derived from it are a pure function of their inputs, the same in every
+// run and process, which is what lets prompts share prefixes on purpose; the
+// synthetic workload uses it too for its shared prefixes.
+func Mix64(z uint64) uint64 {
 	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9
 	z = (z ^ (z >> 27)) * 0x94d049bb133111eb
 	return z ^ (z >> 31)

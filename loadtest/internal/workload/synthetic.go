@@ -10,6 +10,7 @@ import (
 	"switchyard.dev/loadtest/internal/arrival"
 	"switchyard.dev/loadtest/internal/dist"
 	"switchyard.dev/loadtest/internal/openai"
+	"switchyard.dev/loadtest/internal/trace"
 )
 
 // SyntheticConfig configures generated conversations.
@@ -157,11 +158,17 @@ func (s *synthSession) randTokens(dst []int, n int) []int {
 // function of (seed, pid, position), so every session using pid agrees.
 func (s *synthSession) sharedTokens(dst []int, pid uint64, n int) []int {
 	span := uint64(s.cfg.Vocab - s.cfg.TokenMin)
-	base := mix64(s.cfg.Seed ^ mix64(pid+0x51ed270b))
+	base := s.prefixBase(pid)
 	for j := range n {
-		dst = append(dst, s.cfg.TokenMin+int(mix64(base+uint64(j))%span))
+		dst = append(dst, s.cfg.TokenMin+int(trace.Mix64(base+uint64(j))%span))
 	}
 	return dst
+}
+
+// prefixBase seeds shared prefix pid: position j of the prefix is drawn from
+// trace.Mix64(base+j).
+func (s *synthSession) prefixBase(pid uint64) uint64 {
+	return trace.Mix64(s.cfg.Seed ^ trace.Mix64(pid+0x51ed270b))
 }
 
 // vocabulary is a list of common short English words, each one token in the
@@ -184,13 +191,13 @@ func (s *synthSession) words(n int) string {
 }
 
 func (s *synthSession) sharedWords(pid uint64, n int) string {
-	base := mix64(s.cfg.Seed ^ mix64(pid+0x51ed270b))
+	base := s.prefixBase(pid)
 	var b strings.Builder
 	for j := range n {
 		if j > 0 {
 			b.WriteByte(' ')
 		}
-		b.WriteString(vocabulary[mix64(base+uint64(j))%uint64(len(vocabulary))])
+		b.WriteString(vocabulary[trace.Mix64(base+uint64(j))%uint64(len(vocabulary))])
 	}
 	return b.String()
 }

@@ -46,11 +46,3 @@ type Source interface {
 	// Len is the number of sessions, or -1 when unbounded.
 	Len() int
 }
-
-// mix64 is the splitmix64 finalizer, used to derive per-position values
-// that are a pure function of their inputs.
-func mix64(z uint64) uint64 {
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9
-	z = (z ^ (z >> 27)) * 0x94d049bb133111eb
-	return z ^ (z >> 31)
-}
