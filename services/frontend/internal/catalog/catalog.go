@@ -93,45 +93,23 @@ func New(cfg Config) *Catalog {
 }
 
 // Run follows the decode and prefill instances in discovery until ctx
-// ends. It returns once the watches are set up.
+// ends. It returns once the watches are set up. The model set is replaced
+// only once both roles have reported, so a model served by one role is not
+// dropped just because the other was not seen yet.
 func (c *Catalog) Run(ctx context.Context) error {
 	if c.cfg.Registry == nil {
 		return nil
 	}
-	dec, err := c.cfg.Registry.Watch(ctx, discovery.RoleDecode)
+	roles := []string{discovery.RoleDecode, discovery.RolePrefill}
+	err := discovery.WatchRoles(ctx, c.cfg.Registry, c.cfg.Logger, roles, func(latest map[string][]discovery.Instance) {
+		if len(latest) == len(roles) {
+			c.update(latest[discovery.RoleDecode], latest[discovery.RolePrefill])
+		}
+	})
 	if err != nil {
-		return fmt.Errorf("catalog: watch decode: %w", err)
+		return fmt.Errorf("catalog: %w", err)
 	}
-	pre, err := c.cfg.Registry.Watch(ctx, discovery.RolePrefill)
-	if err != nil {
-		return fmt.Errorf("catalog: watch prefill: %w", err)
-	}
-	go c.follow(dec, pre)
 	return nil
-}
-
-func (c *Catalog) follow(dec, pre <-chan []discovery.Instance) {
-	var decSet, preSet []discovery.Instance
-	gotDec, gotPre := false, false
-	for dec != nil || pre != nil {
-		select {
-		case ins, ok := <-dec:
-			if !ok {
-				dec = nil
-				continue
-			}
-			decSet, gotDec = ins, true
-		case ins, ok := <-pre:
-			if !ok {
-				pre = nil
-				continue
-			}
-			preSet, gotPre = ins, true
-		}
-		if gotDec && gotPre {
-			c.update(decSet, preSet)
-		}
-	}
 }
 
 // update replaces the model set. Decode workers come first in each list:

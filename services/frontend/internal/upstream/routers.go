@@ -59,20 +59,17 @@ func (r *Routers) set(urls []string) {
 
 // Watch follows the healthy router instances in reg until ctx ends.
 func (r *Routers) Watch(ctx context.Context, reg discovery.Registry) error {
-	ch, err := reg.Watch(ctx, discovery.RoleRouter)
+	err := discovery.WatchRole(ctx, reg, r.log, discovery.RoleRouter, func(ins []discovery.Instance) {
+		urls := make([]string, len(ins))
+		for i, in := range ins {
+			urls[i] = in.URL()
+		}
+		r.log.Debug("routers changed", "count", len(urls))
+		r.set(urls)
+	})
 	if err != nil {
 		return fmt.Errorf("watch routers: %w", err)
 	}
-	go func() {
-		for ins := range ch {
-			urls := make([]string, len(ins))
-			for i, in := range ins {
-				urls[i] = in.URL()
-			}
-			r.log.Debug("routers changed", "count", len(urls))
-			r.set(urls)
-		}
-	}()
 	return nil
 }
 

@@ -23,7 +23,7 @@ func Spec(version string) service.Spec {
 		Setup: func(ctx context.Context, rt *service.Runtime) error {
 			p := newPlanner(rt.Registry)
 			if rt.Registry != nil {
-				if err := p.watch(ctx); err != nil {
+				if err := p.watch(ctx, rt.Logger); err != nil {
 					return err
 				}
 			}

@@ -3,7 +3,7 @@ package app
 import (
 	"cmp"
 	"context"
-	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 	"sync"
@@ -25,21 +25,13 @@ func newPlanner(reg discovery.Registry) *planner {
 	return &planner{reg: reg, pools: map[string][]discovery.Instance{}}
 }
 
-func (p *planner) watch(ctx context.Context) error {
-	for _, role := range []string{discovery.RolePrefill, discovery.RoleDecode} {
-		ch, err := p.reg.Watch(ctx, role)
-		if err != nil {
-			return fmt.Errorf("watch %s: %w", role, err)
-		}
-		go func() {
-			for ins := range ch {
-				p.mu.Lock()
-				p.pools[role] = ins
-				p.mu.Unlock()
-			}
-		}()
-	}
-	return nil
+func (p *planner) watch(ctx context.Context, log *slog.Logger) error {
+	roles := []string{discovery.RolePrefill, discovery.RoleDecode}
+	return discovery.WatchRoles(ctx, p.reg, log, roles, func(latest map[string][]discovery.Instance) {
+		p.mu.Lock()
+		p.pools = latest
+		p.mu.Unlock()
+	})
 }
 
 func (p *planner) GetPlan(context.Context, *connect.Request[plannerv1.GetPlanRequest]) (*connect.Response[plannerv1.GetPlanResponse], error) {

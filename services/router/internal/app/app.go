@@ -8,6 +8,7 @@ import (
 	"context"
 	"flag"
 	"io"
+	"log/slog"
 	"time"
 
 	"switchyard.dev/gen/switchyard/router/v1/routerv1connect"
@@ -90,7 +91,7 @@ func setup(ctx context.Context, rt *service.Runtime, f *flags) (*stack, error) {
 		in.FollowVLLM(ctx, w)
 	}
 	if rt.Registry != nil {
-		if err := watchWorkers(ctx, rt.Registry, router, in, f.approx == "all"); err != nil {
+		if err := watchWorkers(ctx, rt.Registry, log, router, in, f.approx == "all"); err != nil {
 			return nil, err
 		}
 		if pusher != nil {
@@ -141,40 +142,15 @@ func openIndex(ctx context.Context, rt *service.Runtime, f *flags) (*radix.Index
 // watchWorkers follows the decode and prefill roles. The ingester is
 // synced only once both roles have reported, so workers restored from a
 // snapshot are not dropped just because the other role was not seen yet.
-func watchWorkers(ctx context.Context, reg discovery.Registry, router *route.Router, in *ingest.Ingester, approxAll bool) error {
-	decCh, err := reg.Watch(ctx, discovery.RoleDecode)
-	if err != nil {
-		return err
-	}
-	preCh, err := reg.Watch(ctx, discovery.RolePrefill)
-	if err != nil {
-		return err
-	}
-	go func() {
-		var dec, pre []discovery.Instance
-		seenDec, seenPre := false, false
-		for decCh != nil || preCh != nil {
-			select {
-			case ins, ok := <-decCh:
-				if !ok {
-					decCh = nil
-					continue
-				}
-				dec, seenDec = ins, true
-			case ins, ok := <-preCh:
-				if !ok {
-					preCh = nil
-					continue
-				}
-				pre, seenPre = ins, true
-			}
-			router.SetWorkers(dec, pre)
-			if seenDec && seenPre && ctx.Err() == nil {
-				in.Sync(ctx, followed(dec, pre, approxAll))
-			}
+func watchWorkers(ctx context.Context, reg discovery.Registry, log *slog.Logger, router *route.Router, in *ingest.Ingester, approxAll bool) error {
+	roles := []string{discovery.RoleDecode, discovery.RolePrefill}
+	return discovery.WatchRoles(ctx, reg, log, roles, func(latest map[string][]discovery.Instance) {
+		dec, pre := latest[discovery.RoleDecode], latest[discovery.RolePrefill]
+		router.SetWorkers(dec, pre)
+		if len(latest) == len(roles) && ctx.Err() == nil {
+			in.Sync(ctx, followed(dec, pre, approxAll))
 		}
-	}()
-	return nil
+	})
 }
 
 func followed(dec, pre []discovery.Instance, approxAll bool) []ingest.Worker {

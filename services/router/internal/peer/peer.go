@@ -99,16 +99,7 @@ func (p *Pusher) SetPeers(ins []discovery.Instance) {
 
 // Watch keeps the peer set equal to the routers in reg until ctx ends.
 func (p *Pusher) Watch(ctx context.Context, reg discovery.Registry) error {
-	ch, err := reg.Watch(ctx, discovery.RoleRouter)
-	if err != nil {
-		return err
-	}
-	go func() {
-		for ins := range ch {
-			p.SetPeers(ins)
-		}
-	}()
-	return nil
+	return discovery.WatchRole(ctx, reg, p.log, discovery.RoleRouter, p.SetPeers)
 }
 
 // Run pushes queued events until ctx ends: everything queued while a

@@ -1,0 +1,55 @@
+package app
+
+import (
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+
+	plannerv1 "switchyard.dev/gen/switchyard/planner/v1"
+	"switchyard.dev/libs/mesh/discovery"
+	"switchyard.dev/libs/mesh/discovery/disctest"
+	"switchyard.dev/libs/mesh/discovery/filedisc"
+)
+
+// The plan counts the healthy workers of each model and role in discovery.
+func TestPlanFollowsDiscovery(t *testing.T) {
+	t.Parallel()
+	reg, err := filedisc.New(filedisc.Config{Dir: t.TempDir(), Lease: time.Minute, PollInterval: 10 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	for _, in := range []discovery.Instance{
+		disctest.Instance("decode-1", discovery.RoleDecode),
+		disctest.Instance("decode-2", discovery.RoleDecode),
+		disctest.Instance("prefill-1", discovery.RolePrefill),
+	} {
+		if _, err := reg.Register(ctx, in); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p := newPlanner(reg)
+	if err := p.watch(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]uint32{discovery.RoleDecode: 2, discovery.RolePrefill: 1}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		res, err := p.GetPlan(ctx, connect.NewRequest(&plannerv1.GetPlanRequest{}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]uint32{}
+		for _, pool := range res.Msg.GetPools() {
+			got[pool.GetRole()] += pool.GetObserved()
+		}
+		if got[discovery.RoleDecode] == want[discovery.RoleDecode] && got[discovery.RolePrefill] == want[discovery.RolePrefill] {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("observed per role = %v, want %v", got, want)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
