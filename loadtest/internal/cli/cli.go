@@ -79,16 +79,13 @@ func compare(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "loadtest compare: %v\n", err)
 		return ExitFailure
 	}
-	var b strings.Builder
-	if err := report.Compare(&b, runs); err != nil {
-		fmt.Fprintf(stderr, "loadtest compare: %v\n", err)
-		return ExitFailure
-	}
-	out := b.String()
+	table := report.Compare(runs)
+	write := table.WriteMarkdown
 	if *format == "text" {
-		out = report.AlignTable(out)
+		write = table.WriteText
 	}
-	if _, err := io.WriteString(stdout, out); err != nil {
+	if err := write(stdout); err != nil {
+		fmt.Fprintf(stderr, "loadtest compare: %v\n", err)
 		return ExitFailure
 	}
 	return ExitOK

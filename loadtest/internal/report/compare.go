@@ -2,12 +2,8 @@ package report
 
 import (
 	"encoding/json"
-	"fmt"
-	"io"
 	"path/filepath"
 	"strconv"
-	"strings"
-	"unicode/utf8"
 
 	"switchyard.dev/loadtest/internal/metrics"
 )
@@ -77,28 +73,21 @@ func LoadRuns(dirs []string) ([]Run, error) {
 	return runs, nil
 }
 
-// Compare writes a markdown table with one column per run. With exactly two
+// Compare lays runs side by side, one column per run. With exactly two
 // runs a last column gives the relative change of the second against the
 // first.
-func Compare(w io.Writer, runs []Run) error {
-	var b strings.Builder
-	header := []string{"metric"}
+func Compare(runs []Run) Table {
+	t := Table{Header: []string{"metric"}}
 	for _, r := range runs {
-		header = append(header, escape(r.Name))
+		t.Header = append(t.Header, r.Name)
 	}
 	delta := len(runs) == 2
 	if delta {
-		header = append(header, "Δ (2 vs 1)")
+		t.Header = append(t.Header, "Δ (2 vs 1)")
 	}
-	b.WriteString(line(header))
-	sep := make([]string, len(header))
-	for i := range sep {
-		sep[i] = "---:"
-	}
-	sep[0] = ":---"
-	b.WriteString(line(sep))
-	b.WriteString(line(append([]string{"model"}, cells(runs, func(s *Summary) string { return escape(s.Model) }, delta)...)))
-	b.WriteString(line(append([]string{"workload"}, cells(runs, workloadOf, delta)...)))
+	t.Rows = append(t.Rows,
+		append([]string{"model"}, cells(runs, func(s *Summary) string { return s.Model }, delta)...),
+		append([]string{"workload"}, cells(runs, workloadOf, delta)...))
 	for _, r := range compareRows {
 		cols := []string{r.label}
 		vals := make([]float64, len(runs))
@@ -109,12 +98,9 @@ func Compare(w io.Writer, runs []Run) error {
 		if delta {
 			cols = append(cols, change(vals[0], vals[1], r.better))
 		}
-		b.WriteString(line(cols))
+		t.Rows = append(t.Rows, cols)
 	}
-	if _, err := io.WriteString(w, b.String()); err != nil {
-		return fmt.Errorf("write comparison: %w", err)
-	}
-	return nil
+	return t
 }
 
 func cells(runs []Run, f func(*Summary) string, delta bool) []string {
@@ -135,10 +121,10 @@ func workloadOf(s *Summary) string {
 	}
 	_ = json.Unmarshal(s.Settings, &set)
 	if set.Trace != "" {
-		return escape("trace " + filepath.Base(set.Trace))
+		return "trace " + filepath.Base(set.Trace)
 	}
 	if set.Endpoint != "" {
-		return "synthetic " + escape(set.Endpoint)
+		return "synthetic " + set.Endpoint
 	}
 	return "synthetic"
 }
@@ -156,48 +142,4 @@ func change(a, b float64, better int) string {
 		s += " ✓"
 	}
 	return s
-}
-
-func line(cols []string) string { return "| " + strings.Join(cols, " | ") + " |\n" }
-
-func escape(s string) string { return strings.ReplaceAll(s, "|", `\|`) }
-
-// AlignTable turns a markdown table into plain aligned columns for a
-// terminal: pipes and the separator row are dropped, columns padded.
-func AlignTable(md string) string {
-	var rows [][]string
-	for _, l := range strings.Split(strings.TrimSpace(md), "\n") {
-		l = strings.TrimSpace(l)
-		l = strings.TrimSuffix(strings.TrimPrefix(l, "|"), "|")
-		cols := strings.Split(strings.ReplaceAll(l, `\|`, "\x00"), "|")
-		if strings.Trim(l, "-:| ") == "" {
-			continue
-		}
-		for i := range cols {
-			cols[i] = strings.ReplaceAll(strings.TrimSpace(cols[i]), "\x00", "|")
-		}
-		rows = append(rows, cols)
-	}
-	var widths []int
-	for _, r := range rows {
-		for i, c := range r {
-			if i >= len(widths) {
-				widths = append(widths, 0)
-			}
-			widths[i] = max(widths[i], utf8.RuneCountInString(c))
-		}
-	}
-	var b strings.Builder
-	for _, r := range rows {
-		for i, c := range r {
-			pad := strings.Repeat(" ", widths[i]-utf8.RuneCountInString(c))
-			if i == 0 {
-				b.WriteString(c + pad)
-			} else {
-				b.WriteString("  " + pad + c)
-			}
-		}
-		b.WriteString("\n")
-	}
-	return b.String()
 }

@@ -94,8 +94,12 @@ func TestSummaryRoundTripAndCompare(t *testing.T) {
 	if loaded[0].Summary.CommandLine != "loadtest --rate 2" || loaded[1].Name != "new" {
 		t.Fatalf("loaded %+v", loaded)
 	}
-	var b strings.Builder
-	if err := Compare(&b, loaded); err != nil {
+	table := Compare(loaded)
+	var b, text strings.Builder
+	if err := table.WriteMarkdown(&b); err != nil {
+		t.Fatal(err)
+	}
+	if err := table.WriteText(&text); err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []string{
@@ -110,9 +114,8 @@ func TestSummaryRoundTripAndCompare(t *testing.T) {
 			t.Errorf("comparison lacks %q:\n%s", want, b.String())
 		}
 	}
-	text := AlignTable(b.String())
-	if !strings.Contains(text, "m|x") || strings.Contains(text, "---") {
-		t.Fatalf("aligned table:\n%s", text)
+	if !strings.Contains(text.String(), "m|x") || strings.Contains(text.String(), "---") {
+		t.Fatalf("aligned table:\n%s", text.String())
 	}
 }
 
