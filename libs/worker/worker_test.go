@@ -21,6 +21,7 @@ import (
 	"switchyard.dev/libs/engine"
 	"switchyard.dev/libs/engine/llama"
 	"switchyard.dev/libs/engine/tokenizer"
+	"switchyard.dev/libs/mesh/client"
 	"switchyard.dev/libs/mesh/discovery"
 	"switchyard.dev/libs/mesh/discovery/filedisc"
 	"switchyard.dev/libs/mesh/meshtest"
@@ -47,13 +48,6 @@ func storiesDir(t testing.TB) string {
 	}
 }
 
-// h2c is an HTTP client speaking HTTP/2 without TLS, as workers serve.
-func h2c() *http.Client {
-	p := new(http.Protocols)
-	p.SetUnencryptedHTTP2(true)
-	return &http.Client{Transport: &http.Transport{Protocols: p}}
-}
-
 type running struct {
 	*meshtest.Running
 	client workerv1connect.WorkerServiceClient
@@ -63,7 +57,7 @@ func start(t testing.TB, role string, args ...string) running {
 	t.Helper()
 	args = append([]string{"-listen", "127.0.0.1:0", "-discovery", "none"}, args...)
 	r := meshtest.Start(t, worker.Spec(role, "v0.0.0-test", "127.0.0.1:0"), args...)
-	return running{Running: r, client: workerv1connect.NewWorkerServiceClient(h2c(), r.URL())}
+	return running{Running: r, client: workerv1connect.NewWorkerServiceClient(client.NewHTTP(), r.URL())}
 }
 
 func req(model string, prompt []uint32, maxTokens uint32) *connect.Request[workerv1.GenerateRequest] {
@@ -286,7 +280,7 @@ func TestRegistrationAndMetrics(t *testing.T) {
 	if _, err := collect(t, w.client, req(worker.TinyRandomName, []uint32{1, 70, 71, 72}, 4)); err != nil {
 		t.Fatal(err)
 	}
-	info, err := meshv1connect.NewInfoServiceClient(h2c(), w.URL()).GetInfo(t.Context(), connect.NewRequest(&meshv1.GetInfoRequest{}))
+	info, err := meshv1connect.NewInfoServiceClient(client.NewHTTP(), w.URL()).GetInfo(t.Context(), connect.NewRequest(&meshv1.GetInfoRequest{}))
 	if err != nil {
 		t.Fatal(err)
 	}

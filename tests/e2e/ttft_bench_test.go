@@ -67,6 +67,9 @@ func BenchmarkAddedTTFT(b *testing.B) {
 
 const benchMaxTokens = 16
 
+// h2cClient is deliberately not client.NewHTTP: a wave opens hundreds of
+// concurrent streams, and the pool keeps up to 512 idle connections per host
+// (the shared client keeps 16) so waves do not pay for new connections.
 func h2cClient() *http.Client {
 	p := new(http.Protocols)
 	p.SetUnencryptedHTTP2(true)

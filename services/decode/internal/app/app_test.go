@@ -1,7 +1,6 @@
 package app
 
 import (
-	"net/http"
 	"testing"
 
 	"connectrpc.com/connect"
@@ -9,6 +8,7 @@ import (
 	commonv1 "switchyard.dev/gen/switchyard/common/v1"
 	workerv1 "switchyard.dev/gen/switchyard/worker/v1"
 	"switchyard.dev/gen/switchyard/worker/v1/workerv1connect"
+	"switchyard.dev/libs/mesh/client"
 	"switchyard.dev/libs/mesh/meshtest"
 )
 
@@ -24,9 +24,7 @@ func TestGRPCConformance(t *testing.T) {
 func TestGenerate(t *testing.T) {
 	t.Parallel()
 	r := meshtest.Start(t, Spec("v0.0.0-test"), "-listen", "127.0.0.1:0", "-discovery", "none")
-	p := new(http.Protocols)
-	p.SetUnencryptedHTTP2(true)
-	c := workerv1connect.NewWorkerServiceClient(&http.Client{Transport: &http.Transport{Protocols: p}}, r.URL())
+	c := workerv1connect.NewWorkerServiceClient(client.NewHTTP(), r.URL())
 	st, err := c.Generate(t.Context(), connect.NewRequest(&workerv1.GenerateRequest{
 		Model: "tiny-random", TokenIds: []uint32{1, 72, 105}, Stop: &commonv1.StopConditions{MaxTokens: 8, IgnoreEos: true},
 	}))
