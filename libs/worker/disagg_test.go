@@ -6,8 +6,10 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"switchyard.dev/libs/engine/llama"
+	"switchyard.dev/libs/mesh/testenv"
 	"switchyard.dev/libs/worker"
 )
 
@@ -54,7 +56,7 @@ func TestDisaggregatedGenerate(t *testing.T) {
 		}
 	}
 	for _, w := range []running{pre, dec} {
-		waitFor(t, "KV blocks released", func() bool { return getLoad(t, w).GetKvBlocksUsed() == 0 })
+		testenv.Eventually(t, 10*time.Second, "KV blocks released", func() bool { return getLoad(t, w).GetKvBlocksUsed() == 0 })
 	}
 }
 

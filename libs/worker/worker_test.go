@@ -25,6 +25,7 @@ import (
 	"switchyard.dev/libs/mesh/discovery"
 	"switchyard.dev/libs/mesh/discovery/filedisc"
 	"switchyard.dev/libs/mesh/meshtest"
+	"switchyard.dev/libs/mesh/testenv"
 	"switchyard.dev/libs/worker"
 )
 
@@ -245,7 +246,8 @@ func TestCancelFreesBlocks(t *testing.T) {
 	if connect.CodeOf(st.Err()) != connect.CodeCanceled {
 		t.Fatalf("stream ended with %v; want Canceled", st.Err())
 	}
-	waitFor(t, "blocks freed", func() bool {
+	// The engine frees blocks on its own goroutine.
+	testenv.Eventually(t, 10*time.Second, "blocks freed", func() bool {
 		l := getLoad(t, w)
 		return l.GetRunningRequests() == 0 && l.GetKvBlocksUsed() == 0 && l.GetWaitingRequests() == 0
 	})
@@ -258,18 +260,6 @@ func getLoad(t *testing.T, w running) *workerv1.GetLoadResponse {
 		t.Fatal(err)
 	}
 	return res.Msg
-}
-
-// waitFor polls cond: the engine frees blocks on its own goroutine.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for range 2000 {
-		if cond() {
-			return
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	t.Fatalf("%s: condition never held", what)
 }
 
 // The registration carries the model and KV geometry; InfoService serves
@@ -326,7 +316,7 @@ func TestFileDiscoveryRecord(t *testing.T) {
 		t.Fatal(err)
 	}
 	var ins []discovery.Instance
-	waitFor(t, "registration", func() bool { // it registers just after serving begins
+	testenv.Eventually(t, 10*time.Second, "registration", func() bool { // it registers just after serving begins
 		ins, err = reg.Instances(t.Context(), "prefill")
 		return err == nil && len(ins) == 1
 	})

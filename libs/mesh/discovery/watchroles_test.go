@@ -3,6 +3,7 @@ package discovery_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	"switchyard.dev/libs/mesh/discovery"
 	"switchyard.dev/libs/mesh/discovery/disctest"
 	"switchyard.dev/libs/mesh/discovery/filedisc"
+	"switchyard.dev/libs/mesh/testenv"
 )
 
 // ids renders what fn got as role -> instance ids, to compare in tests.
@@ -65,17 +67,11 @@ func sameIDs(a, b map[string][]string) bool {
 	return true
 }
 
-// waitFor polls r until its last delivery is want, against the file
+// waitFor waits until r's last delivery is want, against the file
 // registry's real polling.
 func waitFor(t *testing.T, r *recorder, want map[string][]string) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !sameIDs(r.last(), want) {
-		if time.Now().After(deadline) {
-			t.Fatalf("last delivery = %v, want %v", r.last(), want)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testenv.Eventually(t, 5*time.Second, fmt.Sprintf("delivery of %v", want), func() bool { return sameIDs(r.last(), want) })
 }
 
 func TestWatchRolesFileRegistry(t *testing.T) {

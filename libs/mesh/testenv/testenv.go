@@ -1,6 +1,7 @@
 // Package testenv starts the real dependencies of integration tests (a
 // Consul dev agent, a redis-server) as child processes on free loopback
-// ports, and stops them when the test ends.
+// ports, and stops them when the test ends. Eventually waits for what such
+// tests wait on: state that another goroutine or process reaches by itself.
 //
 // Binaries are found through $CONSUL_BIN / $REDIS_BIN, then $PATH. When one
 // is missing the test is skipped under -short and fails otherwise: `make

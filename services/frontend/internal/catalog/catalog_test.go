@@ -9,6 +9,7 @@ import (
 	"connectrpc.com/connect"
 
 	"switchyard.dev/libs/mesh/discovery"
+	"switchyard.dev/libs/mesh/testenv"
 	"switchyard.dev/services/frontend/internal/fakemesh"
 	"switchyard.dev/services/frontend/internal/upstream"
 )
@@ -45,13 +46,9 @@ func TestDiscoveryCatalog(t *testing.T) {
 		t.Fatalf("unknown model: %v", err)
 	}
 	reg.Set(discovery.RoleDecode)
-	deadline := time.Now().Add(5 * time.Second)
-	for len(c.Models(t.Context())) != 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("model still listed after its workers left")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testenv.Eventually(t, 5*time.Second, "the model to be unlisted after its workers left", func() bool {
+		return len(c.Models(t.Context())) == 0
+	})
 }
 
 func TestLocatorCatalog(t *testing.T) {

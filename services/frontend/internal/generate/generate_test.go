@@ -11,6 +11,7 @@ import (
 	"connectrpc.com/connect"
 
 	"switchyard.dev/libs/engine/tokenizer"
+	"switchyard.dev/libs/mesh/testenv"
 	"switchyard.dev/services/frontend/internal/fakemesh"
 	"switchyard.dev/services/frontend/internal/upstream"
 )
@@ -70,10 +71,8 @@ func TestUndisturbed(t *testing.T) {
 	if routes := router.Routes(); !routes[0].GetReportsPrefillDone() {
 		t.Fatal("route request does not promise a prefill-done report")
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for len(router.PrefillDones()) == 0 && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond) // reported off the stream's path
-	}
+	// Reported off the stream's path.
+	testenv.Eventually(t, 5*time.Second, "a prefill-done report", func() bool { return len(router.PrefillDones()) != 0 })
 	if got := router.PrefillDones(); len(got) != 1 || got[0] != "req-1" {
 		t.Fatalf("prefill-done reports %v", got)
 	}

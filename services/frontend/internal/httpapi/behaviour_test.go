@@ -11,6 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"switchyard.dev/libs/mesh/testenv"
 	"switchyard.dev/services/frontend/internal/fakemesh"
 	"switchyard.dev/services/frontend/internal/openai"
 )
@@ -135,13 +136,7 @@ func TestClientDisconnectCancelsWorker(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("worker did not see the client go away")
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for len(s.Router.Releases()) == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("route never released")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testenv.Eventually(t, 5*time.Second, "the route to be released", func() bool { return len(s.Router.Releases()) != 0 })
 }
 
 func TestMidStreamFailureEndsStreamWithError(t *testing.T) {

@@ -1,6 +1,8 @@
 package app
 
 import (
+	"fmt"
+	"maps"
 	"testing"
 	"time"
 
@@ -10,6 +12,7 @@ import (
 	"switchyard.dev/libs/mesh/discovery"
 	"switchyard.dev/libs/mesh/discovery/disctest"
 	"switchyard.dev/libs/mesh/discovery/filedisc"
+	"switchyard.dev/libs/mesh/testenv"
 )
 
 // The plan counts the healthy workers of each model and role in discovery.
@@ -33,9 +36,7 @@ func TestPlanFollowsDiscovery(t *testing.T) {
 	if err := p.watch(ctx, nil); err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]uint32{discovery.RoleDecode: 2, discovery.RolePrefill: 1}
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	observed := func() map[string]uint32 {
 		res, err := p.GetPlan(ctx, connect.NewRequest(&plannerv1.GetPlanRequest{}))
 		if err != nil {
 			t.Fatal(err)
@@ -44,12 +45,10 @@ func TestPlanFollowsDiscovery(t *testing.T) {
 		for _, pool := range res.Msg.GetPools() {
 			got[pool.GetRole()] += pool.GetObserved()
 		}
-		if got[discovery.RoleDecode] == want[discovery.RoleDecode] && got[discovery.RolePrefill] == want[discovery.RolePrefill] {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("observed per role = %v, want %v", got, want)
-		}
-		time.Sleep(5 * time.Millisecond)
+		return got
 	}
+	want := map[string]uint32{discovery.RoleDecode: 2, discovery.RolePrefill: 1}
+	testenv.Eventually(t, 5*time.Second, fmt.Sprintf("observed pools %v", want), func() bool {
+		return maps.Equal(observed(), want)
+	})
 }

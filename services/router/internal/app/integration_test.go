@@ -57,17 +57,6 @@ func (c *cluster) startRouter(t *testing.T, args ...string) (*meshtest.Running, 
 	return r, <-got
 }
 
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 func (c *cluster) dumps() int {
 	n := 0
 	for _, w := range c.workers {
@@ -90,7 +79,7 @@ func TestRedisRestart(t *testing.T) {
 	_, steady := c.startRouter(t)
 	snapArgs := []string{"-redis-addr", redis.Addr, "-snapshot-interval", "50ms", "-namespace", t.Name()}
 	r1, _ := c.startRouter(t, snapArgs...)
-	eventually(t, "initial dumps", func() bool { return c.dumps() == 4 })
+	testenv.Eventually(t, 20*time.Second, "initial dumps", func() bool { return c.dumps() == 4 })
 
 	ctx, stop := context.WithCancel(t.Context())
 	var wg sync.WaitGroup
@@ -125,7 +114,7 @@ func TestRedisRestart(t *testing.T) {
 		}
 		return second.index.Equal(steady.index) && len(second.index.Workers()) == 2
 	}
-	eventually(t, "restored router catches up", caughtUp)
+	testenv.Eventually(t, 20*time.Second, "restored router catches up", caughtUp)
 	// Each worker was dumped once for the first router. The restarted one
 	// resumes from the snapshot; under heavy machine load one of its streams
 	// may legitimately hit a gap and resync by dump (seen once in many runs),
@@ -155,16 +144,16 @@ func TestRedisDown(t *testing.T) {
 	store := snapshot.NewRedis(redis.Addr)
 	defer store.Close()
 	loaded := func() bool { b, err := store.Load(t.Context(), key); return err == nil && b != nil }
-	eventually(t, "first snapshot", loaded)
+	testenv.Eventually(t, 20*time.Second, "first snapshot", loaded)
 	redis.Stop()
 	client := routerv1connect.NewRouterServiceClient(http.DefaultClient, r.URL())
-	eventually(t, "worker routable", func() bool {
+	testenv.Eventually(t, 20*time.Second, "worker routable", func() bool {
 		_, err := client.Route(t.Context(), connect.NewRequest(&routerv1.RouteRequest{RequestId: "q", Model: "m", TokenIds: []uint32{1, 2, 3, 4}}))
 		return err == nil
 	})
 	redis.Start()
 	redis.Wait(t)
-	eventually(t, "snapshot after redis returned", loaded)
+	testenv.Eventually(t, 20*time.Second, "snapshot after redis returned", loaded)
 }
 
 func TestBadRedisAddr(t *testing.T) {
@@ -194,14 +183,14 @@ func TestReplicasShareLoad(t *testing.T) {
 		}
 		return sa.router.Loads().Len() == 2 && sb.router.Loads().Len() == 2
 	}
-	eventually(t, "routers see workers and each other", probe)
+	testenv.Eventually(t, 20*time.Second, "routers see workers and each other", probe)
 	for i, r := range routers {
 		client := routerv1connect.NewRouterServiceClient(http.DefaultClient, r.URL())
 		if _, err := client.Release(t.Context(), connect.NewRequest(&routerv1.ReleaseRequest{RequestId: fmt.Sprint("probe-", i)})); err != nil {
 			t.Fatal(err)
 		}
 	}
-	eventually(t, "probes released", func() bool { return sa.router.Loads().Len() == 0 && sb.router.Loads().Len() == 0 })
+	testenv.Eventually(t, 20*time.Second, "probes released", func() bool { return sa.router.Loads().Len() == 0 && sb.router.Loads().Len() == 0 })
 	got := map[string]int{}
 	total := 0
 	for i := range 8 {
@@ -212,7 +201,7 @@ func TestReplicasShareLoad(t *testing.T) {
 		}
 		got[res.Msg.GetDecode().GetInstanceId()]++
 		total++
-		eventually(t, "load shared", func() bool {
+		testenv.Eventually(t, 20*time.Second, "load shared", func() bool {
 			return sa.router.Loads().Len() == total && sb.router.Loads().Len() == total
 		})
 	}

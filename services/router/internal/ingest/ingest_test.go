@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"switchyard.dev/libs/mesh/testenv"
 	"switchyard.dev/libs/radix"
 	"switchyard.dev/services/router/internal/workertest"
 )
@@ -13,18 +14,6 @@ import (
 func newIngester(t *testing.T, ix *radix.Index) *Ingester {
 	t.Helper()
 	return New(Config{Index: ix, MinBackoff: 5 * time.Millisecond, MaxBackoff: 50 * time.Millisecond})
-}
-
-// eventually polls cond for up to 10s.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }
 
 // inSync reports whether the index holds exactly what w caches.
@@ -68,9 +57,9 @@ func TestFollow(t *testing.T) {
 			ix := radix.New()
 			in := newIngester(t, ix)
 			in.Sync(t.Context(), []Worker{{ID: "w", URL: w.URL}})
-			eventually(t, "initial sync", inSync(ix, "w", w))
+			testenv.Eventually(t, 10*time.Second, "initial sync", inSync(ix, "w", w))
 			tt.during(w)
-			eventually(t, "live sync", inSync(ix, "w", w))
+			testenv.Eventually(t, 10*time.Second, "live sync", inSync(ix, "w", w))
 			dumps := 0
 			for _, r := range w.Requests() {
 				if r.GetDump() {
@@ -104,7 +93,7 @@ func TestResume(t *testing.T) {
 			}
 			in := newIngester(t, ix)
 			in.Sync(t.Context(), []Worker{{ID: "w", URL: w.URL}})
-			eventually(t, "resumed", inSync(ix, "w", w))
+			testenv.Eventually(t, 10*time.Second, "resumed", inSync(ix, "w", w))
 			reqs := w.Requests()
 			if reqs[0].GetDump() || reqs[0].GetAfterSequence() != 1 {
 				t.Errorf("first subscription %v, want after_sequence 1 without dump", reqs[0])
@@ -127,8 +116,8 @@ func TestWorkerLeaves(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	defer func() { cancel(); in.Wait() }()
 	in.Sync(ctx, []Worker{{ID: "a", URL: a.URL}, {ID: "b", URL: b.URL}})
-	eventually(t, "a", inSync(ix, "a", a))
-	eventually(t, "b", inSync(ix, "b", b))
+	testenv.Eventually(t, 10*time.Second, "a", inSync(ix, "a", a))
+	testenv.Eventually(t, 10*time.Second, "b", inSync(ix, "b", b))
 	if slices.Contains(ix.Workers(), "stale") {
 		t.Error("worker not in discovery kept")
 	}
@@ -151,7 +140,7 @@ func TestReconnects(t *testing.T) {
 	in.Sync(t.Context(), []Worker{{ID: "w", URL: "http://127.0.0.1:1"}})
 	time.Sleep(30 * time.Millisecond)
 	in.Sync(t.Context(), []Worker{{ID: "w", URL: w.URL}})
-	eventually(t, "synced after reconnect", inSync(ix, "w", w))
+	testenv.Eventually(t, 10*time.Second, "synced after reconnect", inSync(ix, "w", w))
 }
 
 func TestNoEvents(t *testing.T) {
