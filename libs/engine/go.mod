@@ -11,11 +11,10 @@ require (
 
 require (
 	github.com/chewxy/math32 v1.10.1 // indirect
-	github.com/klauspost/cpuid/v2 v2.4.0 // indirect
-	github.com/stretchr/testify v1.12.1 // indirect
+	github.com/klauspost/cpuid/v2 v2.2.10 // indirect
 	github.com/viterin/partial v1.1.0 // indirect
 	github.com/zeebo/xxh3 v1.1.0 // indirect
-	golang.org/x/exp v0.0.0-20260218203240-3dfff04db8fa // indirect
+	golang.org/x/exp v0.0.0-20230817173708-d852ddb80c63 // indirect
 )
 
 replace switchyard.dev/libs/kvhash => ../kvhash
