@@ -5,6 +5,7 @@ package ucx
 /*
 #cgo pkg-config: ucx
 #include "nx.h"
+int nx_failures;
 */
 import "C"
 
@@ -199,11 +200,17 @@ func (b *Backend) deliver(data []byte) {
 	b.env.Notify(string(data[1:1+n]), data[1+n:])
 }
 
-// poll receives waiting notifications and WRITE headers; it reports
-// whether any came.
+// poll progresses the worker and receives waiting notifications and
+// WRITE headers; it reports whether anything happened.
 func (b *Backend) poll() bool {
-	n := b.pollNotifs()
-	return b.pollHeaders() || n
+	r := C.nx_progress(b.w.w, notifTag, C.uint64_t(tagHdr), C.uint64_t(classMask))
+	if r&2 != 0 {
+		b.pollNotifs()
+	}
+	if r&4 != 0 {
+		b.pollHeaders()
+	}
+	return r != 0
 }
 
 // pollNotifs receives waiting notifications; it reports whether any came.

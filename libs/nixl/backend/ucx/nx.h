@@ -29,10 +29,28 @@ static ucs_status_t nx_init(int wakeup, ucp_context_h *ctx, ucp_worker_h *w) {
 	return st;
 }
 
+// nx_failures counts endpoint failures in the process (defined in
+// backend.go; Go reads it atomically): the loops scan their endpoints
+// only when it changed.
+extern int nx_failures;
+
 // nx_err_cb marks the endpoint failed; arg points at a C int owned by the
 // Go connection.
 static void nx_err_cb(void *arg, ucp_ep_h ep, ucs_status_t st) {
 	*(volatile int *)arg = (int)st;
+	__atomic_add_fetch(&nx_failures, 1, __ATOMIC_SEQ_CST);
+}
+
+// nx_progress progresses w until it has nothing more to do, then peeks for
+// waiting notifications and WRITE headers, all in one cgo call. Bits of
+// the result: 1 progress was made, 2 a notification waits, 4 a header.
+static int nx_progress(ucp_worker_h w, uint64_t notif_tag, uint64_t hdr_tag, uint64_t hdr_mask) {
+	int r = 0;
+	while (ucp_worker_progress(w) != 0) r = 1;
+	ucp_tag_recv_info_t info;
+	if (ucp_tag_probe_nb(w, notif_tag, (uint64_t)-1, 0, &info) != NULL) r |= 2;
+	if (ucp_tag_probe_nb(w, hdr_tag, hdr_mask, 0, &info) != NULL) r |= 4;
+	return r;
 }
 
 static ucs_status_t nx_ep_create(ucp_worker_h w, const void *addr, int peer_errs, int *failed, ucp_ep_h *ep) {

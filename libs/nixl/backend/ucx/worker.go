@@ -13,8 +13,10 @@ import (
 	"runtime"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
+	"unsafe"
 )
 
 // worker owns one UCP context and worker. Every UCX call happens on its
@@ -41,7 +43,8 @@ type worker struct {
 	reqs        []C.uintptr_t // reap's buffers for nx_check_all
 	sts         []C.ucs_status_t
 	quit        bool
-	poll        func() bool // receive notifications and WRITE headers
+	poll        func() bool // progress; receive notifications and WRITE headers
+	failures    int32       // nx_failures when checkFailed last ran
 	checkFailed func()
 	destroy     func()
 }
@@ -134,12 +137,10 @@ func (w *worker) loop() {
 			return
 		}
 		busy := len(cmds) > 0
-		for C.ucp_worker_progress(w.w) != 0 {
-			busy = true
-		}
 		busy = w.poll() || busy
 		busy = w.reap() || busy
-		if len(w.active) > 0 {
+		if f := atomic.LoadInt32((*int32)(unsafe.Pointer(&C.nx_failures))); f != w.failures { // an endpoint failed
+			w.failures = f
 			w.checkFailed()
 		}
 		// While polling without progress, yield: the goroutines waiting

@@ -318,6 +318,10 @@ func (b *Backend) accept(stag uint64, h header) {
 			in.finish()
 		})
 	}
+	if reply != nil && reply.alive() != nil {
+		// Failed before we looked: the failure scan may already be past.
+		in.cancel()
+	}
 	in.finish()
 }
 
