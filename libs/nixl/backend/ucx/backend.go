@@ -70,6 +70,7 @@ type Backend struct {
 	conns    map[*conn]struct{}
 	incoming map[*incoming]struct{} // WRITEs this agent is the target of
 	replies  map[string]*conn       // endpoints to initiators, by address
+	hdr      []byte                 // pollHeaders' buffer
 }
 
 // reg is a registered region.

@@ -9,10 +9,12 @@ package ucx
 import "C"
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"unsafe"
 
 	"switchyard.dev/libs/nixl"
@@ -240,7 +242,7 @@ type incoming struct {
 	left     int // receives not yet finished, +1 while posting
 	code     byte
 	releases []func()
-	recvs    map[request]struct{}
+	recvs    []request // receives still outstanding (few: one a pair)
 	scratch  unsafe.Pointer
 }
 
@@ -258,9 +260,10 @@ func (b *Backend) pollHeaders() bool {
 		if n < 0 {
 			continue
 		}
-		data := C.GoBytes(buf, C.int(n))
+		// Parsed from a reused buffer: accept copies what it keeps.
+		b.hdr = append(b.hdr[:0], unsafe.Slice((*byte)(buf), int(n))...)
 		C.free(buf)
-		h, err := parseHeader(data)
+		h, err := parseHeader(b.hdr)
 		if err != nil {
 			b.env.Logger.Warn("nixl ucx: dropping malformed write header", "len", n)
 			continue
@@ -277,8 +280,8 @@ func (b *Backend) accept(stag uint64, h header) {
 		// (or its context); the data still has to be drained.
 		b.env.Logger.Warn("nixl ucx: no reply endpoint", "from", h.from, "err", err)
 	}
-	in := &incoming{b: b, reply: reply, ackTag: tagAck | stag&^classMask, from: h.from, notif: h.notif, hasNtf: h.hasNtf,
-		left: len(h.pairs) + 1, recvs: map[request]struct{}{}}
+	in := &incoming{b: b, reply: reply, ackTag: tagAck | stag&^classMask, from: h.from, notif: bytes.Clone(h.notif), hasNtf: h.hasNtf,
+		left: len(h.pairs) + 1}
 	b.incoming[in] = struct{}{}
 	idBits := stag &^ classMask &^ 0xFFFFFFFF
 	for i, p := range h.pairs {
@@ -307,11 +310,13 @@ func (b *Backend) accept(stag uint64, h header) {
 		var st C.ucs_status_t
 		r := C.nx_tag_recv(b.w.w, buf, C.size_t(size), C.uint64_t(tagData|idBits|uint64(h.dseq+uint32(i))), memh, &st)
 		if status(st) == statusInProgress {
-			in.recvs[request(r)] = struct{}{}
+			in.recvs = append(in.recvs, request(r))
 		}
 		rejected := err != nil
 		b.w.watch(request(r), status(st), func(st status) {
-			delete(in.recvs, request(r))
+			if i := slices.Index(in.recvs, request(r)); i >= 0 {
+				in.recvs = slices.Delete(in.recvs, i, i+1)
+			}
 			if st != statusOK && !rejected && in.code == ackOK {
 				in.code = ackFailed
 			}
@@ -352,20 +357,19 @@ func (in *incoming) finish() {
 
 // cancel stops waiting for the rest of the data (the initiator is gone).
 func (in *incoming) cancel() {
-	for r := range in.recvs {
+	for _, r := range in.recvs {
 		C.nx_cancel(in.b.w.w, unsafe.Pointer(r))
 	}
-	clear(in.recvs)
+	in.recvs = nil
 }
 
 // replyConn returns the (cached) endpoint to an initiator's worker.
 func (b *Backend) replyConn(addr []byte) (*conn, error) {
-	key := string(addr)
-	if c, ok := b.replies[key]; ok {
+	if c, ok := b.replies[string(addr)]; ok { // no allocation for the key
 		if c.alive() == nil {
 			return c, nil
 		}
-		delete(b.replies, key)
+		delete(b.replies, string(addr))
 	}
 	for k, old := range b.replies { // drop endpoints to initiators UCX saw fail
 		if old.alive() != nil {
@@ -377,7 +381,7 @@ func (b *Backend) replyConn(addr []byte) (*conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	b.replies[key] = c
+	b.replies[string(addr)] = c
 	return c, nil
 }
 
