@@ -20,11 +20,14 @@
 // every UCX call; other goroutines hand it closures. It is not locked to
 // an OS thread: a locked goroutine that yields makes the runtime hand its P
 // to another thread and back (two futex wake-ups per yield), which cost a
-// 64 KiB WRITE more than UCX did. It polls ucp_worker_progress while
-// operations are outstanding and for SpinWait after the last activity,
-// yielding (runtime.Gosched) whenever a poll made no progress, and
-// otherwise sleeps on the worker's event fd (ucp_worker_arm), so an idle
-// agent costs no CPU yet still serves tagged WRITEs and emulated RMA.
+// 64 KiB WRITE more than UCX did. It polls ucp_worker_progress until
+// SpinWait has passed without progress, yielding (runtime.Gosched)
+// whenever a poll made no progress, and then sleeps on the worker's event
+// fd (ucp_worker_arm), also while operations are outstanding (at most
+// 1 ms then, in case an event is missed): an idle agent costs no CPU, and
+// one waiting on a long transfer does not take a core from the engine
+// computing beside it, yet it still serves tagged WRITEs and emulated
+// RMA.
 //
 // Trust model: the initiator validates descriptors against the target's
 // published metadata; a tagged WRITE is also checked by the target (errors
@@ -55,8 +58,9 @@ type Config struct {
 	// when nothing is outstanding (events wake it earlier). Default 100ms.
 	IdleWait time.Duration
 	// SpinWait is how long the progress goroutine keeps polling after its
-	// last activity before it sleeps on the event fd: the next message of a
-	// stream then costs no wake-up. Default 100µs; negative disables.
+	// last progress before it sleeps on the event fd (with or without
+	// operations outstanding): the next message of a stream then costs no
+	// wake-up. Default 100µs; negative disables.
 	SpinWait time.Duration
 	// NoPeerErrHandling creates endpoints without
 	// UCP_ERR_HANDLING_MODE_PEER. UCX 1.13's shared-memory transports
