@@ -285,21 +285,8 @@ func TestMetricsAndInfo(t *testing.T) {
 // produces the same output.
 func TestImportSeam(t *testing.T) {
 	t.Parallel()
-	b := backends()[0]
-	src := start(t, Config{BlockSize: 4}, b.new(t))
-	dst := start(t, Config{BlockSize: 4}, b.new(t))
-	p := prompt(17, 4)
-	req := Request{Prompt: p, Stop: StopParams{MaxTokens: 8, IgnoreEOS: true}}
-	want := run(t, src, req)
-	hashes := kvhash.BlockHashes(p, 4, 0)
-	from := src.PinPrefix(hashes)
-	to, err := dst.AllocateForImport(len(from))
-	if err != nil || len(from) != 4 {
-		t.Fatalf("pinned %d blocks, import err %v", len(from), err)
-	}
-	copyKV(src, dst, from, to)
+	dst, p, req, want, to := importPrompt(t, 4, 8)
 	blocks := blockIDs(to)
-	src.ReleaseBlocks(blockIDs(from))
 	got, err := dst.CommitImported(blocks, p[:16], 0)
 	if err != nil || !slices.Equal(got, blocks) {
 		t.Fatalf("commit: holding %v (imported %v), %v", got, blocks, err)

@@ -56,20 +56,7 @@ func TestImportAfterCachedPrefix(t *testing.T) {
 // way the pool ends fully free.
 func TestImportHandsOverReferences(t *testing.T) {
 	t.Parallel()
-	b := backends()[0]
-	src := start(t, Config{BlockSize: 4}, b.new(t))
-	dst := start(t, Config{BlockSize: 4}, b.new(t))
-	p := prompt(17, 6)
-	req := Request{Prompt: p, Stop: StopParams{MaxTokens: 4, IgnoreEOS: true}}
-	want := run(t, src, req)
-	hashes := kvhash.BlockHashes(p, 4, 0)
-	from := src.PinPrefix(hashes)
-	to, err := dst.AllocateForImport(len(from))
-	if err != nil || len(from) != 4 {
-		t.Fatalf("pinned %d blocks, import err %v", len(from), err)
-	}
-	copyKV(src, dst, from, to)
-	src.ReleaseBlocks(blockIDs(from))
+	dst, p, req, want, to := importPrompt(t, 6, 4)
 
 	// Refused (a token short): nothing cached, the references still held.
 	if got, err := dst.CommitImported(blockIDs(to), p[:15], 0); err == nil {
@@ -115,6 +102,29 @@ func TestImportHandsOverReferences(t *testing.T) {
 	if m := dst.Metrics(); m.KVUsedBlocks != 0 {
 		t.Fatalf("%d blocks still held after the abort", m.KVUsedBlocks)
 	}
+}
+
+// importPrompt runs a 17-token prompt (seed) on one engine, copies its four
+// full blocks into blocks newly allocated for import in a second engine and
+// returns the second engine, the prompt, a request for it generating
+// maxTokens, the first engine's result and the import's blocks (not yet
+// committed).
+func importPrompt(t *testing.T, seed, maxTokens int) (*Engine, []uint32, Request, result, []kvcache.Region) {
+	t.Helper()
+	b := backends()[0]
+	src := start(t, Config{BlockSize: 4}, b.new(t))
+	dst := start(t, Config{BlockSize: 4}, b.new(t))
+	p := prompt(17, seed)
+	req := Request{Prompt: p, Stop: StopParams{MaxTokens: maxTokens, IgnoreEOS: true}}
+	want := run(t, src, req)
+	from := src.PinPrefix(kvhash.BlockHashes(p, 4, 0))
+	to, err := dst.AllocateForImport(len(from))
+	if err != nil || len(from) != 4 {
+		t.Fatalf("pinned %d blocks, import err %v", len(from), err)
+	}
+	copyKV(src, dst, from, to)
+	src.ReleaseBlocks(blockIDs(from))
+	return dst, p, req, want, to
 }
 
 // copyKV copies the KV of src's blocks from into dst's blocks to, as a
