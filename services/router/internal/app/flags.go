@@ -18,6 +18,7 @@ type flags struct {
 	mode             string
 	temperature      float64
 	prefillLoadScale float64
+	ownPrefill       float64
 	tierWeights      string
 	disaggThreshold  int
 	blockSize        int
@@ -54,6 +55,7 @@ func (f *flags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.mode, "mode", policy.ModeKV, "routing mode: kv, round-robin, random, least-loaded or direct (requests with hints.worker_id are always direct)")
 	fs.Float64Var(&f.temperature, "temperature", 0, "kv mode: 0 picks the lowest cost (random tie-break); > 0 samples softmax over normalized costs")
 	fs.Float64Var(&f.prefillLoadScale, "prefill-load-scale", policy.DefaultPrefillLoadScale, "weight of prefill blocks against decode blocks in the cost")
+	fs.Float64Var(&f.ownPrefill, "own-prefill-weight", policy.DefaultOwnPrefillWeight, "weight of the request's own uncached blocks against a worker's queued prefill blocks (>= 1)")
 	fs.StringVar(&f.tierWeights, "tier-weights", "1,0.75,0.25,0.1", "overlap credit per cached block in device,host,disk,external tiers")
 	fs.IntVar(&f.disaggThreshold, "disagg-threshold-tokens", 512, "with prefill workers for the model, prefill remotely when the uncached prompt exceeds this")
 	fs.IntVar(&f.blockSize, "block-size", 16, "KV block size in tokens when workers publish no block_size meta")
@@ -74,6 +76,9 @@ func (f *flags) validate() error {
 	modes := policy.NewRegistry().Modes()
 	if !slices.Contains(modes, f.mode) {
 		return fmt.Errorf("-mode=%q: want one of %v", f.mode, modes)
+	}
+	if f.ownPrefill < 1 {
+		return fmt.Errorf("-own-prefill-weight must be at least 1")
 	}
 	if f.temperature < 0 || f.prefillLoadScale < 0 {
 		return fmt.Errorf("-temperature and -prefill-load-scale must not be negative")

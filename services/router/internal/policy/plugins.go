@@ -27,6 +27,7 @@ func (workerIDFilter) Filter(r *Request, cs []Candidate) ([]Candidate, error) {
 type costScorer struct {
 	weights TierWeights
 	scale   float64
+	own     float64 // weight of the request's own uncached blocks (>= 1)
 	overlap bool
 }
 
@@ -39,7 +40,7 @@ func (s costScorer) Score(r *Request, cs []Candidate, scores []float64) {
 		if !s.overlap {
 			credit = 0
 		}
-		c.Cost = s.scale*max(c.PrefillBlocks+float64(r.Blocks)-credit, 0) + c.DecodeBlocks
+		c.Cost = s.scale*(max(c.PrefillBlocks, 0)+s.own*max(float64(r.Blocks)-credit, 0)) + c.DecodeBlocks
 		maxCost = max(maxCost, c.Cost)
 	}
 	for i := range cs {

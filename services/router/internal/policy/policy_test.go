@@ -65,6 +65,30 @@ func TestPickDeterministic(t *testing.T) {
 	}
 }
 
+// TestOwnPrefillWeight: a holder with a queue is chosen over an idle
+// worker that would recompute the prompt once the request's own uncached
+// blocks weigh more than the queue they would jump (weight 1: queue 60 +
+// 4 uncached against 40 uncached on the idle worker, the idle one wins;
+// weight 2: 60 + 8 against 80, the holder wins).
+func TestOwnPrefillWeight(t *testing.T) {
+	t.Parallel()
+	workers := []Candidate{
+		{ID: "holder", Depth: [NumTiers]int{36, 36, 36, 36}, PrefillBlocks: 60},
+		{ID: "idle"},
+	}
+	for _, tt := range []struct {
+		weight float64
+		want   string
+	}{{0, "idle"}, {1, "idle"}, {2, "holder"}, {DefaultOwnPrefillWeight, "holder"}} {
+		p := DefaultParams()
+		p.OwnPrefillWeight = tt.weight
+		h := newHarness(t, ModeKV, p, workers...)
+		if got := h.route(Request{Blocks: 40}); got != tt.want {
+			t.Errorf("weight %v: picked %s, want %s", tt.weight, got, tt.want)
+		}
+	}
+}
+
 func TestTiesAreRandom(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, ModeKV, DefaultParams(), worker("a", 0, 0, 0, 0), worker("b", 0, 0, 0, 0), worker("c", 0, 0, 0, 0))
@@ -90,7 +114,7 @@ func TestBurstSpreads(t *testing.T) {
 		want    map[string]int
 	}{
 		{"cold", []Candidate{worker("a", 0, 0, 0, 0), worker("b", 0, 0, 0, 0), worker("c", 0, 0, 0, 0), worker("d", 0, 0, 0, 0)}, 40, map[string]int{"a": 10, "b": 10, "c": 10, "d": 10}},
-		{"one warm", []Candidate{worker("a", 8, 8, 8, 8), worker("b", 0, 0, 0, 0)}, 20, nil},
+		{"one warm", []Candidate{worker("a", 8, 8, 8, 8), worker("b", 0, 0, 0, 0)}, 200, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
