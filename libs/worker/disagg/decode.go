@@ -14,13 +14,13 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
 
-	commonv1 "switchyard.dev/gen/switchyard/common/v1"
 	workerv1 "switchyard.dev/gen/switchyard/worker/v1"
 	"switchyard.dev/libs/engine"
 	"switchyard.dev/libs/engine/executor"
 	"switchyard.dev/libs/engine/kvcache"
 	"switchyard.dev/libs/kvhash"
 	"switchyard.dev/libs/nixl"
+	"switchyard.dev/libs/worker/wire"
 )
 
 // Modes of -disagg.
@@ -228,7 +228,7 @@ func (p *prepared) remote(ctx context.Context, r *engine.Request, worker string)
 func (p *prepared) call(ctx context.Context, r *engine.Request, worker string, k int, win *window, blockBytes uint64) (*workerv1.RemotePrefillResponse, error) {
 	d := p.d
 	req := &workerv1.RemotePrefillRequest{
-		RequestId: r.ID, Model: d.cfg.Model, TokenIds: r.Prompt, Sampling: samplingProto(r),
+		RequestId: r.ID, Model: d.cfg.Model, TokenIds: r.Prompt, Sampling: wire.SamplingProto(r.Sampling),
 		FirstBlock: uint32(k), CacheSalt: r.CacheSalt,
 		Target: &workerv1.KvTarget{Agent: d.cfg.Agent.Name(), Metadata: win.metadata, Region: uint32(win.region), BlockOffsets: win.offsets, BlockBytes: blockBytes},
 	}
@@ -316,16 +316,6 @@ func (d *Decoder) quarantine(w *window, blocks []int) {
 // Quarantined is the number of blocks held back from reuse because a
 // failed remote prefill may still be writing into them.
 func (d *Decoder) Quarantined() int { return int(d.quarantined.Load()) }
-
-func samplingProto(r *engine.Request) *commonv1.SamplingParams {
-	s := r.Sampling
-	out := &commonv1.SamplingParams{Temperature: s.Temperature, TopP: s.TopP, TopK: uint32(max(s.TopK, 0))}
-	if s.Seed != nil {
-		seed := *s.Seed
-		out.Seed = &seed
-	}
-	return out
-}
 
 func blockIDs(rs []kvcache.Region) []int {
 	out := make([]int, len(rs))

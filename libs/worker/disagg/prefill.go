@@ -17,9 +17,9 @@ import (
 	"switchyard.dev/libs/engine/executor"
 	"switchyard.dev/libs/engine/kvcache"
 	"switchyard.dev/libs/engine/kvevent"
-	"switchyard.dev/libs/engine/sample"
 	"switchyard.dev/libs/kvhash"
 	"switchyard.dev/libs/nixl"
+	"switchyard.dev/libs/worker/wire"
 )
 
 // PrefillEngine is what the prefill side needs from *engine.Engine.
@@ -150,10 +150,10 @@ func (w *writer) run(ctx context.Context, m *workerv1.RemotePrefillRequest, recv
 		}
 	}()
 	submit := time.Now()
-	st, err := eng.Submit(ctx, engine.Request{ID: m.GetRequestId(), Prompt: m.GetTokenIds(), Sampling: sampling(m),
+	st, err := eng.Submit(ctx, engine.Request{ID: m.GetRequestId(), Prompt: m.GetTokenIds(), Sampling: wire.Sampling(m.GetSampling()),
 		Stop: engine.StopParams{MaxTokens: 1, IgnoreEOS: true}, CacheSalt: m.GetCacheSalt()})
 	if err != nil {
-		return nil, submitError(err)
+		return nil, wire.SubmitError(ctx, err)
 	}
 	type result struct {
 		o   engine.Output
@@ -267,24 +267,4 @@ func (w *writer) release() {
 		}
 	}
 	w.x.cfg.Engine.ReleaseBlocks(w.pins)
-}
-
-func sampling(m *workerv1.RemotePrefillRequest) sample.Params {
-	s := m.GetSampling()
-	p := sample.Params{Temperature: s.GetTemperature(), TopP: s.GetTopP(), TopK: int(s.GetTopK())}
-	if s != nil && s.Seed != nil {
-		seed := *s.Seed
-		p.Seed = &seed
-	}
-	return p
-}
-
-func submitError(err error) error {
-	switch {
-	case errors.Is(err, engine.ErrInvalidRequest):
-		return connect.NewError(connect.CodeInvalidArgument, err)
-	case errors.Is(err, engine.ErrStopped):
-		return connect.NewError(connect.CodeUnavailable, err)
-	}
-	return connect.NewError(connect.CodeInternal, fmt.Errorf("submit: %w", err))
 }

@@ -11,7 +11,7 @@ import (
 
 	workerv1 "switchyard.dev/gen/switchyard/worker/v1"
 	"switchyard.dev/libs/engine"
-	"switchyard.dev/libs/engine/sample"
+	"switchyard.dev/libs/worker/wire"
 )
 
 // Generate implements WorkerServiceHandler. The engine request lives as
@@ -22,7 +22,7 @@ func (h *Handler) Generate(ctx context.Context, req *connect.Request[workerv1.Ge
 		return err
 	}
 	if !h.begin() {
-		return connect.NewError(connect.CodeUnavailable, errDraining)
+		return connect.NewError(connect.CodeUnavailable, wire.ErrDraining)
 	}
 	defer h.end()
 	r := EngineRequest(req.Msg)
@@ -33,7 +33,7 @@ func (h *Handler) Generate(ctx context.Context, req *connect.Request[workerv1.Ge
 	st, err := h.eng.Submit(ctx, r)
 	if err != nil {
 		first(nil)
-		return submitError(ctx, err)
+		return wire.SubmitError(ctx, err)
 	}
 	return h.relay(ctx, st, len(r.Prompt), first, out)
 }
@@ -47,7 +47,7 @@ func (h *Handler) RemotePrefill(ctx context.Context, req *connect.Request[worker
 		return nil, err
 	}
 	if !h.begin() {
-		return nil, connect.NewError(connect.CodeUnavailable, errDraining)
+		return nil, connect.NewError(connect.CodeUnavailable, wire.ErrDraining)
 	}
 	defer h.end()
 	res, err := h.exp.Prefill(ctx, req.Msg)
@@ -85,7 +85,7 @@ func (h *Handler) relay(ctx context.Context, st *engine.Stream, promptLen int, f
 			return nil
 		}
 		if err != nil {
-			return contextError(ctx, err)
+			return wire.ContextError(ctx, err)
 		}
 		if !gotFirst {
 			gotFirst = true
@@ -132,12 +132,8 @@ func (h *Handler) coalesce(st *engine.Stream, o engine.Output) engine.Output {
 
 // EngineRequest converts a GenerateRequest; the engine validates the result.
 func EngineRequest(m *workerv1.GenerateRequest) engine.Request {
-	s, stop := m.GetSampling(), m.GetStop()
-	p := sample.Params{Temperature: s.GetTemperature(), TopP: s.GetTopP(), TopK: int(s.GetTopK())}
-	if s != nil && s.Seed != nil {
-		seed := *s.Seed
-		p.Seed = &seed
-	}
+	stop := m.GetStop()
+	p := wire.Sampling(m.GetSampling())
 	return engine.Request{
 		ID:       m.GetRequestId(),
 		Prompt:   m.GetTokenIds(),
@@ -167,7 +163,7 @@ func response(ctx context.Context, o engine.Output) (*workerv1.GenerateResponse,
 		res.FinishReason = workerv1.FinishReason_FINISH_REASON_LENGTH
 	case engine.FinishCancelled:
 		if ctx.Err() != nil {
-			return nil, contextError(ctx, ctx.Err())
+			return nil, wire.ContextError(ctx, ctx.Err())
 		}
 		res.FinishReason = workerv1.FinishReason_FINISH_REASON_CANCELLED
 	default:
@@ -181,18 +177,6 @@ func response(ctx context.Context, o engine.Output) (*workerv1.GenerateResponse,
 	return res, nil
 }
 
-func submitError(ctx context.Context, err error) error {
-	switch {
-	case errors.Is(err, engine.ErrInvalidRequest):
-		return connect.NewError(connect.CodeInvalidArgument, err)
-	case errors.Is(err, engine.ErrStopped):
-		return connect.NewError(connect.CodeUnavailable, fmt.Errorf("%w: %w", errDraining, err))
-	case ctx.Err() != nil:
-		return contextError(ctx, err)
-	}
-	return connect.NewError(connect.CodeInternal, fmt.Errorf("submit: %w", err))
-}
-
 // finishError maps the error that ended a stream with FinishError.
 func finishError(err error) error {
 	switch {
@@ -201,16 +185,9 @@ func finishError(err error) error {
 	case errors.Is(err, engine.ErrKVCapacity):
 		return connect.NewError(connect.CodeResourceExhausted, err)
 	case errors.Is(err, engine.ErrStopped):
-		return connect.NewError(connect.CodeUnavailable, fmt.Errorf("%w: %w", errDraining, err))
+		return connect.NewError(connect.CodeUnavailable, fmt.Errorf("%w: %w", wire.ErrDraining, err))
 	case errors.Is(err, engine.ErrInvalidRequest):
 		return connect.NewError(connect.CodeInvalidArgument, err)
 	}
 	return connect.NewError(connect.CodeInternal, err)
-}
-
-func contextError(ctx context.Context, err error) error {
-	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-		return connect.NewError(connect.CodeDeadlineExceeded, err)
-	}
-	return connect.NewError(connect.CodeCanceled, err)
 }

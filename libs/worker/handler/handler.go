@@ -23,7 +23,6 @@ package handler
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"math"
 	"sync"
@@ -188,8 +187,6 @@ func (h *Handler) end() {
 		h.idle = nil
 	}
 }
-
-var errDraining = errors.New("worker is shutting down; retry on another worker")
 
 func u32(n int) uint32 {
 	return uint32(min(max(n, 0), math.MaxUint32))

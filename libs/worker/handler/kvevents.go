@@ -11,6 +11,7 @@ import (
 	workerv1 "switchyard.dev/gen/switchyard/worker/v1"
 	"switchyard.dev/libs/engine/kvevent"
 	"switchyard.dev/libs/kvhash"
+	"switchyard.dev/libs/worker/wire"
 )
 
 // dumpChunk bounds the events of one dump message, so a large cache does
@@ -55,9 +56,9 @@ func (h *Handler) subscribeError(ctx context.Context, err error) error {
 	case errors.Is(err, kvevent.ErrGap):
 		return connect.NewError(connect.CodeOutOfRange, fmt.Errorf("%w; resubscribe with dump=true", err))
 	case h.isStopped():
-		return connect.NewError(connect.CodeUnavailable, errDraining)
+		return connect.NewError(connect.CodeUnavailable, wire.ErrDraining)
 	}
-	return contextError(ctx, err)
+	return wire.ContextError(ctx, err)
 }
 
 // untilStopped returns ctx, also cancelled when Drain begins.

@@ -1,0 +1,64 @@
+// Package wire converts between the worker's RPC messages and the engine's
+// types and maps engine errors to Connect codes. Both the Generate handler
+// and the disaggregated prefill path put engine work behind an RPC; one
+// mapping keeps their sampling and their error codes the same.
+package wire
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"connectrpc.com/connect"
+
+	commonv1 "switchyard.dev/gen/switchyard/common/v1"
+	"switchyard.dev/libs/engine"
+	"switchyard.dev/libs/engine/sample"
+)
+
+// ErrDraining is returned (as Unavailable) by a worker that is shutting
+// down: the caller should retry elsewhere.
+var ErrDraining = errors.New("worker is shutting down; retry on another worker")
+
+// Sampling converts sampling parameters (nil means greedy defaults).
+func Sampling(s *commonv1.SamplingParams) sample.Params {
+	p := sample.Params{Temperature: s.GetTemperature(), TopP: s.GetTopP(), TopK: int(s.GetTopK())}
+	if s != nil && s.Seed != nil {
+		seed := *s.Seed
+		p.Seed = &seed
+	}
+	return p
+}
+
+// SamplingProto is the inverse of Sampling.
+func SamplingProto(p sample.Params) *commonv1.SamplingParams {
+	out := &commonv1.SamplingParams{Temperature: p.Temperature, TopP: p.TopP, TopK: uint32(max(p.TopK, 0))}
+	if p.Seed != nil {
+		seed := *p.Seed
+		out.Seed = &seed
+	}
+	return out
+}
+
+// SubmitError maps an error from engine.Submit: invalid requests are
+// InvalidArgument, a stopping engine Unavailable (ErrDraining), a caller
+// gone Canceled or DeadlineExceeded, anything else Internal.
+func SubmitError(ctx context.Context, err error) error {
+	switch {
+	case errors.Is(err, engine.ErrInvalidRequest):
+		return connect.NewError(connect.CodeInvalidArgument, err)
+	case errors.Is(err, engine.ErrStopped):
+		return connect.NewError(connect.CodeUnavailable, fmt.Errorf("%w: %w", ErrDraining, err))
+	case ctx.Err() != nil:
+		return ContextError(ctx, err)
+	}
+	return connect.NewError(connect.CodeInternal, fmt.Errorf("submit: %w", err))
+}
+
+// ContextError maps an error caused by ctx ending.
+func ContextError(ctx context.Context, err error) error {
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return connect.NewError(connect.CodeDeadlineExceeded, err)
+	}
+	return connect.NewError(connect.CodeCanceled, err)
+}
