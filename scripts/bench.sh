@@ -38,13 +38,7 @@ name="$(basename "${TRACE:-synthetic-workload}" .jsonl)"
 name="${name%_trace}-$ROUTER_MODE${NUM_BLOCKS:+-$NUM_BLOCKS}"
 : "${OUT:=results/$name}"
 
-# The mesh's ports are fixed; a second mesh would make our services fail to
-# bind (or, worse, answer our health checks), so refuse early.
-for port in "$PORT" $BASE_PORT $((BASE_PORT + 300)) $((BASE_PORT + 400)) $(seq $((BASE_PORT + 200)) $((BASE_PORT + 200 + DECODE - 1))); do
-  if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
-    die "127.0.0.1:$port is in use (another mesh running? stop it, or set PORT and BASE_PORT)"
-  fi
-done
+# run-local.sh refuses ports already in use (another mesh running).
 
 if [ -z "${NO_BUILD:-}" ]; then
   scripts/build.sh frontend router decode kvbm-controller planner

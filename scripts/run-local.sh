@@ -29,6 +29,20 @@ for v in PREFILL DECODE ROUTERS PORT BASE_PORT; do [[ "${!v}" =~ ^[0-9]+$ ]] || 
 (( ROUTERS >= 1 )) || die "ROUTERS=$ROUTERS: at least one router is needed"
 [ -z "${MODEL:-}" ] || [ -f "$MODEL" ] || die "MODEL=$MODEL: no such file"
 
+# The mesh's ports are fixed: with one already taken (another mesh still
+# running?) a service would fail to bind or, worse, the health checks below
+# would be answered by someone else's. Refuse before starting anything.
+b=$BASE_PORT
+ports=($(seq $((b + 200)) $((b + 200 + DECODE - 1))) $(seq $b $((b + ROUTERS - 1))) $((b + 300)) $((b + 400)) "$PORT")
+if (( PREFILL > 0 )); then ports+=($(seq $((b + 100)) $((b + 100 + PREFILL - 1)))); fi
+busy=("${ports[@]}")
+[ "$DISCOVERY" = consul ] && busy+=(8500)
+for port in "${busy[@]}"; do
+  if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+    die "127.0.0.1:$port is in use (another mesh running? stop it, or set PORT and BASE_PORT)"
+  fi
+done
+
 state=$(mktemp -d "${TMPDIR:-/tmp}/switchyard-run.XXXXXX")
 logs="$state/logs"; mkdir -p "$logs"
 pids=()
@@ -84,9 +98,6 @@ start planner bin/planner "${common[@]}" -id planner-0 -listen "127.0.0.1:$((BAS
 start frontend bin/frontend "${common[@]}" -id frontend-0 ${FRONTEND_ARGS:-} -listen "127.0.0.1:$PORT"
 
 # Wait until every service answers its health endpoint.
-b=$BASE_PORT
-ports=($(seq $((b + 200)) $((b + 200 + DECODE - 1))) $(seq $b $((b + ROUTERS - 1))) $((b + 300)) $((b + 400)) "$PORT")
-if (( PREFILL > 0 )); then ports+=($(seq $((b + 100)) $((b + 100 + PREFILL - 1)))); fi
 for port in "${ports[@]}"; do
   ok=""
   for _ in $(seq 300); do
