@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
-	"connectrpc.com/otelconnect"
 
 	"switchyard.dev/gen/switchyard/worker/v1/workerv1connect"
 	"switchyard.dev/libs/engine"
@@ -101,12 +100,11 @@ type prefillClients struct {
 }
 
 func newPrefillClients(tel *telemetry.Telemetry) (*prefillClients, error) {
-	otel, err := otelconnect.NewInterceptor(otelconnect.WithTracerProvider(tel.Tracer),
-		otelconnect.WithMeterProvider(tel.Meter), otelconnect.WithPropagator(tel.Propagator))
+	opts, err := client.Options(tel)
 	if err != nil {
-		return nil, fmt.Errorf("prefill client interceptor: %w", err)
+		return nil, fmt.Errorf("prefill clients: %w", err)
 	}
-	return &prefillClients{hc: client.NewHTTP(), opts: []connect.ClientOption{connect.WithInterceptors(otel)}, clients: map[string]disagg.Prefiller{}}, nil
+	return &prefillClients{hc: client.NewHTTP(), opts: opts, clients: map[string]disagg.Prefiller{}}, nil
 }
 
 // dial returns the client of the worker at baseURL (http://host:port, or

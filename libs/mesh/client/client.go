@@ -1,12 +1,20 @@
 // Package client builds what a Switchyard service needs to call another:
 // an HTTP client that speaks HTTP/2 without TLS (h2c), as every Switchyard
-// server does. One constructor, so every caller gets the same pooling and
-// dead-peer detection.
+// server does, and the Connect client options every call carries (tracing
+// and metrics). One constructor each, so every caller gets the same
+// pooling, dead-peer detection and trace propagation.
 package client
 
 import (
+	"errors"
+	"fmt"
 	"net/http"
 	"time"
+
+	"connectrpc.com/connect"
+	"connectrpc.com/otelconnect"
+
+	"switchyard.dev/libs/mesh/telemetry"
 )
 
 // NewHTTP returns an h2c client. It has no overall timeout: streams are
@@ -25,4 +33,22 @@ func NewHTTP() *http.Client {
 			PingTimeout:     10 * time.Second,
 		},
 	}}
+}
+
+// Options returns the Connect client options of an instance with telemetry
+// tel: an otelconnect interceptor that records client spans and RPC metrics
+// with tel's providers and propagates the trace context to the callee.
+func Options(tel *telemetry.Telemetry) ([]connect.ClientOption, error) {
+	if tel == nil {
+		return nil, errors.New("client: nil telemetry")
+	}
+	otel, err := otelconnect.NewInterceptor(
+		otelconnect.WithTracerProvider(tel.Tracer),
+		otelconnect.WithMeterProvider(tel.Meter),
+		otelconnect.WithPropagator(tel.Propagator),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("client: otel interceptor: %w", err)
+	}
+	return []connect.ClientOption{connect.WithInterceptors(otel)}, nil
 }

@@ -4,13 +4,12 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
-	"fmt"
 
 	"connectrpc.com/connect"
-	"connectrpc.com/otelconnect"
 
 	routerv1 "switchyard.dev/gen/switchyard/router/v1"
 	"switchyard.dev/libs/engine/tokenizer"
+	"switchyard.dev/libs/mesh/client"
 	"switchyard.dev/libs/mesh/service"
 	"switchyard.dev/services/frontend/internal/auth"
 	"switchyard.dev/services/frontend/internal/catalog"
@@ -24,15 +23,10 @@ func setup(ctx context.Context, rt *service.Runtime, f *flags, version string) e
 	if len(f.routers) == 0 && rt.Registry == nil {
 		return errNoRouterSource
 	}
-	otel, err := otelconnect.NewInterceptor(
-		otelconnect.WithTracerProvider(rt.Telemetry.Tracer),
-		otelconnect.WithMeterProvider(rt.Telemetry.Meter),
-		otelconnect.WithPropagator(rt.Telemetry.Propagator),
-	)
+	opts, err := client.Options(rt.Telemetry)
 	if err != nil {
-		return fmt.Errorf("otel interceptor: %w", err)
+		return err
 	}
-	opts := []connect.ClientOption{connect.WithInterceptors(otel)}
 	hc := upstream.NewHTTPClient()
 	workers := upstream.NewWorkers(hc, opts...)
 	routers := upstream.NewRouters(hc, rt.Logger, f.routers, opts...)

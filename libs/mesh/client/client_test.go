@@ -1,0 +1,70 @@
+package client_test
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"connectrpc.com/connect"
+	"go.opentelemetry.io/otel/metric/noop"
+	"go.opentelemetry.io/otel/propagation"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
+
+	meshv1 "switchyard.dev/gen/switchyard/mesh/v1"
+	"switchyard.dev/gen/switchyard/mesh/v1/meshv1connect"
+	"switchyard.dev/libs/mesh/client"
+	"switchyard.dev/libs/mesh/telemetry"
+)
+
+// TestOptionsTraceAndPropagate checks that a call made with Options records
+// a client span with the instance's tracer and sends its trace context to
+// the callee.
+func TestOptionsTraceAndPropagate(t *testing.T) {
+	t.Parallel()
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+	t.Cleanup(func() { _ = tp.Shutdown(t.Context()) })
+	prop := propagation.TraceContext{}
+	tel := &telemetry.Telemetry{Tracer: tp, Meter: noop.NewMeterProvider(), Propagator: prop}
+
+	got := make(chan trace.SpanContext, 1)
+	mux := http.NewServeMux()
+	path, h := meshv1connect.NewInfoServiceHandler(meshv1connect.UnimplementedInfoServiceHandler{})
+	mux.Handle(path, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got <- trace.SpanContextFromContext(prop.Extract(r.Context(), propagation.HeaderCarrier(r.Header)))
+		h.ServeHTTP(w, r)
+	}))
+	srv := httptest.NewUnstartedServer(mux)
+	srv.EnableHTTP2 = true
+	srv.Start()
+	t.Cleanup(srv.Close)
+
+	opts, err := client.Options(tel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := meshv1connect.NewInfoServiceClient(srv.Client(), srv.URL, opts...)
+	if _, err := c.GetInfo(t.Context(), connect.NewRequest(&meshv1.GetInfoRequest{})); connect.CodeOf(err) != connect.CodeUnimplemented {
+		t.Fatalf("GetInfo: %v, want Unimplemented", err)
+	}
+	spans := rec.Ended()
+	if len(spans) != 1 {
+		t.Fatalf("%d spans recorded, want 1", len(spans))
+	}
+	if kind := spans[0].SpanKind(); kind != trace.SpanKindClient {
+		t.Errorf("span kind %v, want client", kind)
+	}
+	remote := <-got
+	if !remote.IsValid() || remote.TraceID() != spans[0].SpanContext().TraceID() {
+		t.Errorf("callee saw trace context %v, want the client span's trace %v", remote.TraceID(), spans[0].SpanContext().TraceID())
+	}
+}
+
+func TestOptionsNilTelemetry(t *testing.T) {
+	t.Parallel()
+	if _, err := client.Options(nil); err == nil {
+		t.Fatal("Options(nil): no error")
+	}
+}
