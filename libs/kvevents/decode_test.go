@@ -5,6 +5,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"switchyard.dev/libs/kvhash/kvtier"
 )
 
 func TestDecodeVariants(t *testing.T) {
@@ -47,7 +49,7 @@ func TestDecodeVariants(t *testing.T) {
 			name:  "unknown trailing event fields",
 			value: arr{1.0, arr{stored(ints(1), nil, tokens(2, 0), 2, nil, "Disk", "l", arr{nil}, "new", kv{"x", 1})}},
 			check: func(t *testing.T, b *Batch) {
-				if s := b.Events[0].Stored; s.Tier != TierDisk || s.LoraName != "l" {
+				if s := b.Events[0].Stored; s.Tier != kvtier.Disk || s.LoraName != "l" {
 					t.Fatalf("%+v", s)
 				}
 			},
@@ -65,7 +67,7 @@ func TestDecodeVariants(t *testing.T) {
 			name:  "map event with type last",
 			value: arr{1.0, arr{kv{"block_hashes", ints(5), "medium", "cuda", "type", "BlockRemoved"}}},
 			check: func(t *testing.T, b *Batch) {
-				if e := b.Events[0]; e.Kind != KindRemoved || e.Removed.Hashes[0] != 5 || e.Removed.Tier != TierDevice {
+				if e := b.Events[0]; e.Kind != KindRemoved || e.Removed.Hashes[0] != 5 || e.Removed.Tier != kvtier.Device {
 					t.Fatalf("%+v", e)
 				}
 			},
@@ -206,7 +208,7 @@ func FuzzDecodeBatch(f *testing.F) {
 			default:
 				t.Fatalf("event of kind %v", e.Kind)
 			}
-			if e.Stored.Tier > TierExternal || e.Removed.Tier > TierExternal {
+			if !e.Stored.Tier.Valid() || !e.Removed.Tier.Valid() {
 				t.Fatalf("bad tier in %+v", e)
 			}
 		}

@@ -1,32 +1,10 @@
 package kvevents
 
-import "fmt"
+import (
+	"fmt"
 
-// Tier is the storage tier a KV event refers to, fastest first. The order
-// matches switchyard.dev/libs/radix.Tier so a router can convert directly.
-type Tier uint8
-
-// The tiers.
-const (
-	TierDevice   Tier = iota // medium "GPU" (vLLM's default when absent)
-	TierHost                 // medium "CPU"
-	TierDisk                 // medium "DISK"
-	TierExternal             // any other medium (LMCache, remote stores...)
+	"switchyard.dev/libs/kvhash/kvtier"
 )
-
-func (t Tier) String() string {
-	switch t {
-	case TierDevice:
-		return "device"
-	case TierHost:
-		return "host"
-	case TierDisk:
-		return "disk"
-	case TierExternal:
-		return "external"
-	}
-	return fmt.Sprintf("tier(%d)", uint8(t))
-}
 
 // Kind is the type of an Event.
 type Kind uint8
@@ -61,13 +39,13 @@ type Stored struct {
 	LoraID    int64
 	HasLoraID bool
 	LoraName  string
-	Tier      Tier
+	Tier      kvtier.Tier // mapped from the medium; an absent medium is Device
 }
 
 // Removed is a BlockRemoved event: the worker evicted Hashes from Tier.
 type Removed struct {
 	Hashes []uint64
-	Tier   Tier
+	Tier   kvtier.Tier
 }
 
 // Event is one decoded KV event: Kind says which payload field is set.

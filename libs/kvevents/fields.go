@@ -5,6 +5,8 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+
+	"switchyard.dev/libs/kvhash/kvtier"
 )
 
 // field decodes the value of the named event field into e. Fields are
@@ -134,23 +136,23 @@ func (d *Decoder) tokenList() ([]uint32, error) {
 }
 
 // tierOf maps a vLLM medium name to a tier, ignoring ASCII case.
-func tierOf(m []byte) Tier {
+func tierOf(m []byte) kvtier.Tier {
 	for _, n := range [...]string{"GPU", "CUDA", "DEVICE", "HBM"} {
 		if bytes.EqualFold(m, []byte(n)) {
-			return TierDevice
+			return kvtier.Device
 		}
 	}
 	for _, n := range [...]string{"CPU", "HOST", "DRAM"} {
 		if bytes.EqualFold(m, []byte(n)) {
-			return TierHost
+			return kvtier.Host
 		}
 	}
 	for _, n := range [...]string{"DISK", "SSD", "NVME"} {
 		if bytes.EqualFold(m, []byte(n)) {
-			return TierDisk
+			return kvtier.Disk
 		}
 	}
-	return TierExternal
+	return kvtier.External
 }
 
 // intern returns b as a string, reusing earlier strings so that repeated

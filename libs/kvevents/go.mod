@@ -5,6 +5,7 @@ go 1.26.0
 require (
 	github.com/go-zeromq/zmq4 v0.17.0
 	github.com/vmihailenco/msgpack/v5 v5.4.1
+	switchyard.dev/libs/kvhash v0.0.0
 )
 
 require (
@@ -13,3 +14,5 @@ require (
 	golang.org/x/sync v0.7.0 // indirect
 	golang.org/x/text v0.15.0 // indirect
 )
+
+replace switchyard.dev/libs/kvhash => ../kvhash

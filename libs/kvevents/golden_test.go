@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/vmihailenco/msgpack/v5"
+
+	"switchyard.dev/libs/kvhash/kvtier"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
@@ -138,9 +140,9 @@ func goldens() []golden {
 			want: Batch{TS: 1761234567.125, HasDPRank: true, Events: []Event{
 				{Kind: KindStored, Stored: Stored{Hashes: []uint64{uint64(neg), 42}, TokenIDs: tokenIDs(8, 1), BlockSize: 4}},
 				{Kind: KindStored, Stored: Stored{Hashes: []uint64{big}, Parent: 42, HasParent: true, TokenIDs: tokenIDs(4, 1000),
-					BlockSize: 4, LoraID: 3, HasLoraID: true, LoraName: "adapter-a", Tier: TierHost}},
+					BlockSize: 4, LoraID: 3, HasLoraID: true, LoraName: "adapter-a", Tier: kvtier.Host}},
 				{Kind: KindRemoved, Removed: Removed{Hashes: []uint64{42}}},
-				{Kind: KindRemoved, Removed: Removed{Hashes: []uint64{big}, Tier: TierDisk}},
+				{Kind: KindRemoved, Removed: Removed{Hashes: []uint64{big}, Tier: kvtier.Disk}},
 				{Kind: KindCleared},
 			}},
 		},
@@ -168,7 +170,7 @@ func goldens() []golden {
 			want: Batch{TS: 1761234999.5, DPRank: 1, HasDPRank: true, Skipped: 1, Events: []Event{
 				{Kind: KindStored, Stored: Stored{Hashes: []uint64{0x191a1b1c1d1e1f20, 0x1a1b1c1d1e1f2021},
 					Parent: 0x18191a1b1c1d1e1f, HasParent: true, TokenIDs: tokenIDs(32, 9), BlockSize: 16}},
-				{Kind: KindRemoved, Removed: Removed{Hashes: []uint64{0x191a1b1c1d1e1f20}, Tier: TierHost}},
+				{Kind: KindRemoved, Removed: Removed{Hashes: []uint64{0x191a1b1c1d1e1f20}, Tier: kvtier.Host}},
 				{Kind: KindCleared},
 			}},
 		},
@@ -180,7 +182,7 @@ func goldens() []golden {
 			}, "data_parallel_rank", nil},
 			want: Batch{TS: 2.25, Events: []Event{
 				{Kind: KindStored, Stored: Stored{Hashes: []uint64{1<<64 - 1}, TokenIDs: tokenIDs(1, 0), BlockSize: 1,
-					LoraID: 70000, HasLoraID: true, Tier: TierExternal}},
+					LoraID: 70000, HasLoraID: true, Tier: kvtier.External}},
 			}},
 		},
 	}
