@@ -37,6 +37,10 @@ type Config struct {
 	// longer than the remaining budget are prefilled in chunks.
 	MaxBatchTokens int
 	MaxRunning     int // cap on running sequences; default 64, at most MaxBatchTokens
+	// LongPrefillTokens caps each prompt's chunk in a step while several
+	// prompts are being prefilled, so short ones are not queued behind a
+	// long one (sched.Config.LongPrefillTokens); 0 (default) disables.
+	LongPrefillTokens int
 	// WatermarkFraction of blocks stays free after admitting a request;
 	// default 0.01.
 	WatermarkFraction float64
@@ -44,7 +48,7 @@ type Config struct {
 }
 
 func (c *Config) fill(m executor.Model) error {
-	if c.BlockSize < 0 || c.NumBlocks < 0 || c.KVCacheBytes < 0 || c.MaxBatchTokens < 0 ||
+	if c.BlockSize < 0 || c.NumBlocks < 0 || c.KVCacheBytes < 0 || c.MaxBatchTokens < 0 || c.LongPrefillTokens < 0 ||
 		c.MaxRunning < 0 || c.WatermarkFraction < 0 || c.WatermarkFraction >= 1 || c.EventBuffer < 0 {
 		return fmt.Errorf("engine: invalid config %+v", *c)
 	}
@@ -114,7 +118,7 @@ func New(cfg Config, exec executor.Executor, logger *slog.Logger) (*Engine, erro
 		return nil, fmt.Errorf("engine: %w", err)
 	}
 	watermark := int(cfg.WatermarkFraction*float64(cfg.NumBlocks) + 0.5)
-	s, err := sched.New(sched.Config{MaxBatchTokens: cfg.MaxBatchTokens, MaxRunning: cfg.MaxRunning, WatermarkBlocks: watermark}, kv)
+	s, err := sched.New(sched.Config{MaxBatchTokens: cfg.MaxBatchTokens, MaxRunning: cfg.MaxRunning, WatermarkBlocks: watermark, LongPrefillTokens: cfg.LongPrefillTokens}, kv)
 	if err == nil {
 		err = exec.Bind(executor.KV{Arena: kv.Arena(), BlockSize: cfg.BlockSize, BlockBytes: cfg.BlockSize * m.KVBytesPerToken, NumBlocks: cfg.NumBlocks})
 	}

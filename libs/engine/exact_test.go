@@ -66,6 +66,7 @@ func TestGreedyInvariance(t *testing.T) {
 				t.Errorf("cached prompt tokens = %d, want 32", hit.final.Usage.CachedPromptTokens)
 			}
 			check("batched", batchOf16(t, start(t, Config{MaxBatchTokens: 64}, b.new(t)), req))
+			check("batched, prefill chunks capped", batchOf16(t, start(t, Config{MaxBatchTokens: 64, LongPrefillTokens: 5}, b.new(t)), req))
 		})
 	}
 }

@@ -38,7 +38,10 @@ type Config struct {
 	NumBlocks      int
 	MaxRunning     int
 	MaxBatchTokens int
-	EventBuffer    int
+	// LongPrefillTokens caps a prompt's chunk per step while several are
+	// prefilled (engine.Config.LongPrefillTokens).
+	LongPrefillTokens int
+	EventBuffer       int
 
 	// Disaggregated prefill (package disagg).
 	Disagg          string        // disagg.ModeAuto or disagg.ModeOff
@@ -64,6 +67,7 @@ func (c *Config) Register(fs *flag.FlagSet) {
 	fs.IntVar(&c.NumBlocks, "num-blocks", 0, "KV blocks; 0 means room for 16 full-context sequences")
 	fs.IntVar(&c.MaxRunning, "max-running", 0, "most sequences in a batch; 0 means 64")
 	fs.IntVar(&c.MaxBatchTokens, "max-batch-tokens", 0, "token budget of one step (longer prompts are prefilled in chunks); 0 means 512")
+	fs.IntVar(&c.LongPrefillTokens, "long-prefill-tokens", 0, "while several prompts are prefilled, at most this many tokens of each per step, so short prompts pass long ones; 0 disables")
 	fs.IntVar(&c.EventBuffer, "kv-event-buffer", 0, "KV event batches kept for subscribers to resume; 0 means 1024")
 	fs.StringVar(&c.Disagg, "disagg", disagg.ModeAuto, "disaggregated prefill: auto (long uncached prompts go to the router-chosen prefill worker) or off")
 	fs.IntVar(&c.DisaggThreshold, "disagg-threshold-tokens", 512, "uncached prompt tokens above which -disagg=auto prefills on a prefill worker")
@@ -105,6 +109,7 @@ func (c *Config) validateSizes() error {
 		{"num-blocks", c.NumBlocks, 0},
 		{"max-running", c.MaxRunning, 0},
 		{"max-batch-tokens", c.MaxBatchTokens, 0},
+		{"long-prefill-tokens", c.LongPrefillTokens, 0},
 		{"kv-event-buffer", c.EventBuffer, 0},
 	} {
 		if f.v < f.min {

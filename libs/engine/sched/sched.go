@@ -33,6 +33,13 @@ type Config struct {
 	// WatermarkBlocks stay free after an admission so running sequences
 	// can grow without immediate preemption.
 	WatermarkBlocks int
+	// LongPrefillTokens caps a sequence's prefill chunk in a step while
+	// another sequence also has prompt left to compute (running or
+	// waiting), so a short prompt is not queued behind every chunk of a
+	// long one; the budget left over goes to the others. A lone prompt
+	// still uses the whole budget. vLLM's long_prefill_token_threshold,
+	// applied only under contention. 0 disables.
+	LongPrefillTokens int
 }
 
 // Item is one sequence's work in a step: compute [Start, End), and sample
@@ -68,11 +75,13 @@ type Scheduler struct {
 	running []*Seq
 	arrival uint64
 	stats   Stats
+	// contended: this step caps prefill chunks (Config.LongPrefillTokens).
+	contended bool
 }
 
 // New returns a scheduler allocating from kv.
 func New(cfg Config, kv *kvcache.Manager) (*Scheduler, error) {
-	if cfg.MaxBatchTokens <= 0 || cfg.MaxRunning <= 0 || cfg.WatermarkBlocks < 0 {
+	if cfg.MaxBatchTokens <= 0 || cfg.MaxRunning <= 0 || cfg.WatermarkBlocks < 0 || cfg.LongPrefillTokens < 0 {
 		return nil, fmt.Errorf("sched: invalid config %+v", cfg)
 	}
 	return &Scheduler{cfg: cfg, kv: kv}, nil
@@ -116,9 +125,10 @@ func (s *Scheduler) Schedule() *Plan {
 	p := &Plan{}
 	budget := s.cfg.MaxBatchTokens
 	bs := s.kv.BlockSize()
+	s.contended = s.prefillContended()
 	for i := 0; i < len(s.running) && budget > 0; i++ {
 		q := s.running[i]
-		chunk := min(len(q.Tokens)-q.computed, budget)
+		chunk := s.capChunk(len(q.Tokens)-q.computed, budget)
 		if chunk <= 0 {
 			continue
 		}
@@ -144,6 +154,35 @@ func (s *Scheduler) Schedule() *Plan {
 	return p
 }
 
+// prefillContended reports whether more than one sequence has prompt (or
+// recompute) tokens left: every waiting one, and running ones with more
+// than the next decode token to compute.
+func (s *Scheduler) prefillContended() bool {
+	if s.cfg.LongPrefillTokens == 0 {
+		return false
+	}
+	n := len(s.waiting)
+	for _, q := range s.running {
+		if len(q.Tokens)-q.computed > 1 {
+			n++
+		}
+		if n > 1 {
+			return true
+		}
+	}
+	return n > 1
+}
+
+// capChunk is the chunk for a sequence with left tokens to compute under
+// the step's remaining budget.
+func (s *Scheduler) capChunk(left, budget int) int {
+	chunk := min(left, budget)
+	if s.contended && left > 1 {
+		chunk = min(chunk, s.cfg.LongPrefillTokens)
+	}
+	return chunk
+}
+
 func (s *Scheduler) addItem(p *Plan, q *Seq, chunk int) {
 	it := Item{Seq: q, Start: q.computed, End: q.computed + chunk}
 	it.Sample = it.End == len(q.Tokens)
@@ -164,7 +203,7 @@ func (s *Scheduler) admit(p *Plan, budget int) {
 		hashes := q.matchableHashes(bs)
 		matched, evictable := s.kv.Probe(hashes)
 		hit := matched * bs
-		chunk := min(len(q.Tokens)-hit, budget)
+		chunk := s.capChunk(len(q.Tokens)-hit, budget)
 		need := ceilDiv(hit+chunk, bs) - matched
 		left := s.kv.Available() - evictable - need
 		if left < 0 || (left < s.cfg.WatermarkBlocks && len(s.running) > 0) {

@@ -223,3 +223,45 @@ func BenchmarkSchedule64(b *testing.B) {
 		}
 	}
 }
+
+// TestLongPrefillTokens: while a short prompt waits, a long prompt's chunk
+// is capped and the short one is prefilled beside it; once the short one
+// is prefilled, the long one takes the whole budget again; without the
+// option it never yields.
+func TestLongPrefillTokens(t *testing.T) {
+	t.Parallel()
+	spans := func(p *Plan) map[uint64]int {
+		m := map[uint64]int{}
+		for _, it := range p.Items {
+			m[it.Seq.ID] = it.End - it.Start
+		}
+		return m
+	}
+	h := newHarness(t, 64, Config{MaxBatchTokens: 16, MaxRunning: 4, LongPrefillTokens: 4})
+	long, short := seq(1, 100, 0), seq(2, 6, 0)
+	for i := range short.Tokens {
+		short.Tokens[i] += 1000 // no prefix shared with long
+	}
+	h.s.Add(long)
+	if got := spans(h.step()); got[1] != 16 {
+		t.Fatalf("alone: long got %v, want the whole budget", got)
+	}
+	h.s.Add(short)
+	if got := spans(h.step()); got[1] != 4 || got[2] != 4 {
+		t.Fatalf("contended: chunks %v, want 4 each", got)
+	}
+	if got := spans(h.step()); got[1] != 4 || got[2] != 2 {
+		t.Fatalf("contended: chunks %v, want 4 and the short prompt's last 2", got)
+	}
+	if got := spans(h.step()); got[1] != 16 {
+		t.Fatalf("short prefilled: chunks %v, want the long prompt's whole budget again", got)
+	}
+
+	off := newHarness(t, 64, Config{MaxBatchTokens: 16, MaxRunning: 4})
+	off.s.Add(seq(1, 100, 0))
+	off.step()
+	off.s.Add(seq(2, 6, 0))
+	if got := spans(off.step()); got[1] != 16 || got[2] != 0 {
+		t.Fatalf("disabled: chunks %v, want the long prompt's 16 only", got)
+	}
+}
