@@ -6,6 +6,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"switchyard.dev/libs/kvhash/kvtier"
 )
 
 // The benchmark workload: 2^20 private blocks spread over the workers in
@@ -67,12 +69,12 @@ func newBenchEnv(tb testing.TB, workers int) *benchEnv {
 		}
 		var evs []Event
 		for k := range promptsPerWorker {
-			evs = append(evs, StoredEvent(TierDevice, promptChain(workerPrompt(w, k))...))
+			evs = append(evs, StoredEvent(kvtier.Device, promptChain(workerPrompt(w, k))...))
 		}
 		for s := range seqs {
-			tier := TierDevice
+			tier := kvtier.Device
 			if s%4 == 3 {
-				tier = TierHost
+				tier = kvtier.Host
 			}
 			evs = append(evs, StoredEvent(tier, privateChain(w, s)...))
 			if s < 4 {
@@ -159,7 +161,7 @@ func BenchmarkStored(b *testing.B) {
 					hs[j] = mix(ctr<<8 | uint64(j) | 1<<63)
 				}
 				ctr++
-				ev[0] = StoredEvent(TierDevice, hs...)
+				ev[0] = StoredEvent(kvtier.Device, hs...)
 				if err := env.ix.ApplyBatch(env.names[w], env.next[w], ev); err != nil {
 					b.Fatal(err)
 				}
@@ -170,7 +172,7 @@ func BenchmarkStored(b *testing.B) {
 					start := time.Now()
 					for k := range window {
 						w := (int(ctr) - window + k) % workers
-						ev[0] = RemovedEvent(TierDevice, ring[k*storeBatch:(k+1)*storeBatch]...)
+						ev[0] = RemovedEvent(kvtier.Device, ring[k*storeBatch:(k+1)*storeBatch]...)
 						if err := env.ix.ApplyBatch(env.names[w], env.next[w], ev); err != nil {
 							b.Fatal(err)
 						}
@@ -243,9 +245,9 @@ func BenchmarkMatchWhileWriting(b *testing.B) {
 			for j := range hs {
 				hs[j] = mix(ctr<<8 | uint64(j) | 1<<62)
 			}
-			ev[0] = StoredEvent(TierDevice, hs...)
+			ev[0] = StoredEvent(kvtier.Device, hs...)
 			_ = env.ix.ApplyBatch(env.names[w], env.next[w], ev)
-			ev[0] = RemovedEvent(TierDevice, hs...)
+			ev[0] = RemovedEvent(kvtier.Device, hs...)
 			_ = env.ix.ApplyBatch(env.names[w], env.next[w]+1, ev)
 			env.next[w] += 2
 		}

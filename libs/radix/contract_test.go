@@ -4,6 +4,8 @@ import (
 	"errors"
 	"maps"
 	"testing"
+
+	"switchyard.dev/libs/kvhash/kvtier"
 )
 
 // seqHashes returns n chained-looking hashes starting at base.
@@ -15,13 +17,13 @@ func seqHashes(base uint64, n int) []uint64 {
 	return hs
 }
 
-type depthMap = map[string][NumTiers]int
+type depthMap = map[string][kvtier.Count]int
 
 // TestContract is the behaviour suite of Index: each case runs steps
 // against a fresh index and checks errors, Match depths and the Dump.
 func TestContract(t *testing.T) {
 	t.Parallel()
-	dev, host, disk := TierDevice, TierHost, TierDisk
+	dev, host, disk := kvtier.Device, kvtier.Host, kvtier.Disk
 	type step struct {
 		do      func(ix *Index) error
 		wantErr error
@@ -170,7 +172,7 @@ func TestContract(t *testing.T) {
 				batch("a", 0, nil, StoredEvent(dev, 1, 2, 3)),
 				batch("a", 5, ErrSeqGap, StoredEvent(dev, 4)),
 				{do: func(ix *Index) error {
-					return ix.Resync("a", 9, []Block{{1, TierDevice.Mask()}, {7, TierHost.Mask() | TierDevice.Mask()}})
+					return ix.Resync("a", 9, []Block{{1, kvtier.Device.Mask()}, {7, kvtier.Host.Mask() | kvtier.Device.Mask()}})
 				}},
 				batch("a", 10, nil, StoredEvent(host, 8))},
 			query: []uint64{1, 7, 8, 2},
@@ -212,7 +214,7 @@ func TestContract(t *testing.T) {
 		{
 			name: "invalid event rejects the whole batch",
 			steps: []step{add("a"),
-				batch("a", 0, ErrInvalidEvent, StoredEvent(dev, 1), StoredEvent(Tier(7), 2)),
+				batch("a", 0, ErrInvalidEvent, StoredEvent(dev, 1), StoredEvent(kvtier.Tier(7), 2)),
 				batch("a", 0, ErrInvalidEvent, Event{Kind: 0}),
 				{do: func(ix *Index) error { return ix.Resync("a", 0, []Block{{1, 0}}) }, wantErr: ErrInvalidEvent}},
 			query: []uint64{1},
@@ -247,7 +249,7 @@ func TestContract(t *testing.T) {
 					if i%7 == 0 {
 						e = i%5 + 3
 					}
-					m[string(rune('A'+i))] = [NumTiers]int{d, e, e, e}
+					m[string(rune('A'+i))] = [kvtier.Count]int{d, e, e, e}
 				}
 				return m
 			}(),

@@ -3,6 +3,8 @@ package radix
 import (
 	"errors"
 	"fmt"
+
+	"switchyard.dev/libs/kvhash/kvtier"
 )
 
 // EventKind says what an Event does.
@@ -21,8 +23,8 @@ const (
 // Event is one change to a worker's cache.
 type Event struct {
 	Kind   EventKind
-	Tier   Tier     // Stored and Removed
-	Hashes []uint64 // Stored and Removed: chained block hashes, in order
+	Tier   kvtier.Tier // Stored and Removed
+	Hashes []uint64    // Stored and Removed: chained block hashes, in order
 	// Parent is the hash of the block before Hashes[0], when HasParent. The
 	// index does not need it (chained hashes already encode the prefix) and
 	// only validates nothing about it; it is carried so callers can pass
@@ -32,12 +34,12 @@ type Event struct {
 }
 
 // StoredEvent returns a Stored event of hashes in tier.
-func StoredEvent(tier Tier, hashes ...uint64) Event {
+func StoredEvent(tier kvtier.Tier, hashes ...uint64) Event {
 	return Event{Kind: Stored, Tier: tier, Hashes: hashes}
 }
 
 // RemovedEvent returns a Removed event of hashes in tier.
-func RemovedEvent(tier Tier, hashes ...uint64) Event {
+func RemovedEvent(tier kvtier.Tier, hashes ...uint64) Event {
 	return Event{Kind: Removed, Tier: tier, Hashes: hashes}
 }
 
@@ -60,7 +62,7 @@ func (e *Event) validate() error {
 // Block is one block of a worker's dump: its hash and the tiers holding it.
 type Block struct {
 	Hash  uint64
-	Tiers TierMask
+	Tiers kvtier.Mask
 }
 
 // Sequence errors. A *SeqError wraps one of them.

@@ -1,16 +1,21 @@
 package radix
 
-import "slices"
+import (
+	"slices"
+
+	"switchyard.dev/libs/kvhash/kvtier"
+)
 
 // holder packs a dense worker id and its tier mask for one block:
-// id<<4 | mask. The mask is never zero inside a published set.
+// id<<maskBits | mask. The mask is never zero inside a published set.
 type holder uint32
 
-const maskBits = 4
+// maskBits is one bit per tier.
+const maskBits = kvtier.Count
 
-func mkHolder(id uint32, m TierMask) holder { return holder(id<<maskBits | uint32(m)) }
-func (h holder) id() uint32                 { return uint32(h) >> maskBits }
-func (h holder) mask() TierMask             { return TierMask(h & (1<<maskBits - 1)) }
+func mkHolder(id uint32, m kvtier.Mask) holder { return holder(id<<maskBits | uint32(m)) }
+func (h holder) id() uint32                    { return uint32(h) >> maskBits }
+func (h holder) mask() kvtier.Mask             { return kvtier.Mask(h & (1<<maskBits - 1)) }
 
 // bigSetMin is the holder count from which a set also carries cumulative
 // bitmaps. Below it Match scans the few entries; above it Match ANDs words,
@@ -23,7 +28,7 @@ type holderSet struct {
 	// cum[t] has bit id set when worker id holds the block in a tier no
 	// slower than t. Only set when len(hs) >= bigSetMin; words past the end
 	// of a slice are zero.
-	cum *[NumTiers][]uint64
+	cum *[kvtier.Count][]uint64
 }
 
 // singles holds the canonical one-holder sets of one dense id, one per
@@ -37,7 +42,7 @@ type singles struct {
 func newSingles(id uint32) *singles {
 	s := new(singles)
 	for m := range s.sets {
-		s.backing[m] = mkHolder(id, TierMask(m))
+		s.backing[m] = mkHolder(id, kvtier.Mask(m))
 		s.sets[m].hs = s.backing[m : m+1 : m+1]
 	}
 	return s
@@ -66,7 +71,7 @@ type setOps struct {
 }
 
 // single returns the canonical set {id: m}.
-func (o setOps) single(id uint32, m TierMask) *holderSet {
+func (o setOps) single(id uint32, m kvtier.Mask) *holderSet {
 	if int(id) < len(o.singles) && o.singles[id] != nil {
 		return &o.singles[id].sets[m]
 	}
@@ -77,7 +82,7 @@ func (o setOps) single(id uint32, m TierMask) *holderSet {
 type op struct {
 	ops  setOps
 	id   uint32
-	mask TierMask
+	mask kvtier.Mask
 	add  bool
 	sink uint64 // keeps look-ahead loads from being elided
 }
@@ -90,7 +95,7 @@ func (o *op) apply(s *holderSet) *holderSet {
 }
 
 // with returns s with tiers m added for id; s itself if nothing changes.
-func (o setOps) with(s *holderSet, id uint32, m TierMask) *holderSet {
+func (o setOps) with(s *holderSet, id uint32, m kvtier.Mask) *holderSet {
 	if s == nil {
 		return o.single(id, m)
 	}
@@ -116,7 +121,7 @@ func (o setOps) with(s *holderSet, id uint32, m TierMask) *holderSet {
 
 // without returns s with tiers m cleared for id (dropping id when no tier
 // is left); nil when the set becomes empty; s itself if nothing changes.
-func (o setOps) without(s *holderSet, id uint32, m TierMask) *holderSet {
+func (o setOps) without(s *holderSet, id uint32, m kvtier.Mask) *holderSet {
 	if s == nil {
 		return nil
 	}
@@ -158,14 +163,14 @@ func build(hs []holder) *holderSet {
 		return s
 	}
 	words := int(hs[len(hs)-1].id()/64) + 1
-	var cum [NumTiers][]uint64
-	flat := make([]uint64, NumTiers*words)
+	var cum [kvtier.Count][]uint64
+	flat := make([]uint64, kvtier.Count*words)
 	for t := range cum {
 		cum[t] = flat[t*words : (t+1)*words : (t+1)*words]
 	}
 	for _, h := range hs {
 		id, m := h.id(), h.mask()
-		for t := Tier(0); t < NumTiers; t++ {
+		for t := range kvtier.Tier(kvtier.Count) {
 			if m&upTo(t) != 0 {
 				cum[t][id/64] |= 1 << (id % 64)
 			}

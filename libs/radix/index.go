@@ -7,6 +7,8 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+
+	"switchyard.dev/libs/kvhash/kvtier"
 )
 
 // Errors returned by the index. They are wrapped with context; test with
@@ -222,7 +224,7 @@ func (ix *Index) publishLocked(f func(*view)) {
 
 // sweep drops every holding of dense id.
 func (ix *Index) sweep(id uint32) {
-	o := op{ops: ix.setOps(), id: id, mask: allTiers}
+	o := op{ops: ix.setOps(), id: id, mask: kvtier.All}
 	for i := range ix.shards {
 		ix.shards[i].scan(func(_ uint64, sl *slot, _ *holderSet) { setSet(sl, &o) })
 	}

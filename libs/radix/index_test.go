@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"switchyard.dev/libs/kvhash/kvtier"
 )
 
 // chain returns hashes [from, to) of sequence s. Sequences model chained
@@ -42,7 +44,7 @@ func TestDifferential(t *testing.T) {
 			randEvent := func() Event {
 				s, a := rng.IntN(12), rng.IntN(20)
 				hs := chain(s, a, a+1+rng.IntN(30))
-				tier := Tier(rng.IntN(NumTiers))
+				tier := kvtier.Tier(rng.IntN(kvtier.Count))
 				switch r := rng.IntN(100); {
 				case r < 60:
 					return StoredEvent(tier, hs...)
@@ -67,7 +69,7 @@ func TestDifferential(t *testing.T) {
 				case r == 1:
 					var blocks []Block
 					for _, h := range chain(rng.IntN(12), 0, rng.IntN(40)) {
-						blocks = append(blocks, Block{Hash: h, Tiers: TierMask(1 + rng.IntN(15))})
+						blocks = append(blocks, Block{Hash: h, Tiers: kvtier.Mask(1 + rng.IntN(int(kvtier.All)))})
 					}
 					seq := rng.Uint64N(1000)
 					if err := ix.Resync(name, seq, blocks); err != nil {
@@ -114,7 +116,7 @@ func TestConcurrent(t *testing.T) {
 	stop := make(chan struct{})
 	errs := make(chan error, workers+readers)
 	models := make([]*model, workers)
-	pin := StoredEvent(TierDevice, chain(100, 0, pinned)...)
+	pin := StoredEvent(kvtier.Device, chain(100, 0, pinned)...)
 	for w := range workers {
 		name := fmt.Sprintf("w%d", w)
 		if err := ix.AddWorker(name); err != nil {
@@ -213,15 +215,15 @@ func writeWorker(ix *Index, m *model, name string, w, batches int, pin Event) er
 			}
 			blocks := []Block{}
 			for _, h := range pin.Hashes {
-				blocks = append(blocks, Block{Hash: h, Tiers: TierDevice.Mask()})
+				blocks = append(blocks, Block{Hash: h, Tiers: kvtier.Device.Mask()})
 			}
 			seq += 10
 			err = ix.Resync(name, seq-1, blocks)
 			m.resync(name, seq-1, blocks)
 		case r < 30:
-			err = apply(StoredEvent(Tier(rng.IntN(NumTiers)), hs...))
+			err = apply(StoredEvent(kvtier.Tier(rng.IntN(kvtier.Count)), hs...))
 		default:
-			err = apply(RemovedEvent(Tier(rng.IntN(NumTiers)), hs...))
+			err = apply(RemovedEvent(kvtier.Tier(rng.IntN(kvtier.Count)), hs...))
 		}
 		if err != nil {
 			return err
@@ -235,18 +237,18 @@ func checkResult(r *Result, q []uint64, pinned int) error {
 	longest := 0
 	for _, wm := range r.Workers {
 		d := wm.Depth
-		if d[NumTiers-1] < 1 || d[NumTiers-1] > len(q) {
+		if d[kvtier.Count-1] < 1 || d[kvtier.Count-1] > len(q) {
 			return fmt.Errorf("worker %s: depth %v out of range", wm.Worker, d)
 		}
-		for t := 1; t < NumTiers; t++ {
+		for t := 1; t < kvtier.Count; t++ {
 			if d[t] < d[t-1] {
 				return fmt.Errorf("worker %s: depths %v decrease", wm.Worker, d)
 			}
 		}
-		if q[0] == chain(100, 0, 1)[0] && d[TierDevice] < pinned {
+		if q[0] == chain(100, 0, 1)[0] && d[kvtier.Device] < pinned {
 			return fmt.Errorf("worker %s: pinned prefix lost: %v", wm.Worker, d)
 		}
-		longest = max(longest, d[NumTiers-1])
+		longest = max(longest, d[kvtier.Count-1])
 	}
 	if q[0] == chain(100, 0, 1)[0] && len(r.Workers) != 8 {
 		return fmt.Errorf("pinned prefix: %d workers matched, want 8", len(r.Workers))
@@ -267,7 +269,7 @@ func TestMatchDoesNotAllocate(t *testing.T) {
 		if err := ix.AddWorker(name); err != nil {
 			t.Fatal(err)
 		}
-		if err := ix.Apply(name, StoredEvent(Tier(i%NumTiers), chain(1, 0, 10+i)...)); err != nil {
+		if err := ix.Apply(name, StoredEvent(kvtier.Tier(i%kvtier.Count), chain(1, 0, 10+i)...)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -299,7 +301,7 @@ func TestTombstoneReuse(t *testing.T) {
 	for i := range uint64(512) {
 		stable = append(stable, key(3, i))
 	}
-	if err := ix.Apply("stable", StoredEvent(TierDevice, stable...)); err != nil {
+	if err := ix.Apply("stable", StoredEvent(kvtier.Device, stable...)); err != nil {
 		t.Fatal(err)
 	}
 	stop := make(chan struct{})
@@ -318,8 +320,8 @@ func TestTombstoneReuse(t *testing.T) {
 				for j := range hs {
 					hs[j] = key(uint64(w+1), (round*64+uint64(j))%4096)
 				}
-				_ = ix.Apply(name, StoredEvent(TierDevice, hs...))
-				_ = ix.Apply(name, RemovedEvent(TierDevice, hs...))
+				_ = ix.Apply(name, StoredEvent(kvtier.Device, hs...))
+				_ = ix.Apply(name, RemovedEvent(kvtier.Device, hs...))
 			}
 		}()
 	}

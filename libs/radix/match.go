@@ -1,16 +1,20 @@
 package radix
 
-import "math/bits"
+import (
+	"math/bits"
+
+	"switchyard.dev/libs/kvhash/kvtier"
+)
 
 // WorkerMatch is one worker's matched prefix.
 type WorkerMatch struct {
 	Worker string
 	// Depth[t] is the number of leading blocks the worker holds, each in
-	// some tier no slower than t. So Depth[TierDevice] counts the prefix
-	// already in GPU memory, and Depth[TierExternal] the prefix available
+	// some tier no slower than t. So Depth[kvtier.Device] counts the prefix
+	// already in GPU memory, and Depth[kvtier.External] the prefix available
 	// anywhere; a router can weight the differences. Depth is non-decreasing
-	// in t and Depth[TierExternal] >= 1 for every reported worker.
-	Depth [NumTiers]int
+	// in t and Depth[kvtier.External] >= 1 for every reported worker.
+	Depth [kvtier.Count]int
 }
 
 // Result holds the outcome of a Match. Reuse one Result across calls (one
@@ -19,15 +23,15 @@ type Result struct {
 	// Workers lists every worker holding at least the first block, in no
 	// particular order. It is overwritten by the next MatchInto.
 	Workers []WorkerMatch
-	// Longest is the largest Depth[TierExternal]: the leading blocks that
+	// Longest is the largest Depth[kvtier.External]: the leading blocks that
 	// some single worker holds.
 	Longest int
 
 	// Scratch, indexed by dense id. act[t] has bit id set while worker id
 	// still holds every block so far in a tier no slower than t; nxt is the
 	// next step's act under construction. Between calls act is all zero.
-	act, nxt [NumTiers][]uint64
-	depth    [][NumTiers]int32
+	act, nxt [kvtier.Count][]uint64
+	depth    [][kvtier.Count]int32
 	ids      []uint32
 	touch    uint32 // sink that keeps look-ahead loads from being elided
 }
@@ -133,7 +137,7 @@ func (r *Result) grow(n int) {
 		}
 	}
 	if len(r.depth) < n {
-		r.depth = make([][NumTiers]int32, n)
+		r.depth = make([][kvtier.Count]int32, n)
 	}
 }
 
@@ -148,9 +152,9 @@ func (r *Result) seed(v *view, s *holderSet) (lo, hi int) {
 			continue
 		}
 		r.ids = append(r.ids, id)
-		r.depth[id] = [NumTiers]int32{}
+		r.depth[id] = [kvtier.Count]int32{}
 		w, bit := int(id/64), uint64(1)<<(id%64)
-		for t := Tier(0); t < NumTiers; t++ {
+		for t := range kvtier.Tier(kvtier.Count) {
 			if h.mask()&upTo(t) != 0 {
 				r.act[t][w] |= bit
 			}
@@ -184,7 +188,7 @@ func (r *Result) step(s *holderSet, n int32, lo, hi int) (int, int) {
 		for t := range r.act {
 			for j := lo; j <= hi; j++ {
 				var next uint64
-				if j == w && h.mask()&upTo(Tier(t)) != 0 {
+				if j == w && h.mask()&upTo(kvtier.Tier(t)) != 0 {
 					next = r.act[t][j] & bit
 				}
 				r.advance(t, j, next, n)
@@ -201,7 +205,7 @@ func (r *Result) step(s *holderSet, n int32, lo, hi int) (int, int) {
 				continue
 			}
 			bit := uint64(1) << (id % 64)
-			for t := Tier(0); t < NumTiers; t++ {
+			for t := range kvtier.Tier(kvtier.Count) {
 				if h.mask()&upTo(t) != 0 {
 					r.nxt[t][w] |= r.act[t][w] & bit
 				}
@@ -213,8 +217,8 @@ func (r *Result) step(s *holderSet, n int32, lo, hi int) (int, int) {
 			}
 		}
 	}
-	// Every act[t] is a subset of act[NumTiers-1].
-	all := r.act[NumTiers-1]
+	// Every act[t] is a subset of act[kvtier.Count-1].
+	all := r.act[kvtier.Count-1]
 	for lo <= hi && all[lo] == 0 {
 		lo++
 	}
@@ -250,7 +254,7 @@ func (r *Result) finish(v *view, n int32, lo, hi int) {
 		for t := range d {
 			wm.Depth[t] = int(d[t])
 		}
-		r.Longest = max(r.Longest, wm.Depth[NumTiers-1])
+		r.Longest = max(r.Longest, wm.Depth[kvtier.Count-1])
 		r.Workers = append(r.Workers, wm)
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"maps"
 	"slices"
 	"testing"
+
+	"switchyard.dev/libs/kvhash/kvtier"
 )
 
 // model is the obviously-correct reference the index is checked against:
@@ -15,12 +17,12 @@ type model struct {
 
 type modelWorker struct {
 	next   uint64
-	blocks map[uint64]TierMask
+	blocks map[uint64]kvtier.Mask
 }
 
 func newModel() *model { return &model{workers: map[string]*modelWorker{}} }
 
-func (m *model) add(name string) { m.workers[name] = &modelWorker{blocks: map[uint64]TierMask{}} }
+func (m *model) add(name string) { m.workers[name] = &modelWorker{blocks: map[uint64]kvtier.Mask{}} }
 
 func (m *model) apply(name string, events ...Event) {
 	w := m.workers[name]
@@ -68,11 +70,11 @@ func (m *model) dump() map[string]WorkerState {
 
 // match returns every worker's depths for hashes, omitting workers that do
 // not hold the first block.
-func (m *model) match(hashes []uint64) map[string][NumTiers]int {
-	out := map[string][NumTiers]int{}
+func (m *model) match(hashes []uint64) map[string][kvtier.Count]int {
+	out := map[string][kvtier.Count]int{}
 	for name, w := range m.workers {
-		var d [NumTiers]int
-		for t := Tier(0); t < NumTiers; t++ {
+		var d [kvtier.Count]int
+		for t := range kvtier.Tier(kvtier.Count) {
 			for _, h := range hashes {
 				if w.blocks[h]&upTo(t) == 0 {
 					break
@@ -80,7 +82,7 @@ func (m *model) match(hashes []uint64) map[string][NumTiers]int {
 				d[t]++
 			}
 		}
-		if d[NumTiers-1] > 0 {
+		if d[kvtier.Count-1] > 0 {
 			out[name] = d
 		}
 	}
@@ -88,8 +90,8 @@ func (m *model) match(hashes []uint64) map[string][NumTiers]int {
 }
 
 // depths flattens a Result for comparison.
-func depths(r *Result) map[string][NumTiers]int {
-	out := map[string][NumTiers]int{}
+func depths(r *Result) map[string][kvtier.Count]int {
+	out := map[string][kvtier.Count]int{}
 	for _, wm := range r.Workers {
 		out[wm.Worker] = wm.Depth
 	}
@@ -115,7 +117,7 @@ func checkMatch(t *testing.T, ix *Index, m *model, hashes []uint64) {
 	}
 	longest := 0
 	for _, d := range want {
-		longest = max(longest, d[NumTiers-1])
+		longest = max(longest, d[kvtier.Count-1])
 	}
 	if r.Longest != longest {
 		t.Fatalf("match %v: Longest %d, want %d", hashes, r.Longest, longest)

@@ -7,6 +7,8 @@ import (
 	"hash/crc32"
 	"maps"
 	"slices"
+
+	"switchyard.dev/libs/kvhash/kvtier"
 )
 
 // Snapshot format, version 1. All fixed-width integers are little-endian;
@@ -22,7 +24,7 @@ import (
 //	  blocks  uvarint
 //	    per block, hashes strictly increasing:
 //	    hash  uint64
-//	    tiers uint8 (a valid, non-empty TierMask)
+//	    tiers uint8 (a valid, non-empty kvtier.Mask)
 //	crc      uint32    CRC-32C (Castagnoli) of every byte before it
 //
 // The encoding is canonical: one index state has exactly one snapshot.
@@ -182,7 +184,7 @@ func (r *snapReader) worker() (string, WorkerState, error) {
 	for j := range ws.Blocks {
 		b := Block{
 			Hash:  binary.LittleEndian.Uint64(r.b[r.off:]),
-			Tiers: TierMask(r.b[r.off+8]),
+			Tiers: kvtier.Mask(r.b[r.off+8]),
 		}
 		r.off += blockBytes
 		if !b.Tiers.Valid() {

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"hash/crc32"
 	"testing"
+
+	"switchyard.dev/libs/kvhash/kvtier"
 )
 
 // sampleIndex builds a small index exercising every snapshot feature.
@@ -23,8 +25,8 @@ func sampleIndex(t testing.TB) *Index {
 			t.Fatal(err)
 		}
 	}
-	must(ix.ApplyBatch("a", 0, []Event{StoredEvent(TierDevice, 0, 1, 2, 1<<63), StoredEvent(TierHost, 2, 3)}))
-	must(ix.ApplyBatch("a", 1, []Event{RemovedEvent(TierDevice, 1)}))
+	must(ix.ApplyBatch("a", 0, []Event{StoredEvent(kvtier.Device, 0, 1, 2, 1<<63), StoredEvent(kvtier.Host, 2, 3)}))
+	must(ix.ApplyBatch("a", 1, []Event{RemovedEvent(kvtier.Device, 1)}))
 	must(ix.Resync("b", 41, []Block{{5, 0b1010}, {1, 0b0001}}))
 	return ix
 }
@@ -49,7 +51,7 @@ func TestSnapshotRoundTrip(t *testing.T) {
 		t.Fatalf("snapshot is not canonical:\n%x\n%x", again, snap)
 	}
 	// The restored index keeps working, sequence numbers included.
-	if err := back.ApplyBatch("b", 42, []Event{StoredEvent(TierDevice, 9)}); err != nil {
+	if err := back.ApplyBatch("b", 42, []Event{StoredEvent(kvtier.Device, 9)}); err != nil {
 		t.Fatal(err)
 	}
 	if err := back.ApplyBatch("a", 2, nil); err != nil {

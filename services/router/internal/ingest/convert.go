@@ -3,21 +3,22 @@ package ingest
 import (
 	commonv1 "switchyard.dev/gen/switchyard/common/v1"
 	workerv1 "switchyard.dev/gen/switchyard/worker/v1"
+	"switchyard.dev/libs/kvhash/kvtier"
 	"switchyard.dev/libs/radix"
 )
 
 // tierOf maps the wire tier to the index tier; unspecified means device,
 // as in vLLM, where an absent medium is GPU memory.
-func tierOf(t commonv1.StorageTier) radix.Tier {
+func tierOf(t commonv1.StorageTier) kvtier.Tier {
 	switch t {
 	case commonv1.StorageTier_STORAGE_TIER_HOST:
-		return radix.TierHost
+		return kvtier.Host
 	case commonv1.StorageTier_STORAGE_TIER_DISK:
-		return radix.TierDisk
+		return kvtier.Disk
 	case commonv1.StorageTier_STORAGE_TIER_EXTERNAL:
-		return radix.TierExternal
+		return kvtier.External
 	}
-	return radix.TierDevice
+	return kvtier.Device
 }
 
 // appendEvents converts wire events to index events, appending to dst.
@@ -40,7 +41,7 @@ func appendEvents(dst []radix.Event, evs []*workerv1.KvEvent) []radix.Event {
 // dumpAcc turns the first batch of a dump into the block list Resync
 // takes (the later batches are applied as events).
 type dumpAcc struct {
-	masks map[uint64]radix.TierMask
+	masks map[uint64]kvtier.Mask
 	order []uint64
 }
 
@@ -51,7 +52,7 @@ func (d *dumpAcc) reset() {
 
 func (d *dumpAcc) add(evs []*workerv1.KvEvent) {
 	if d.masks == nil {
-		d.masks = map[uint64]radix.TierMask{}
+		d.masks = map[uint64]kvtier.Mask{}
 	}
 	for _, ev := range evs {
 		switch e := ev.GetEvent().(type) {

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"switchyard.dev/libs/kvhash/kvtier"
 	"switchyard.dev/libs/mesh/testenv"
 	"switchyard.dev/libs/radix"
 	"switchyard.dev/services/router/internal/workertest"
@@ -85,7 +86,7 @@ func TestResume(t *testing.T) {
 			w.Store(2)
 			ix := radix.New()
 			ix.AddWorker("w")
-			if err := ix.Resync("w", 1, []radix.Block{{Hash: 1, Tiers: radix.TierDevice.Mask()}}); err != nil {
+			if err := ix.Resync("w", 1, []radix.Block{{Hash: 1, Tiers: kvtier.Device.Mask()}}); err != nil {
 				t.Fatal(err)
 			}
 			if forget {

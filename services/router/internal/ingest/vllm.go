@@ -79,10 +79,10 @@ func (h *vllmHandler) HandleBatch(seq uint64, b *kvevents.Batch) error {
 	for _, e := range b.Events {
 		switch e.Kind {
 		case kvevents.KindStored:
-			h.evs = append(h.evs, radix.Event{Kind: radix.Stored, Tier: radix.Tier(e.Stored.Tier), Hashes: e.Stored.Hashes,
+			h.evs = append(h.evs, radix.Event{Kind: radix.Stored, Tier: e.Stored.Tier, Hashes: e.Stored.Hashes,
 				Parent: e.Stored.Parent, HasParent: e.Stored.HasParent})
 		case kvevents.KindRemoved:
-			h.evs = append(h.evs, radix.RemovedEvent(radix.Tier(e.Removed.Tier), e.Removed.Hashes...))
+			h.evs = append(h.evs, radix.RemovedEvent(e.Removed.Tier, e.Removed.Hashes...))
 		case kvevents.KindCleared:
 			h.evs = append(h.evs, radix.ClearedEvent())
 		}

@@ -6,6 +6,7 @@ import (
 
 	routerv1 "switchyard.dev/gen/switchyard/router/v1"
 	"switchyard.dev/libs/kvhash"
+	"switchyard.dev/libs/kvhash/kvtier"
 	"switchyard.dev/libs/mesh/discovery"
 	"switchyard.dev/libs/radix"
 )
@@ -26,12 +27,12 @@ func BenchmarkRoute(b *testing.B) {
 			r.SetWorkers(instances(discovery.RoleDecode, "m", ids...), nil)
 			for p := range 4096 {
 				hs := kvhash.BlockHashes(tokens(128*bs, p), bs, 0)
-				_ = r.cfg.Index.Apply(ids[p%n], radix.StoredEvent(radix.TierDevice, hs...))
+				_ = r.cfg.Index.Apply(ids[p%n], radix.StoredEvent(kvtier.Device, hs...))
 			}
 			prompt := tokens(128*bs, 1)
 			hs := kvhash.BlockHashes(prompt, bs, 0)
 			for i := 0; i < n; i += 4 {
-				_ = r.cfg.Index.Apply(ids[i], radix.StoredEvent(radix.TierHost, hs[:64]...))
+				_ = r.cfg.Index.Apply(ids[i], radix.StoredEvent(kvtier.Host, hs[:64]...))
 			}
 			for _, omit := range []bool{false, true} {
 				b.Run(fmt.Sprintf("omit_candidates=%v", omit), func(b *testing.B) {

@@ -13,6 +13,7 @@ import (
 
 	routerv1 "switchyard.dev/gen/switchyard/router/v1"
 	"switchyard.dev/libs/kvhash"
+	"switchyard.dev/libs/kvhash/kvtier"
 	"switchyard.dev/libs/radix"
 	"switchyard.dev/services/router/internal/load"
 	"switchyard.dev/services/router/internal/policy"
@@ -82,7 +83,7 @@ func (r *Router) Decide(ctx context.Context, req *routerv1.RouteRequest) (*route
 	}
 	chosen := *dec.worker()
 	prefillID, prefillCredit := "", r.cfg.Params.Weights.Credit(chosen.Depth)
-	uncached := len(req.GetTokenIds()) - chosen.Depth[radix.TierDevice]*mp.blockSize
+	uncached := len(req.GetTokenIds()) - chosen.Depth[kvtier.Device]*mp.blockSize
 	if len(mp.prefill) > 0 && uncached > r.cfg.DisaggThresholdTokens {
 		preqP := policy.Request{Blocks: len(hashes)}
 		pd, err := r.pick(r.prefill, &preqP, s, mp.prefill, mp.prefillID, mp.prefillAt)
@@ -101,7 +102,7 @@ func (r *Router) Decide(ctx context.Context, req *routerv1.RouteRequest) (*route
 	}
 	r.approximate(chosen.ID, hashes)
 	if r.metrics != nil {
-		r.metrics.record(ctx, mode, chosen.ID, len(hashes), chosen.Depth[radix.TierDevice], chosen.Overlap)
+		r.metrics.record(ctx, mode, chosen.ID, len(hashes), chosen.Depth[kvtier.Device], chosen.Overlap)
 	}
 	return res, nil
 }
@@ -144,7 +145,7 @@ func exclude(cs []policy.Candidate, ids []string) []policy.Candidate {
 
 func appendCandidates(res *routerv1.RouteResponse, cs []policy.Candidate) {
 	for _, c := range cs {
-		res.Candidates = append(res.Candidates, &routerv1.Candidate{InstanceId: c.ID, OverlapBlocks: uint32(c.Depth[radix.TierExternal]), Cost: c.Cost})
+		res.Candidates = append(res.Candidates, &routerv1.Candidate{InstanceId: c.ID, OverlapBlocks: uint32(c.Depth[kvtier.External]), Cost: c.Cost})
 	}
 }
 
@@ -202,9 +203,9 @@ func (r *Router) approximate(worker string, hashes []uint64) {
 	r.approxMu.Lock()
 	stored, evicted := r.approx.Insert(worker, hashes, r.cfg.Now())
 	r.approxMu.Unlock() // stored is part of hashes, which Apply reads at once
-	evs := []radix.Event{radix.StoredEvent(radix.TierDevice, stored...)}
+	evs := []radix.Event{radix.StoredEvent(kvtier.Device, stored...)}
 	if len(evicted) > 0 {
-		evs = append(evs, radix.RemovedEvent(radix.TierDevice, evicted...))
+		evs = append(evs, radix.RemovedEvent(kvtier.Device, evicted...))
 	}
 	_ = r.cfg.Index.Apply(worker, evs...)
 }
@@ -244,7 +245,7 @@ func (r *Router) endLoad(id string, end func(origin, id string) bool, kind route
 func (r *Router) logDecision(ctx context.Context, req *routerv1.RouteRequest, mode string, dec decision) {
 	cands := make([]string, len(dec.cands))
 	for i, c := range dec.cands {
-		cands[i] = fmt.Sprintf("%s:depth=%d,prefill=%.0f,decode=%.0f,cost=%.0f", c.ID, c.Depth[radix.TierDevice], c.PrefillBlocks, c.DecodeBlocks, c.Cost)
+		cands[i] = fmt.Sprintf("%s:depth=%d,prefill=%.0f,decode=%.0f,cost=%.0f", c.ID, c.Depth[kvtier.Device], c.PrefillBlocks, c.DecodeBlocks, c.Cost)
 	}
 	r.cfg.Logger.DebugContext(ctx, "route", "request_id", req.GetRequestId(), "mode", mode,
 		"tokens", len(req.GetTokenIds()), "chosen", dec.worker().ID, "candidates", cands)

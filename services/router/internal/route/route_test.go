@@ -15,6 +15,7 @@ import (
 	commonv1 "switchyard.dev/gen/switchyard/common/v1"
 	routerv1 "switchyard.dev/gen/switchyard/router/v1"
 	"switchyard.dev/libs/kvhash"
+	"switchyard.dev/libs/kvhash/kvtier"
 	"switchyard.dev/libs/mesh/discovery"
 	"switchyard.dev/libs/radix"
 	"switchyard.dev/services/router/internal/policy"
@@ -55,7 +56,7 @@ func tokens(n, seed int) []uint32 {
 }
 
 // cache makes worker hold the first blocks of toks in tier.
-func cache(t testing.TB, ix *radix.Index, worker string, toks []uint32, tier radix.Tier) {
+func cache(t testing.TB, ix *radix.Index, worker string, toks []uint32, tier kvtier.Tier) {
 	t.Helper()
 	_ = ix.AddWorker(worker)
 	if err := ix.Apply(worker, radix.StoredEvent(tier, kvhash.BlockHashes(toks, bs, 0)...)); err != nil {
@@ -101,16 +102,16 @@ func TestRouteDecisions(t *testing.T) {
 		prefill string
 	}{
 		{"overlap wins", func(t *testing.T, r *Router, ix *radix.Index) {
-			cache(t, ix, "w2", prompt, radix.TierDevice)
+			cache(t, ix, "w2", prompt, kvtier.Device)
 		}, &routerv1.RouteRequest{Model: "m", TokenIds: prompt}, "w2", ""},
 		{"direct", nil, &routerv1.RouteRequest{Model: "m", TokenIds: prompt, Hints: &commonv1.Hints{WorkerId: "w3"}}, "w3", ""},
 		{"other model's workers ignored", func(t *testing.T, r *Router, ix *radix.Index) {
 			r.SetWorkers(append(instances(discovery.RoleDecode, "m", "w1"), instances(discovery.RoleDecode, "other", "o1")...), nil)
-			cache(t, ix, "o1", prompt, radix.TierDevice)
+			cache(t, ix, "o1", prompt, kvtier.Device)
 		}, &routerv1.RouteRequest{Model: "m", TokenIds: prompt}, "w1", ""},
 		{"disaggregated: long uncached prompt", func(t *testing.T, r *Router, ix *radix.Index) {
 			r.SetWorkers(instances(discovery.RoleDecode, "m", "w1"), instances(discovery.RolePrefill, "m", "p1", "p2"))
-			cache(t, ix, "p2", prompt, radix.TierHost)
+			cache(t, ix, "p2", prompt, kvtier.Host)
 		}, &routerv1.RouteRequest{Model: "m", TokenIds: prompt}, "w1", "p2"},
 		{"disaggregated: short prompt stays local", func(t *testing.T, r *Router, ix *radix.Index) {
 			r.SetWorkers(instances(discovery.RoleDecode, "m", "w1"), instances(discovery.RolePrefill, "m", "p1"))
@@ -225,7 +226,7 @@ func TestExcludeInstanceIDs(t *testing.T) {
 			r := newRouter(t, func(c *Config) { c.Index = ix; c.Mode = mode })
 			r.SetWorkers(instances(discovery.RoleDecode, "m", "a", "b", "c"), nil)
 			toks := tokens(32, 7)
-			cache(t, ix, "b", toks, radix.TierDevice)
+			cache(t, ix, "b", toks, kvtier.Device)
 			for i := range 12 {
 				res, err := r.Decide(t.Context(), &routerv1.RouteRequest{RequestId: fmt.Sprint("x", i), Model: "m", TokenIds: toks,
 					ExcludeInstanceIds: []string{"b", "c"}})
@@ -259,7 +260,7 @@ func TestDecisionDebugLog(t *testing.T) {
 		})
 		r.SetWorkers(instances(discovery.RoleDecode, "m", "w1", "w2"), nil)
 		prompt := tokens(32, 1)
-		cache(t, ix, "w2", prompt, radix.TierDevice)
+		cache(t, ix, "w2", prompt, kvtier.Device)
 		if _, err := r.Decide(t.Context(), &routerv1.RouteRequest{Model: "m", TokenIds: prompt, RequestId: "req-1"}); err != nil {
 			t.Fatal(err)
 		}
@@ -331,7 +332,7 @@ func TestOmitCandidates(t *testing.T) {
 	r := newRouter(t, func(c *Config) { c.Index = ix })
 	r.SetWorkers(instances(discovery.RoleDecode, "m", "w1", "w2", "w3"), nil)
 	prompt := tokens(32, 1)
-	cache(t, ix, "w2", prompt, radix.TierDevice)
+	cache(t, ix, "w2", prompt, kvtier.Device)
 	for _, omit := range []bool{false, true} {
 		res, err := r.Decide(t.Context(), &routerv1.RouteRequest{RequestId: fmt.Sprint(omit), Model: "m", TokenIds: prompt, OmitCandidates: omit})
 		if err != nil {

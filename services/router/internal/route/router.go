@@ -25,6 +25,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	routerv1 "switchyard.dev/gen/switchyard/router/v1"
+	"switchyard.dev/libs/kvhash/kvtier"
 	"switchyard.dev/libs/mesh/discovery"
 	"switchyard.dev/libs/radix"
 	"switchyard.dev/services/router/internal/approx"
@@ -158,7 +159,7 @@ func (r *Router) Run(ctx context.Context, every time.Duration) {
 		gone := r.approx.Expire(now)
 		r.approxMu.Unlock()
 		for w, hs := range gone {
-			_ = r.cfg.Index.Apply(w, radix.RemovedEvent(radix.TierDevice, hs...))
+			_ = r.cfg.Index.Apply(w, radix.RemovedEvent(kvtier.Device, hs...))
 		}
 	}
 }

@@ -20,6 +20,7 @@ import (
 	commonv1 "switchyard.dev/gen/switchyard/common/v1"
 	workerv1 "switchyard.dev/gen/switchyard/worker/v1"
 	"switchyard.dev/gen/switchyard/worker/v1/workerv1connect"
+	"switchyard.dev/libs/kvhash/kvtier"
 	"switchyard.dev/libs/radix"
 )
 
@@ -126,7 +127,7 @@ func (w *Worker) State() radix.WorkerState {
 	defer w.mu.Unlock()
 	st := radix.WorkerState{Next: uint64(len(w.batches)) + 1}
 	for h := range w.blocks {
-		st.Blocks = append(st.Blocks, radix.Block{Hash: h, Tiers: radix.TierDevice.Mask()})
+		st.Blocks = append(st.Blocks, radix.Block{Hash: h, Tiers: kvtier.Device.Mask()})
 	}
 	slices.SortFunc(st.Blocks, func(a, b radix.Block) int { return cmp.Compare(a.Hash, b.Hash) })
 	return st
