@@ -1,6 +1,7 @@
 package client_test
 
 import (
+	"context"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -25,7 +26,7 @@ func TestOptionsTraceAndPropagate(t *testing.T) {
 	t.Parallel()
 	rec := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
-	t.Cleanup(func() { _ = tp.Shutdown(t.Context()) })
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
 	prop := propagation.TraceContext{}
 	tel := &telemetry.Telemetry{Tracer: tp, Meter: noop.NewMeterProvider(), Propagator: prop}
 
