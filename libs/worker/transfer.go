@@ -4,12 +4,8 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"strings"
-	"sync"
 	"time"
-
-	"connectrpc.com/connect"
 
 	"switchyard.dev/gen/switchyard/worker/v1/workerv1connect"
 	"switchyard.dev/libs/engine"
@@ -90,37 +86,21 @@ func (t *transfer) close(log *slog.Logger) {
 	}
 }
 
-// prefillClients caches one WorkerService client per prefill worker.
-type prefillClients struct {
-	hc   *http.Client
-	opts []connect.ClientOption
-
-	mu      sync.Mutex
-	clients map[string]disagg.Prefiller
-}
-
-func newPrefillClients(tel *telemetry.Telemetry) (*prefillClients, error) {
+// prefillDialer returns the Dial of disaggregated decode: one cached
+// WorkerService client per prefill worker, addressed by base URL
+// (http://host:port, or host:port).
+func prefillDialer(tel *telemetry.Telemetry) (func(baseURL string) disagg.Prefiller, error) {
 	opts, err := client.Options(tel)
 	if err != nil {
 		return nil, fmt.Errorf("prefill clients: %w", err)
 	}
-	return &prefillClients{hc: client.NewHTTP(), opts: opts, clients: map[string]disagg.Prefiller{}}, nil
-}
-
-// dial returns the client of the worker at baseURL (http://host:port, or
-// host:port).
-func (p *prefillClients) dial(baseURL string) disagg.Prefiller {
-	if !strings.Contains(baseURL, "://") {
-		baseURL = "http://" + baseURL
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	c, ok := p.clients[baseURL]
-	if !ok {
-		c = workerv1connect.NewWorkerServiceClient(p.hc, baseURL, p.opts...)
-		p.clients[baseURL] = c
-	}
-	return c
+	clients := client.NewCache(client.NewHTTP(), workerv1connect.NewWorkerServiceClient, opts...)
+	return func(baseURL string) disagg.Prefiller {
+		if !strings.Contains(baseURL, "://") {
+			baseURL = "http://" + baseURL
+		}
+		return clients.Get(baseURL)
+	}, nil
 }
 
 // disaggHooks builds the transfer agent and both sides of disaggregated
@@ -147,12 +127,12 @@ func disaggHooks(rt *service.Runtime, cfg *Config, eng *engine.Engine, log *slog
 		Tracer:   tracer, Logger: log.With("component", "disagg"),
 	}
 	if tr != nil {
-		clients, err := newPrefillClients(rt.Telemetry)
+		dial, err := prefillDialer(rt.Telemetry)
 		if err != nil {
 			tr.close(log)
 			return hc, nil, err
 		}
-		dc.Agent, dc.Dial = tr.agent, clients.dial
+		dc.Agent, dc.Dial = tr.agent, dial
 		hc.Exporter = disagg.NewExporter(disagg.ExportConfig{Engine: eng, Agent: tr.agent, Region: tr.region, Tracer: tracer, Logger: dc.Logger})
 	}
 	hc.Disagg = disagg.NewDecoder(dc)

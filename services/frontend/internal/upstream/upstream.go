@@ -9,7 +9,6 @@ package upstream
 
 import (
 	"net/http"
-	"sync"
 
 	"connectrpc.com/connect"
 
@@ -22,26 +21,15 @@ func NewHTTPClient() *http.Client { return client.NewHTTP() }
 
 // Workers caches one WorkerService client per base URL.
 type Workers struct {
-	hc   connect.HTTPClient
-	opts []connect.ClientOption
-
-	mu      sync.Mutex
-	clients map[string]workerv1connect.WorkerServiceClient
+	cache *client.Cache[workerv1connect.WorkerServiceClient]
 }
 
 // NewWorkers returns a pool over hc.
 func NewWorkers(hc connect.HTTPClient, opts ...connect.ClientOption) *Workers {
-	return &Workers{hc: hc, opts: opts, clients: make(map[string]workerv1connect.WorkerServiceClient)}
+	return &Workers{cache: client.NewCache(hc, workerv1connect.NewWorkerServiceClient, opts...)}
 }
 
 // Worker returns the client of the worker at baseURL (http://host:port).
 func (w *Workers) Worker(baseURL string) workerv1connect.WorkerServiceClient {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	c, ok := w.clients[baseURL]
-	if !ok {
-		c = workerv1connect.NewWorkerServiceClient(w.hc, baseURL, w.opts...)
-		w.clients[baseURL] = c
-	}
-	return c
+	return w.cache.Get(baseURL)
 }
