@@ -14,6 +14,7 @@ import (
 	"switchyard.dev/libs/engine/sim"
 	"switchyard.dev/libs/engine/tokenizer"
 	"switchyard.dev/libs/kvhash"
+	"switchyard.dev/libs/kvhash/kvtier"
 )
 
 func TestValidation(t *testing.T) {
@@ -161,7 +162,7 @@ func TestKVEventsAndDump(t *testing.T) {
 		last = b.Seq
 		for _, ev := range b.Events {
 			if ev.Kind == kvevent.Stored {
-				if len(ev.TokenIDs) != len(ev.BlockHashes)*4 || ev.BlockSize != 4 || ev.Tier != kvevent.TierDevice {
+				if len(ev.TokenIDs) != len(ev.BlockHashes)*4 || ev.BlockSize != 4 || ev.Tier != kvtier.Device {
 					t.Fatalf("bad stored event %+v", ev)
 				}
 				for _, h := range ev.BlockHashes {

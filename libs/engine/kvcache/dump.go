@@ -6,6 +6,7 @@ import (
 
 	"switchyard.dev/libs/engine/kvevent"
 	"switchyard.dev/libs/kvhash"
+	"switchyard.dev/libs/kvhash/kvtier"
 )
 
 // Snapshot returns one Stored event per cached block, every parent before
@@ -38,7 +39,7 @@ func (m *Manager) Snapshot() []kvevent.Event {
 			ParentHash:  b.parent,
 			TokenIDs:    slices.Clone(b.tokens),
 			BlockSize:   m.cfg.BlockSize,
-			Tier:        m.cfg.Tier,
+			Tier:        kvtier.Device,
 		})
 		ch := kids[b.hash]
 		slices.SortFunc(ch, byHash)

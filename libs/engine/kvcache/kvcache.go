@@ -7,7 +7,8 @@
 // finished sequence's full blocks stay cached until their memory is needed;
 // eviction takes the least recently used block without cached children, so
 // a chain shrinks from its leaf. Every change to the set of cached hashes is
-// reported as a kvevent.Event, collected until TakeEvents.
+// reported as a kvevent.Event, collected until TakeEvents. The pool is the
+// engine's own arena, so its events are in tier kvtier.Device.
 //
 // KV memory is one arena mapped outside the Go heap (see Arena); block b is
 // Arena()[b*BlockBytes:(b+1)*BlockBytes]. The Manager is not safe for
@@ -20,6 +21,7 @@ import (
 
 	"switchyard.dev/libs/engine/kvevent"
 	"switchyard.dev/libs/kvhash"
+	"switchyard.dev/libs/kvhash/kvtier"
 )
 
 // ErrOutOfBlocks means fewer blocks are free or evictable than requested.
@@ -30,7 +32,6 @@ type Config struct {
 	NumBlocks  int
 	BlockSize  int // tokens per block
 	BlockBytes int // KV bytes per block; 0 keeps no memory (simulation)
-	Tier       kvevent.Tier
 }
 
 type blockMeta struct {
@@ -63,9 +64,6 @@ type Manager struct {
 func New(cfg Config) (*Manager, error) {
 	if cfg.NumBlocks <= 0 || cfg.BlockSize <= 0 || cfg.BlockBytes < 0 {
 		return nil, fmt.Errorf("kvcache: invalid config %+v", cfg)
-	}
-	if cfg.Tier == "" {
-		cfg.Tier = kvevent.TierDevice
 	}
 	m := &Manager{
 		cfg:     cfg,
@@ -254,7 +252,7 @@ func (m *Manager) emitStored(parent, hash uint64, tokens []uint32) {
 		ParentHash:  parent,
 		TokenIDs:    append([]uint32(nil), tokens...),
 		BlockSize:   m.cfg.BlockSize,
-		Tier:        m.cfg.Tier,
+		Tier:        kvtier.Device,
 	})
 }
 
@@ -271,7 +269,7 @@ func (m *Manager) uncache(id int32) {
 	if k := len(m.events); k > 0 && m.events[k-1].Kind == kvevent.Removed {
 		m.events[k-1].BlockHashes = append(m.events[k-1].BlockHashes, b.hash)
 	} else {
-		m.events = append(m.events, kvevent.Event{Kind: kvevent.Removed, BlockHashes: []uint64{b.hash}, Tier: m.cfg.Tier})
+		m.events = append(m.events, kvevent.Event{Kind: kvevent.Removed, BlockHashes: []uint64{b.hash}, Tier: kvtier.Device})
 	}
 	b.hashed, b.hash, b.parent, b.tokens = false, 0, 0, b.tokens[:0]
 }
@@ -290,7 +288,7 @@ func (m *Manager) Clear() {
 		b.hashed, b.hash, b.parent, b.tokens, b.children = false, 0, 0, b.tokens[:0], 0
 	}
 	clear(m.cache)
-	m.events = append(m.events[:0], kvevent.Event{Kind: kvevent.Cleared, Tier: m.cfg.Tier})
+	m.events = append(m.events[:0], kvevent.Event{Kind: kvevent.Cleared})
 }
 
 // TakeEvents returns the events since the last call and forgets them.

@@ -14,6 +14,8 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+
+	"switchyard.dev/libs/kvhash/kvtier"
 )
 
 // Kind says what happened to the blocks of an event.
@@ -38,24 +40,19 @@ func (k Kind) String() string {
 	return fmt.Sprintf("kind(%d)", uint8(k))
 }
 
-// Tier names the memory holding the blocks.
-type Tier string
-
-// TierDevice is the engine's own KV arena (GPU memory on a real GPU
-// worker).
-const TierDevice Tier = "device"
-
 // Event is one change. Stored carries a chain of blocks: BlockHashes[0]'s
 // parent is ParentHash (kvhash.Root for a sequence's first block) and each
 // later hash's parent is the one before it; TokenIDs holds BlockSize tokens
-// per hash. Removed carries only hashes; Cleared only its kind.
+// per hash. Removed carries hashes and the tier; Cleared only its kind.
+// Tier is where the blocks live: kvtier.Device for the engine's own KV
+// arena (GPU memory on a real GPU worker).
 type Event struct {
 	Kind        Kind
 	BlockHashes []uint64
 	ParentHash  uint64
 	TokenIDs    []uint32
 	BlockSize   int
-	Tier        Tier
+	Tier        kvtier.Tier
 }
 
 // Batch is the events of one step under one sequence number.

@@ -11,6 +11,7 @@ import (
 	workerv1 "switchyard.dev/gen/switchyard/worker/v1"
 	"switchyard.dev/libs/engine/kvevent"
 	"switchyard.dev/libs/kvhash"
+	"switchyard.dev/libs/kvhash/kvtier"
 	"switchyard.dev/libs/worker/wire"
 )
 
@@ -128,17 +129,17 @@ func Event(e *kvevent.Event) *workerv1.KvEvent {
 	return nil
 }
 
-// Tier maps an engine tier name to the wire enum; unknown names are
+// Tier maps a tier to the wire enum; an undefined tier is
 // STORAGE_TIER_UNSPECIFIED.
-func Tier(t kvevent.Tier) commonv1.StorageTier {
+func Tier(t kvtier.Tier) commonv1.StorageTier {
 	switch t {
-	case kvevent.TierDevice:
+	case kvtier.Device:
 		return commonv1.StorageTier_STORAGE_TIER_DEVICE
-	case "host":
+	case kvtier.Host:
 		return commonv1.StorageTier_STORAGE_TIER_HOST
-	case "disk":
+	case kvtier.Disk:
 		return commonv1.StorageTier_STORAGE_TIER_DISK
-	case "external":
+	case kvtier.External:
 		return commonv1.StorageTier_STORAGE_TIER_EXTERNAL
 	}
 	return commonv1.StorageTier_STORAGE_TIER_UNSPECIFIED

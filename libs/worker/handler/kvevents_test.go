@@ -10,6 +10,7 @@ import (
 	workerv1 "switchyard.dev/gen/switchyard/worker/v1"
 	"switchyard.dev/libs/engine"
 	"switchyard.dev/libs/engine/kvevent"
+	"switchyard.dev/libs/kvhash/kvtier"
 	"switchyard.dev/libs/worker/handler"
 )
 
@@ -21,11 +22,11 @@ func TestEventConversion(t *testing.T) {
 		in   kvevent.Event
 		want *workerv1.KvEvent
 	}{
-		{"stored root", kvevent.Event{Kind: kvevent.Stored, BlockHashes: []uint64{1, 2}, TokenIDs: []uint32{5, 6, 7, 8}, BlockSize: 2, Tier: kvevent.TierDevice},
+		{"stored root", kvevent.Event{Kind: kvevent.Stored, BlockHashes: []uint64{1, 2}, TokenIDs: []uint32{5, 6, 7, 8}, BlockSize: 2, Tier: kvtier.Device},
 			&workerv1.KvEvent{Event: &workerv1.KvEvent_Stored{Stored: &workerv1.KvBlocksStored{BlockHashes: []uint64{1, 2}, TokenIds: []uint32{5, 6, 7, 8}, BlockSize: 2, Tier: commonv1.StorageTier_STORAGE_TIER_DEVICE}}}},
-		{"stored child", kvevent.Event{Kind: kvevent.Stored, BlockHashes: []uint64{3}, ParentHash: 7, TokenIDs: []uint32{1, 2}, BlockSize: 2, Tier: "host"},
+		{"stored child", kvevent.Event{Kind: kvevent.Stored, BlockHashes: []uint64{3}, ParentHash: 7, TokenIDs: []uint32{1, 2}, BlockSize: 2, Tier: kvtier.Host},
 			&workerv1.KvEvent{Event: &workerv1.KvEvent_Stored{Stored: &workerv1.KvBlocksStored{BlockHashes: []uint64{3}, ParentHash: &parent, TokenIds: []uint32{1, 2}, BlockSize: 2, Tier: commonv1.StorageTier_STORAGE_TIER_HOST}}}},
-		{"removed", kvevent.Event{Kind: kvevent.Removed, BlockHashes: []uint64{9}, Tier: "moon"},
+		{"removed", kvevent.Event{Kind: kvevent.Removed, BlockHashes: []uint64{9}, Tier: kvtier.Tier(kvtier.Count)},
 			&workerv1.KvEvent{Event: &workerv1.KvEvent_Removed{Removed: &workerv1.KvBlocksRemoved{BlockHashes: []uint64{9}}}}},
 		{"cleared", kvevent.Event{Kind: kvevent.Cleared}, &workerv1.KvEvent{Event: &workerv1.KvEvent_Cleared{Cleared: &workerv1.KvCleared{}}}},
 		{"unknown kind", kvevent.Event{Kind: 99}, nil},
@@ -37,6 +38,26 @@ func TestEventConversion(t *testing.T) {
 				t.Fatalf("Event(%+v) = %v; want %v", tc.in, got, tc.want)
 			}
 		})
+	}
+}
+
+// Every defined tier has its own wire enum value; an undefined one is
+// unspecified.
+func TestTierConversion(t *testing.T) {
+	t.Parallel()
+	seen := map[commonv1.StorageTier]kvtier.Tier{}
+	for tier := range kvtier.Tier(kvtier.Count) {
+		got := handler.Tier(tier)
+		if prev, dup := seen[got]; dup {
+			t.Errorf("Tier(%v) = %v, as for %v", tier, got, prev)
+		}
+		if got == commonv1.StorageTier_STORAGE_TIER_UNSPECIFIED {
+			t.Errorf("Tier(%v) is unspecified", tier)
+		}
+		seen[got] = tier
+	}
+	if got := handler.Tier(kvtier.Tier(kvtier.Count)); got != commonv1.StorageTier_STORAGE_TIER_UNSPECIFIED {
+		t.Errorf("Tier(undefined) = %v; want unspecified", got)
 	}
 }
 
