@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -27,13 +29,23 @@ type Routed struct {
 
 // Routers spreads Route calls over router replicas round-robin and fails
 // over to the next replica when one is unavailable.
+//
+// Calls read one immutable view, loaded once per call without a lock;
+// discovery updates publish a new one.
 type Routers struct {
 	hc   connect.HTTPClient
 	opts []connect.ClientOption
 	log  *slog.Logger
 	next atomic.Uint64
 
-	mu      sync.Mutex
+	mu   sync.Mutex // serialises set
+	view atomic.Pointer[routerView]
+}
+
+// routerView is the replicas to route to and a client of every replica ever
+// known: a replica that has left discovery still gets the Release and
+// PrefillDone of the requests it routed. Never modified once published.
+type routerView struct {
 	urls    []string
 	clients map[string]routerv1connect.RouterServiceClient
 }
@@ -41,20 +53,24 @@ type Routers struct {
 // NewRouters returns a pool over the given base URLs (static mode); call
 // Watch to follow discovery instead.
 func NewRouters(hc connect.HTTPClient, log *slog.Logger, urls []string, opts ...connect.ClientOption) *Routers {
-	r := &Routers{hc: hc, opts: opts, log: log, clients: make(map[string]routerv1connect.RouterServiceClient)}
+	r := &Routers{hc: hc, opts: opts, log: log}
+	r.view.Store(&routerView{clients: map[string]routerv1connect.RouterServiceClient{}})
 	r.set(urls)
 	return r
 }
 
+// set publishes a view routing to urls. Copying the clients map costs
+// little: replicas are few and change rarely.
 func (r *Routers) set(urls []string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.urls = urls
+	clients := maps.Clone(r.view.Load().clients)
 	for _, u := range urls {
-		if _, ok := r.clients[u]; !ok {
-			r.clients[u] = routerv1connect.NewRouterServiceClient(r.hc, u, r.opts...)
+		if _, ok := clients[u]; !ok {
+			clients[u] = routerv1connect.NewRouterServiceClient(r.hc, u, r.opts...)
 		}
 	}
+	r.view.Store(&routerView{urls: slices.Clone(urls), clients: clients})
 }
 
 // Watch follows the healthy router instances in reg until ctx ends.
@@ -73,22 +89,11 @@ func (r *Routers) Watch(ctx context.Context, reg discovery.Registry) error {
 	return nil
 }
 
-func (r *Routers) snapshot() ([]string, map[string]routerv1connect.RouterServiceClient) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.urls, r.clients
-}
-
-func (r *Routers) client(url string) routerv1connect.RouterServiceClient {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.clients[url]
-}
-
 // Route asks one replica after another, starting round-robin, until one
 // answers with anything but Unavailable.
 func (r *Routers) Route(ctx context.Context, req *routerv1.RouteRequest) (Routed, error) {
-	urls, _ := r.snapshot()
+	v := r.view.Load()
+	urls := v.urls
 	if len(urls) == 0 {
 		return Routed{}, ErrNoRouter
 	}
@@ -96,7 +101,7 @@ func (r *Routers) Route(ctx context.Context, req *routerv1.RouteRequest) (Routed
 	var last error
 	for i := range urls {
 		url := urls[(start+i)%len(urls)]
-		resp, err := r.client(url).Route(ctx, connect.NewRequest(req))
+		resp, err := v.clients[url].Route(ctx, connect.NewRequest(req))
 		if err == nil {
 			return Routed{Resp: resp.Msg, Replica: url}, nil
 		}
@@ -129,7 +134,7 @@ func (r *Routers) PrefillDone(ctx context.Context, replica, id string) {
 
 // tell calls the replica that routed id, logging a failure.
 func (r *Routers) tell(replica, id, what string, call func(routerv1connect.RouterServiceClient) error) {
-	c := r.client(replica)
+	c := r.view.Load().clients[replica]
 	if c == nil {
 		return
 	}

@@ -2,8 +2,10 @@ package upstream
 
 import (
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
+	"sync"
 	"testing"
 	"time"
 
@@ -42,6 +44,78 @@ func TestRoutersFailOver(t *testing.T) {
 	}
 	if n := len(good.Releases()); n != 4 {
 		t.Fatalf("releases %d", n)
+	}
+}
+
+// TestRoutersReplicaLeft checks that Release and PrefillDone reach the
+// replica that routed even after it left discovery, and that Route no
+// longer asks it.
+func TestRoutersReplicaLeft(t *testing.T) {
+	t.Parallel()
+	w := fakemesh.StartWorker(t, fakemesh.WorkerConfig{ID: "w"})
+	gone, stays := fakemesh.StartRouter(t, w), fakemesh.StartRouter(t, w)
+	r := NewRouters(NewHTTPClient(), slog.New(slog.DiscardHandler), []string{gone.URL})
+	routed, err := r.Route(t.Context(), &routerv1.RouteRequest{RequestId: "x", Model: "tiny"})
+	if err != nil || routed.Replica != gone.URL {
+		t.Fatalf("routed %+v, %v", routed, err)
+	}
+	r.set([]string{stays.URL})
+	r.PrefillDone(t.Context(), routed.Replica, "x")
+	r.Release(t.Context(), routed.Replica, "x")
+	if p, rel := gone.PrefillDones(), gone.Releases(); len(p) != 1 || len(rel) != 1 {
+		t.Fatalf("replica that routed got prefill-done %v, releases %v", p, rel)
+	}
+	for range 2 {
+		if routed, err := r.Route(t.Context(), &routerv1.RouteRequest{RequestId: "y", Model: "tiny"}); err != nil || routed.Replica != stays.URL {
+			t.Fatalf("after the change: routed %+v, %v", routed, err)
+		}
+	}
+	if n := len(gone.Routes()); n != 1 {
+		t.Fatalf("replica that left was asked %d times, want once", n)
+	}
+	r.Release(t.Context(), "http://never-known", "z") // no client: nothing to tell
+}
+
+// TestRoutersConcurrentChanges routes while discovery changes the
+// replicas (run with -race): every call routes to a replica of one of the
+// lists.
+func TestRoutersConcurrentChanges(t *testing.T) {
+	t.Parallel()
+	w := fakemesh.StartWorker(t, fakemesh.WorkerConfig{ID: "w"})
+	a, b := fakemesh.StartRouter(t, w), fakemesh.StartRouter(t, w)
+	r := NewRouters(NewHTTPClient(), slog.New(slog.DiscardHandler), []string{a.URL})
+	lists := [][]string{{a.URL}, {b.URL}, {a.URL, b.URL}}
+	stop, written := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(written)
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+				r.set(lists[i%len(lists)])
+			}
+		}
+	}()
+	var routers sync.WaitGroup
+	for g := range 4 {
+		routers.Go(func() {
+			for i := range 25 {
+				id := fmt.Sprint(g, "-", i)
+				routed, err := r.Route(t.Context(), &routerv1.RouteRequest{RequestId: id, Model: "tiny"})
+				if err != nil || (routed.Replica != a.URL && routed.Replica != b.URL) {
+					t.Errorf("routed %+v, %v", routed, err)
+					return
+				}
+				r.Release(t.Context(), routed.Replica, id)
+			}
+		})
+	}
+	routers.Wait()
+	close(stop)
+	<-written
+	if n := len(a.Releases()) + len(b.Releases()); !t.Failed() && n != 100 {
+		t.Errorf("%d releases reached the routing replicas, want 100", n)
 	}
 }
 
