@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"switchyard.dev/libs/kvhash/kvtier"
 	"switchyard.dev/services/router/internal/ingest"
 	"switchyard.dev/services/router/internal/policy"
 )
@@ -19,7 +20,7 @@ type flags struct {
 	temperature      float64
 	prefillLoadScale float64
 	ownPrefill       float64
-	tierWeights      string
+	weights          policy.TierWeights
 	disaggThreshold  int
 	blockSize        int
 	expectedOutput   int
@@ -33,8 +34,6 @@ type flags struct {
 	snapshotInterval time.Duration
 	namespace        string
 	sharePeers       bool
-
-	weights policy.TierWeights // parsed tierWeights
 }
 
 // vllmFlag collects repeated -vllm-endpoint values.
@@ -56,7 +55,8 @@ func (f *flags) register(fs *flag.FlagSet) {
 	fs.Float64Var(&f.temperature, "temperature", 0, "kv mode: 0 picks the lowest cost (random tie-break); > 0 samples softmax over normalized costs")
 	fs.Float64Var(&f.prefillLoadScale, "prefill-load-scale", policy.DefaultPrefillLoadScale, "weight of prefill blocks against decode blocks in the cost")
 	fs.Float64Var(&f.ownPrefill, "own-prefill-weight", policy.DefaultOwnPrefillWeight, "weight of the request's own uncached blocks against a worker's queued prefill blocks (>= 1)")
-	fs.StringVar(&f.tierWeights, "tier-weights", "1,0.75,0.25,0.1", "overlap credit per cached block in device,host,disk,external tiers")
+	f.weights = policy.DefaultTierWeights()
+	fs.Var(&f.weights, "tier-weights", "comma-separated `weights`: overlap credit per cached block in "+tierNames()+" tiers")
 	fs.IntVar(&f.disaggThreshold, "disagg-threshold-tokens", 512, "with prefill workers for the model, prefill remotely when the uncached prompt exceeds this")
 	fs.IntVar(&f.blockSize, "block-size", 16, "KV block size in tokens when workers publish no block_size meta")
 	fs.IntVar(&f.expectedOutput, "expected-output-tokens", 256, "decode length assumed for predicted load when hints give none")
@@ -83,17 +83,6 @@ func (f *flags) validate() error {
 	if f.temperature < 0 || f.prefillLoadScale < 0 {
 		return fmt.Errorf("-temperature and -prefill-load-scale must not be negative")
 	}
-	parts := strings.Split(f.tierWeights, ",")
-	if len(parts) != policy.NumTiers {
-		return fmt.Errorf("-tier-weights=%q: want %d comma-separated numbers", f.tierWeights, policy.NumTiers)
-	}
-	for i, p := range parts {
-		w, err := strconv.ParseFloat(strings.TrimSpace(p), 64)
-		if err != nil || w < 0 {
-			return fmt.Errorf("-tier-weights=%q: bad weight %q", f.tierWeights, p)
-		}
-		f.weights[i] = w
-	}
 	if f.blockSize <= 0 {
 		return fmt.Errorf("-block-size=%d: must be positive", f.blockSize)
 	}
@@ -110,4 +99,13 @@ func (f *flags) validate() error {
 		}
 	}
 	return nil
+}
+
+// tierNames lists the tiers in -tier-weights order: "device,host,disk,external".
+func tierNames() string {
+	names := make([]string, kvtier.Count)
+	for t := range kvtier.Tier(kvtier.Count) {
+		names[t] = t.String()
+	}
+	return strings.Join(names, ",")
 }

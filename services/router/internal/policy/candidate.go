@@ -3,11 +3,9 @@ package policy
 import (
 	"errors"
 	"math/rand/v2"
-)
 
-// NumTiers is the number of KV storage tiers (device, host, disk,
-// external), fastest first, as in switchyard.dev/libs/radix.
-const NumTiers = 4
+	"switchyard.dev/libs/kvhash/kvtier"
+)
 
 // Candidate is one worker that could serve the request, with what the
 // router knows about it. Scorers fill Overlap and Cost.
@@ -15,7 +13,7 @@ type Candidate struct {
 	ID string
 	// Depth[t] is the request's leading blocks the worker holds in tiers no
 	// slower than t (cumulative, as radix reports it).
-	Depth [NumTiers]int
+	Depth [kvtier.Count]int
 	// PrefillBlocks are prompt blocks admitted but not yet prefilled
 	// (predicted by the router); DecodeBlocks are KV blocks held by
 	// requests decoding on the worker.
@@ -62,22 +60,4 @@ type Scorer interface {
 // Picker returns the index of the chosen candidate; len(cs) > 0.
 type Picker interface {
 	Pick(r *Request, cs []Candidate, scores []float64, rng *rand.Rand) int
-}
-
-// TierWeights are the overlap credit of one cached block per tier.
-type TierWeights [NumTiers]float64
-
-// DefaultTierWeights: device 1.0, host 0.75, disk 0.25, external 0.1.
-func DefaultTierWeights() TierWeights { return TierWeights{1, 0.75, 0.25, 0.1} }
-
-// Credit returns the overlap credit of cumulative per-tier depths: each
-// block counts with the weight of the fastest tier holding it.
-func (w TierWeights) Credit(depth [NumTiers]int) float64 {
-	credit, prev := 0.0, 0
-	for t := range NumTiers {
-		d := max(depth[t], prev)
-		credit += w[t] * float64(d-prev)
-		prev = d
-	}
-	return credit
 }

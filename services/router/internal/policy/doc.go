@@ -17,8 +17,8 @@
 //
 //	cost = prefill_load_scale × max(active_prefill_blocks + request_blocks − overlap_credit, 0) + decode_blocks
 //
-// where overlap_credit weights the request's cached prefix by the tier that
-// holds it (device 1.0, host 0.75, disk 0.25, external configurable), and
+// where overlap_credit weights the request's cached prefix by the fastest
+// tier that holds each block (TierWeights, one per kvtier.Tier), and
 // the loads include what the router itself predicted for requests it just
 // routed. Scores are 1 − cost/max_cost, so the picker's softmax over scores
 // is the softmax over normalized costs.

@@ -3,6 +3,8 @@ package policy
 import (
 	"math/rand/v2"
 	"testing"
+
+	"switchyard.dev/libs/kvhash/kvtier"
 )
 
 // harness replays routing decisions against a fixed cluster: workers with
@@ -50,5 +52,5 @@ func (h *harness) routeAndLoad(r Request) string {
 }
 
 func worker(id string, device, host, disk, external int) Candidate {
-	return Candidate{ID: id, Depth: [NumTiers]int{device, host, disk, external}}
+	return Candidate{ID: id, Depth: [kvtier.Count]int{device, host, disk, external}}
 }

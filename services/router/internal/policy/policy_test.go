@@ -4,24 +4,61 @@ import (
 	"errors"
 	"math"
 	"testing"
+
+	"switchyard.dev/libs/kvhash/kvtier"
 )
 
 func TestCredit(t *testing.T) {
 	t.Parallel()
 	w := DefaultTierWeights()
 	tests := []struct {
-		depth [NumTiers]int
+		depth [kvtier.Count]int
 		want  float64
 	}{
-		{[NumTiers]int{0, 0, 0, 0}, 0},
-		{[NumTiers]int{4, 4, 4, 4}, 4},
-		{[NumTiers]int{0, 4, 4, 4}, 3},
-		{[NumTiers]int{2, 4, 8, 8}, 2 + 1.5 + 1},
-		{[NumTiers]int{0, 0, 0, 10}, 1},
+		{[kvtier.Count]int{0, 0, 0, 0}, 0},
+		{[kvtier.Count]int{4, 4, 4, 4}, 4},
+		{[kvtier.Count]int{0, 4, 4, 4}, 3},
+		{[kvtier.Count]int{2, 4, 8, 8}, 2 + 1.5 + 1},
+		{[kvtier.Count]int{0, 0, 0, 10}, 1},
 	}
 	for _, tt := range tests {
 		if got := w.Credit(tt.depth); math.Abs(got-tt.want) > 1e-9 {
 			t.Errorf("Credit(%v) = %v, want %v", tt.depth, got, tt.want)
+		}
+	}
+}
+
+// The -tier-weights flag reads what it prints, its default included.
+func TestTierWeightsFlag(t *testing.T) {
+	t.Parallel()
+	if got, want := DefaultTierWeights().String(), "1,0.75,0.25,0.1"; got != want {
+		t.Errorf("default = %q, want %q", got, want)
+	}
+	for _, tc := range []struct {
+		in   string
+		want TierWeights
+		ok   bool
+	}{
+		{"1,0.75,0.25,0.1", DefaultTierWeights(), true},
+		{" 2, 1 ,0,0.5", TierWeights{kvtier.Device: 2, kvtier.Host: 1, kvtier.Disk: 0, kvtier.External: 0.5}, true},
+		{"1,0.75,0.25", TierWeights{}, false},
+		{"1,0.75,0.25,0.1,0", TierWeights{}, false},
+		{"1,-1,0,0", TierWeights{}, false},
+		{"1,x,0,0", TierWeights{}, false},
+		{"1,NaN,0,0", TierWeights{}, false},
+		{"1,1,0,+Inf", TierWeights{}, false},
+		{"", TierWeights{}, false},
+	} {
+		var w TierWeights
+		err := w.Set(tc.in)
+		if (err == nil) != tc.ok || w != tc.want {
+			t.Errorf("Set(%q) = %v, %v; want %v, ok %v", tc.in, w, err, tc.want, tc.ok)
+		}
+		if tc.ok {
+			var back TierWeights
+			if err := back.Set(w.String()); err != nil || back != w {
+				t.Errorf("Set(%q) = %v, %v; want %v", w.String(), back, err, w)
+			}
 		}
 	}
 }
@@ -39,15 +76,15 @@ func TestPickDeterministic(t *testing.T) {
 		{"device beats host", ModeKV, []Candidate{worker("a", 0, 8, 8, 8), worker("b", 8, 8, 8, 8)}, Request{Blocks: 10}, "b"},
 		{"host beats disk", ModeKV, []Candidate{worker("a", 0, 0, 8, 8), worker("b", 0, 8, 8, 8)}, Request{Blocks: 10}, "b"},
 		{"load breaks ties", ModeKV, []Candidate{
-			{ID: "a", Depth: [NumTiers]int{4, 4, 4, 4}, DecodeBlocks: 30},
-			{ID: "b", Depth: [NumTiers]int{4, 4, 4, 4}, DecodeBlocks: 10},
+			{ID: "a", Depth: [kvtier.Count]int{4, 4, 4, 4}, DecodeBlocks: 30},
+			{ID: "b", Depth: [kvtier.Count]int{4, 4, 4, 4}, DecodeBlocks: 10},
 		}, Request{Blocks: 8}, "b"},
 		{"heavy load outweighs overlap", ModeKV, []Candidate{
-			{ID: "a", Depth: [NumTiers]int{8, 8, 8, 8}, PrefillBlocks: 100},
+			{ID: "a", Depth: [kvtier.Count]int{8, 8, 8, 8}, PrefillBlocks: 100},
 			{ID: "b"},
 		}, Request{Blocks: 8}, "b"},
 		{"least-loaded ignores overlap", ModeLeastLoaded, []Candidate{
-			{ID: "a", Depth: [NumTiers]int{8, 8, 8, 8}, DecodeBlocks: 5},
+			{ID: "a", Depth: [kvtier.Count]int{8, 8, 8, 8}, DecodeBlocks: 5},
 			{ID: "b", DecodeBlocks: 1},
 		}, Request{Blocks: 8}, "b"},
 		{"direct", ModeDirect, []Candidate{worker("a", 8, 8, 8, 8), worker("b", 0, 0, 0, 0)}, Request{Blocks: 8, WorkerID: "b"}, "b"},
@@ -73,7 +110,7 @@ func TestPickDeterministic(t *testing.T) {
 func TestOwnPrefillWeight(t *testing.T) {
 	t.Parallel()
 	workers := []Candidate{
-		{ID: "holder", Depth: [NumTiers]int{36, 36, 36, 36}, PrefillBlocks: 60},
+		{ID: "holder", Depth: [kvtier.Count]int{36, 36, 36, 36}, PrefillBlocks: 60},
 		{ID: "idle"},
 	}
 	for _, tt := range []struct {
