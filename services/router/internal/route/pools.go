@@ -13,6 +13,13 @@ type Worker struct {
 }
 
 // modelPool is the workers serving one model: immutable once published.
+//
+// Per role, the ID list and the position map are derived from the worker
+// list on purpose, once per discovery change instead of once per Route:
+// the IDs are the argument load.Tracker.Get takes as is, and the map finds
+// a radix match's worker in O(1). Both follow the worker list's order
+// (ids[i] == workers[i].ID, pos[workers[i].ID] == i); buildPools is the
+// only writer, and TestBuildPoolsDerivedFields checks it.
 type modelPool struct {
 	blockSize int
 	decode    []Worker
