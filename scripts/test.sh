@@ -43,7 +43,25 @@ go test -race -count=1 -timeout 25m "${pkgs[@]}"
 ucx_pkgs=(./libs/nixl/... ./libs/worker/disagg/...)
 step "tests with -tags ucx (real UCX over loopback tcp and shared memory)"
 go vet -tags ucx "${ucx_pkgs[@]}"
-go test -race -count=1 -tags ucx -timeout 10m "${ucx_pkgs[@]}"
+# Debian's libucx (1.13, built with assertions) can abort on its own
+# internal assertion when a peer closes mid-rendezvous over tcp (a double
+# completion in uct's tcp transport, "uct_iface.h ... comp->count > 0";
+# upstream fixed flush/discard races of this kind after 1.13, see
+# docs/development.md). Seen once in many runs of the PeerClosed contract
+# case. That signature alone, an abort inside libucs with its backtrace, is
+# rerun once and said loudly; any other failure, or the same abort twice,
+# fails the run.
+ucx_log=$(mktemp)
+ucx_test() { go test -race -count=1 -tags ucx -timeout 10m "${ucx_pkgs[@]}" 2>&1 | tee "$ucx_log"; return "${PIPESTATUS[0]}"; }
+if ! ucx_test; then
+  if grep -q "Assertion .* failed" "$ucx_log" && grep -q "libucs.so.*ucs_fatal_error" "$ucx_log"; then
+    echo "!! UCX aborted on an internal assertion (upstream race, above); rerunning the UCX tests once"
+    ucx_test || exit 1
+  else
+    exit 1
+  fi
+fi
+rm -f "$ucx_log"
 
 step "benchmarks, one iteration each"
 go test -run '^$' -bench . -benchtime 1x -count=1 -timeout 15m "${pkgs[@]}"
