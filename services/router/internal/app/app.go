@@ -60,6 +60,12 @@ func spec(version string, onSetup func(*stack)) service.Spec {
 func setup(ctx context.Context, rt *service.Runtime, f *flags) (*stack, error) {
 	log, id := rt.Logger, rt.Server.Instance().ID
 	hc := client.NewHTTP()
+	// Peer pushes and KV-event subscriptions are traced and metered like
+	// every other service's outgoing calls.
+	copts, err := client.Options(rt.Telemetry)
+	if err != nil {
+		return nil, err
+	}
 	index, saver := openIndex(ctx, rt, f)
 	var pusher *peer.Pusher
 	cfg := route.Config{
@@ -71,7 +77,7 @@ func setup(ctx context.Context, rt *service.Runtime, f *flags) (*stack, error) {
 		Meter: rt.Telemetry.Meter.Meter("switchyard.dev/services/router"), Logger: log,
 	}
 	if f.sharePeers && rt.Registry != nil {
-		pusher = peer.NewPusher(id, hc, log)
+		pusher = peer.NewPusher(id, hc, log, copts...)
 		cfg.Publish = pusher.Publish
 	}
 	router, err := route.New(cfg)
@@ -82,7 +88,7 @@ func setup(ctx context.Context, rt *service.Runtime, f *flags) (*stack, error) {
 	rt.Server.Mount(routerv1connect.NewRouterServiceHandler(router, opts...))
 	rt.Server.Mount(routerv1connect.NewRouterPeerServiceHandler(&peer.Handler{Self: id, Apply: router.ApplyPeer}, opts...))
 
-	icfg := ingest.Config{Index: index, HTTP: hc, Logger: log}
+	icfg := ingest.Config{Index: index, HTTP: hc, ClientOptions: copts, Logger: log}
 	if f.approx == "auto" {
 		icfg.OnNoEvents = router.SetApprox
 	}
