@@ -4,6 +4,9 @@ import (
 	"math"
 	"math/rand/v2"
 	"testing"
+
+	"switchyard.dev/libs/engine/executor"
+	"switchyard.dev/libs/engine/kvcache"
 )
 
 func needSIMD(t *testing.T) {
@@ -159,5 +162,65 @@ func TestSIMDAttentionSelected(t *testing.T) {
 	bind(t, g, 8)
 	if g.simd {
 		t.Fatal("KernelGo must keep run.c's loops")
+	}
+}
+
+// TestAttentionSIMDMatchesLoops runs attentionSIMD and the plain loops of
+// attention over the same random paged K/V for several head sizes, GQA
+// groupings, block sizes and positions (every partial-block length), and
+// requires the same outputs to within float32 rounding of differently
+// ordered sums.
+func TestAttentionSIMDMatchesLoops(t *testing.T) {
+	t.Parallel()
+	needSIMD(t)
+	for _, tc := range []struct {
+		dim, heads, kvHeads, block int
+	}{
+		{64, 8, 4, 16},  // stories260K
+		{96, 2, 2, 8},   // head size 48
+		{128, 8, 2, 32}, // head size 16, four query heads per KV head
+	} {
+		c := Config{Dim: tc.dim, HiddenDim: 2 * tc.dim, NLayers: 2, NHeads: tc.heads, NKVHeads: tc.kvHeads, VocabSize: 300, SeqLen: 80, SharedClassifier: true}
+		e, err := NewTinyRandom(c, 3, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		nblocks := (c.SeqLen + tc.block - 1) / tc.block
+		kv, err := kvcache.New(kvcache.Config{NumBlocks: nblocks, BlockSize: tc.block, BlockBytes: tc.block * c.KVBytesPerToken()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = kv.Close() })
+		if err := e.Bind(executor.KV{Arena: kv.Arena(), BlockSize: tc.block, BlockBytes: tc.block * c.KVBytesPerToken(), NumBlocks: nblocks}); err != nil {
+			t.Fatal(err)
+		}
+		if !e.simd {
+			t.Fatalf("%+v: SIMD attention not selected", tc)
+		}
+		rng := rand.New(rand.NewPCG(uint64(tc.dim), uint64(tc.block)))
+		for i := range e.kv {
+			e.kv[i] = rng.Float32()*2 - 1
+		}
+		blocks := make([]int, nblocks)
+		for i := range blocks {
+			blocks[i] = nblocks - 1 - i // not in arena order
+		}
+		q := make([]float32, c.Dim)
+		for i := range q {
+			q[i] = rng.Float32()*2 - 1
+		}
+		att := make([]float32, roundUp8(c.SeqLen))
+		want, got := make([]float32, c.Dim), make([]float32, c.Dim)
+		for l := range c.NLayers {
+			for pos := range c.SeqLen {
+				e.attention(want, q, att, blocks, l, pos)
+				e.attentionSIMD(got, q, att, blocks, l, pos)
+				for i := range want {
+					if d := math.Abs(float64(got[i] - want[i])); d > 1e-5+1e-4*math.Abs(float64(want[i])) {
+						t.Fatalf("%+v layer %d pos %d: out[%d] = %v, loops %v", tc, l, pos, i, got[i], want[i])
+					}
+				}
+			}
+		}
 	}
 }
