@@ -30,9 +30,3 @@ func (s status) err() error {
 
 // request is an outstanding UCX request, owned by the progress goroutine.
 type request unsafe.Pointer
-
-func check(r request) status { return status(C.nx_check(unsafe.Pointer(r))) }
-
-func toRequest(p unsafe.Pointer, st C.ucs_status_t) (request, status) {
-	return request(p), status(st)
-}

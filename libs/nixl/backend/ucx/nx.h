@@ -126,13 +126,6 @@ static void *nx_ep_close(ucp_ep_h ep) {
 	return nx_status(ucp_ep_close_nbx(ep, &p), &st);
 }
 
-// nx_check returns a request's status, freeing it once it has finished.
-static ucs_status_t nx_check(void *req) {
-	ucs_status_t st = ucp_request_check_status(req);
-	if (st != UCS_INPROGRESS) ucp_request_free(req);
-	return st;
-}
-
 // nx_check_all checks n requests at once (one cgo call a poll instead of
 // one a request): st[i] gets each status; finished requests are freed.
 // It returns how many finished.
