@@ -9,12 +9,9 @@ import (
 	"time"
 )
 
-// Re-watch delays for a watch that ended before its context: doubling from
-// rewatchMinDelay, capped at rewatchMaxDelay.
-const (
-	rewatchMinDelay = 100 * time.Millisecond
-	rewatchMaxDelay = 10 * time.Second
-)
+// rewatchMaxDelay caps the RetryDelay of a watch that ended before its
+// context.
+const rewatchMaxDelay = 10 * time.Second
 
 // WatchRole calls fn with the healthy instances of role, first at once and
 // then on every change, until ctx ends. It is WatchRoles for one role.
@@ -120,28 +117,12 @@ func (m *merged) follow(ctx context.Context, role string, ch <-chan []Instance) 
 			if failures == 1 || failures%10 == 0 {
 				m.log.Warn("discovery watch failed; watching again", "role", role, "failures", failures, "err", err)
 			}
-			if !sleepCtx(ctx, rewatchDelay(failures)) {
+			if !SleepCtx(ctx, RetryDelay(failures, rewatchMaxDelay)) {
 				return
 			}
 			if ch, err = m.reg.Watch(ctx, role); err == nil {
 				break
 			}
 		}
-	}
-}
-
-func rewatchDelay(failures int) time.Duration {
-	return min(rewatchMinDelay<<min(failures-1, 10), rewatchMaxDelay)
-}
-
-// sleepCtx waits d and reports whether ctx is still live.
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
 	}
 }

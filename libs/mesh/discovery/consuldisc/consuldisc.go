@@ -221,7 +221,7 @@ func (r *Registry) Watch(ctx context.Context, role string) (<-chan []discovery.I
 					r.cfg.Logger.Warn("consul watch failed", "role", role, "failures", failures, "err", err)
 				}
 				index = 0
-				sleep(ctx, backoff(failures, r.cfg.MaxBackoff))
+				discovery.SleepCtx(ctx, discovery.RetryDelay(failures, r.cfg.MaxBackoff))
 				continue
 			}
 			failures = 0
@@ -236,20 +236,6 @@ func (r *Registry) Watch(ctx context.Context, role string) (<-chan []discovery.I
 		}
 	}()
 	return ch, nil
-}
-
-func backoff(failures int, maxDelay time.Duration) time.Duration {
-	d := 100 * time.Millisecond << min(failures-1, 10)
-	return min(d, maxDelay)
-}
-
-func sleep(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
-	}
 }
 
 var errGone = errors.New("consuldisc: deregistered")

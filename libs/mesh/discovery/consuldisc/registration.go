@@ -55,7 +55,7 @@ func (g *registration) reconcile(ownerCtx, loopCtx context.Context) {
 			if failures == 1 || failures%10 == 0 {
 				log.Warn("consul registration out of sync; retrying", "failures", failures, "err", err)
 			}
-			wait = backoff(failures, g.r.cfg.MaxBackoff)
+			wait = discovery.RetryDelay(failures, g.r.cfg.MaxBackoff)
 			continue
 		}
 		if failures > 0 {
