@@ -44,9 +44,9 @@ type Executor struct {
 	packed    []layerStrips
 	clsStrips *strips
 	// simd: the AVX2+FMA kernels run attention, softmax and SwiGLU's
-	// exponentials (attn_amd64.s); set by Bind for KernelSIMD when the CPU,
-	// head size and block size allow.
-	simd, simdKernel bool
+	// exponentials (attn_amd64.s); set by Bind when the strip kernel is in
+	// use (packed) and the head size and block size allow.
+	simd bool
 
 	s scratch
 }
@@ -71,7 +71,6 @@ func New(m *Model, tok tokenizer.Tokenizer, opts Options) (*Executor, error) {
 	e.cos, e.sin = ropeTables(m.Config)
 	if opts.Kernel == KernelSIMD && hasFMAKernel {
 		e.packed, e.clsStrips = packLayers(m)
-		e.simdKernel = true
 	}
 	return e, nil
 }
@@ -159,7 +158,7 @@ func (e *Executor) Bind(kv executor.KV) error {
 	// The kernels work on 8 positions and 8 head dimensions at a time and
 	// may read (never use) K rows past the sequence's end in its last
 	// block: that stays inside the block when blocks hold a multiple of 8.
-	e.simd = e.simdKernel && e.c.HeadSize()%8 == 0 && kv.BlockSize%8 == 0
+	e.simd = e.clsStrips != nil && e.c.HeadSize()%8 == 0 && kv.BlockSize%8 == 0
 	return nil
 }
 

@@ -31,6 +31,10 @@ type costScorer struct {
 	overlap bool
 }
 
+func newCostScorer(p Params, overlap bool) costScorer {
+	return costScorer{weights: p.Weights, scale: p.PrefillLoadScale, own: max(p.OwnPrefillWeight, 1), overlap: overlap}
+}
+
 func (s costScorer) Score(r *Request, cs []Candidate, scores []float64) {
 	maxCost := 0.0
 	for i := range cs {

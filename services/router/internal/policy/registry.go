@@ -80,12 +80,8 @@ const (
 func NewRegistry() *Registry {
 	r := &Registry{}
 	r.RegisterFilter("worker-id", func(Params) Filter { return workerIDFilter{} })
-	r.RegisterScorer("kv-cost", func(p Params) Scorer {
-		return costScorer{weights: p.Weights, scale: p.PrefillLoadScale, own: max(p.OwnPrefillWeight, 1), overlap: true}
-	})
-	r.RegisterScorer("load", func(p Params) Scorer {
-		return costScorer{weights: p.Weights, scale: p.PrefillLoadScale, own: max(p.OwnPrefillWeight, 1)}
-	})
+	r.RegisterScorer("kv-cost", func(p Params) Scorer { return newCostScorer(p, true) })
+	r.RegisterScorer("load", func(p Params) Scorer { return newCostScorer(p, false) })
 	r.RegisterPicker("softmax", func(p Params) Picker { return softmaxPicker{temperature: p.Temperature} })
 	r.RegisterPicker("argmax", func(Params) Picker { return softmaxPicker{} })
 	r.RegisterPicker("random", func(Params) Picker { return randomPicker{} })
