@@ -33,14 +33,18 @@ type request struct {
 // newRequest builds r's state, hashing its prompt into the sequence's
 // block hashes; Submit assigns the id. It needs no lock.
 func newRequest(e *Engine, r Request) *request {
-	seed := rand.Uint64()
+	// Without a request seed the sampler draws a random one, and executors
+	// without logits get a hash of the prompt instead.
+	samplerSeed, seed := rand.Uint64(), uint64(0)
 	if r.Sampling.Seed != nil {
-		seed = *r.Sampling.Seed
+		samplerSeed, seed = *r.Sampling.Seed, *r.Sampling.Seed
+	} else {
+		seed = kvhash.Local(r.Prompt, r.CacheSalt)
 	}
 	req := &request{
 		r:       r,
 		stream:  newStream(r.ID),
-		sampler: sample.New(r.Sampling, seed),
+		sampler: sample.New(r.Sampling, samplerSeed),
 		seed:    seed,
 		seq: &sched.Seq{
 			Tokens: slices.Clone(r.Prompt), PromptLen: len(r.Prompt),
@@ -49,9 +53,6 @@ func newRequest(e *Engine, r Request) *request {
 		text:      tokenizer.NewTextStream(e.tok, r.Prompt[len(r.Prompt)-1], r.Stop.StopStrings),
 		stops:     make(map[uint32]bool),
 		submitted: time.Now(), queue: -1,
-	}
-	if r.Sampling.Seed == nil {
-		req.seed = kvhash.Local(r.Prompt, r.CacheSalt)
 	}
 	req.seq.BlockHashes(e.cfg.BlockSize)
 	for _, t := range r.Stop.StopTokenIDs {
