@@ -52,6 +52,7 @@ go vet -tags ucx "${ucx_pkgs[@]}"
 # rerun once and said loudly; any other failure, or the same abort twice,
 # fails the run.
 ucx_log=$(mktemp)
+trap 'rm -f "$ucx_log"' EXIT
 ucx_test() { go test -race -count=1 -tags ucx -timeout 10m "${ucx_pkgs[@]}" 2>&1 | tee "$ucx_log"; return "${PIPESTATUS[0]}"; }
 if ! ucx_test; then
   if grep -q "Assertion .* failed" "$ucx_log" && grep -q "libucs.so.*ucs_fatal_error" "$ucx_log"; then
@@ -61,7 +62,6 @@ if ! ucx_test; then
     exit 1
   fi
 fi
-rm -f "$ucx_log"
 
 step "benchmarks, one iteration each"
 go test -run '^$' -bench . -benchtime 1x -count=1 -timeout 15m "${pkgs[@]}"
