@@ -75,8 +75,6 @@ type Scheduler struct {
 	running []*Seq
 	arrival uint64
 	stats   Stats
-	// contended: this step caps prefill chunks (Config.LongPrefillTokens).
-	contended bool
 }
 
 // New returns a scheduler allocating from kv.
@@ -125,10 +123,10 @@ func (s *Scheduler) Schedule() *Plan {
 	p := &Plan{}
 	budget := s.cfg.MaxBatchTokens
 	bs := s.kv.BlockSize()
-	s.contended = s.prefillContended()
+	limit := s.prefillLimit()
 	for i := 0; i < len(s.running) && budget > 0; i++ {
 		q := s.running[i]
-		chunk := s.capChunk(len(q.Tokens)-q.computed, budget)
+		chunk := capChunk(len(q.Tokens)-q.computed, budget, limit)
 		if chunk <= 0 {
 			continue
 		}
@@ -149,17 +147,18 @@ func (s *Scheduler) Schedule() *Plan {
 		budget -= chunk
 	}
 	if len(p.Preempted) == 0 {
-		s.admit(p, budget)
+		s.admit(p, budget, limit)
 	}
 	return p
 }
 
-// prefillContended reports whether more than one sequence has prompt (or
-// recompute) tokens left: every waiting one, and running ones with more
-// than the next decode token to compute.
-func (s *Scheduler) prefillContended() bool {
+// prefillLimit is this step's cap on a prefill chunk: LongPrefillTokens
+// when more than one sequence has prompt (or recompute) tokens left (every
+// waiting one, and running ones with more than the next decode token to
+// compute), else 0 (no cap).
+func (s *Scheduler) prefillLimit() int {
 	if s.cfg.LongPrefillTokens == 0 {
-		return false
+		return 0
 	}
 	n := len(s.waiting)
 	for _, q := range s.running {
@@ -167,18 +166,21 @@ func (s *Scheduler) prefillContended() bool {
 			n++
 		}
 		if n > 1 {
-			return true
+			break
 		}
 	}
-	return n > 1
+	if n > 1 {
+		return s.cfg.LongPrefillTokens
+	}
+	return 0
 }
 
 // capChunk is the chunk for a sequence with left tokens to compute under
-// the step's remaining budget.
-func (s *Scheduler) capChunk(left, budget int) int {
+// the step's remaining budget and prefill limit (0: none).
+func capChunk(left, budget, limit int) int {
 	chunk := min(left, budget)
-	if s.contended && left > 1 {
-		chunk = min(chunk, s.cfg.LongPrefillTokens)
+	if limit > 0 && left > 1 {
+		chunk = min(chunk, limit)
 	}
 	return chunk
 }
@@ -196,14 +198,14 @@ func (s *Scheduler) addItem(p *Plan, q *Seq, chunk int) {
 
 // admit moves waiting sequences to running, head first, stopping at the
 // first that does not fit (strict FCFS within a priority).
-func (s *Scheduler) admit(p *Plan, budget int) {
+func (s *Scheduler) admit(p *Plan, budget, limit int) {
 	bs := s.kv.BlockSize()
 	for len(s.waiting) > 0 && budget > 0 && len(s.running) < s.cfg.MaxRunning {
 		q := s.waiting[0]
 		hashes := q.matchableHashes(bs)
 		matched, evictable := s.kv.Probe(hashes)
 		hit := matched * bs
-		chunk := s.capChunk(len(q.Tokens)-hit, budget)
+		chunk := capChunk(len(q.Tokens)-hit, budget, limit)
 		need := ceilDiv(hit+chunk, bs) - matched
 		left := s.kv.Available() - evictable - need
 		if left < 0 || (left < s.cfg.WatermarkBlocks && len(s.running) > 0) {
