@@ -214,17 +214,15 @@ func (b *Backend) poll() bool {
 	return r != 0
 }
 
-// pollNotifs receives waiting notifications; it reports whether any came.
-func (b *Backend) pollNotifs() bool {
-	got := false
+// pollNotifs receives waiting notifications.
+func (b *Backend) pollNotifs() {
 	for {
 		var buf unsafe.Pointer
 		var stag C.uint64_t
 		n := C.nx_tag_poll(b.w.w, notifTag, C.uint64_t(^uint64(0)), &buf, &stag)
 		if n == -1 {
-			return got
+			return
 		}
-		got = true
 		if n >= 0 {
 			data := C.GoBytes(buf, C.int(n))
 			C.free(buf)

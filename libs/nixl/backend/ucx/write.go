@@ -246,17 +246,15 @@ type incoming struct {
 	scratch  unsafe.Pointer
 }
 
-// pollHeaders accepts waiting WRITE headers; it reports whether any came.
-func (b *Backend) pollHeaders() bool {
-	got := false
+// pollHeaders accepts waiting WRITE headers.
+func (b *Backend) pollHeaders() {
 	for {
 		var buf unsafe.Pointer
 		var stag C.uint64_t
 		n := C.nx_tag_poll(b.w.w, C.uint64_t(tagHdr), C.uint64_t(classMask), &buf, &stag)
 		if n == -1 {
-			return got
+			return
 		}
-		got = true
 		if n < 0 {
 			continue
 		}
