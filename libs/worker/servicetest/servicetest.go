@@ -14,6 +14,7 @@ import (
 	"switchyard.dev/libs/mesh/client"
 	"switchyard.dev/libs/mesh/meshtest"
 	"switchyard.dev/libs/mesh/service"
+	"switchyard.dev/libs/worker"
 )
 
 // GRPCConformance starts spec with the sim executor and checks that a plain
@@ -32,7 +33,7 @@ func Generate(t *testing.T, spec service.Spec) {
 	r := meshtest.Start(t, spec, "-listen", "127.0.0.1:0", "-discovery", "none")
 	c := workerv1connect.NewWorkerServiceClient(client.NewHTTP(), r.URL())
 	st, err := c.Generate(t.Context(), connect.NewRequest(&workerv1.GenerateRequest{
-		Model: "tiny-random", TokenIds: []uint32{1, 72, 105}, Stop: &commonv1.StopConditions{MaxTokens: 8, IgnoreEos: true},
+		Model: worker.TinyRandomName, TokenIds: []uint32{1, 72, 105}, Stop: &commonv1.StopConditions{MaxTokens: 8, IgnoreEos: true},
 	}))
 	if err != nil {
 		t.Fatal(err)
