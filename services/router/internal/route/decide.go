@@ -81,6 +81,10 @@ func (r *Router) Decide(ctx context.Context, req *routerv1.RouteRequest) (*route
 	if !req.GetOmitCandidates() {
 		appendCandidates(res, dec.cands)
 	}
+	if r.cfg.Logger.Enabled(ctx, slog.LevelDebug) {
+		// Now: the prefill pick below reuses the candidates' buffer.
+		r.logDecision(ctx, req, mode, dec)
+	}
 	chosen := *dec.worker()
 	prefillID, prefillCredit := "", r.cfg.Params.Weights.Credit(chosen.Depth)
 	uncached := len(req.GetTokenIds()) - chosen.Depth[kvtier.Device]*mp.blockSize
@@ -97,9 +101,6 @@ func (r *Router) Decide(ctx context.Context, req *routerv1.RouteRequest) (*route
 		}
 	}
 	r.recordLoad(req, mp.blockSize, len(hashes), chosen.ID, prefillID, prefillCredit)
-	if r.cfg.Logger.Enabled(ctx, slog.LevelDebug) {
-		r.logDecision(ctx, req, mode, dec)
-	}
 	r.approximate(chosen.ID, hashes)
 	if r.metrics != nil {
 		r.metrics.record(ctx, mode, chosen.ID, len(hashes), chosen.Depth[kvtier.Device], chosen.Overlap)

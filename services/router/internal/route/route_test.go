@@ -347,3 +347,31 @@ func TestOmitCandidates(t *testing.T) {
 		}
 	}
 }
+
+// The decision log names the decode pick and its candidates even when a
+// prefill worker is picked too (both picks share the pooled candidates).
+func TestDecisionDebugLogDisaggregated(t *testing.T) {
+	t.Parallel()
+	var buf bytes.Buffer
+	ix := radix.New()
+	r := newRouter(t, func(c *Config) {
+		c.Index = ix
+		c.Logger = slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	})
+	r.SetWorkers(instances(discovery.RoleDecode, "m", "w1"), instances(discovery.RolePrefill, "m", "p1", "p2"))
+	prompt := tokens(1024, 1)
+	cache(t, ix, "p2", prompt, kvtier.Host)
+	res, err := r.Decide(t.Context(), &routerv1.RouteRequest{Model: "m", TokenIds: prompt, RequestId: "req-1"})
+	if err != nil || res.GetPrefill().GetInstanceId() != "p2" {
+		t.Fatalf("decided %v, %v; want a prefill worker", res, err)
+	}
+	got := buf.String()
+	for _, want := range []string{"chosen=w1", "w1:depth=0,"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("debug log %q lacks %q", got, want)
+		}
+	}
+	if strings.Contains(got, "p1:") || strings.Contains(got, "p2:") {
+		t.Errorf("debug log %q lists prefill candidates as decode ones", got)
+	}
+}
