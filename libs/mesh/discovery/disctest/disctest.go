@@ -47,7 +47,7 @@ func Instance(id, role string) discovery.Instance {
 		ID: id, Role: role, Model: "tiny-random", Version: "v1.2.3",
 		Address: "127.0.0.1:9" + fmt.Sprint(100+len(id)%800),
 		Tags:    []string{discovery.TagCanary, "zone-a"},
-		Meta:    map[string]string{"kv_blocks": "1024", "block_size": "16"},
+		Meta:    map[string]string{discovery.MetaKVBlocks: "1024", discovery.MetaBlockSize: "16"},
 	}
 }
 
