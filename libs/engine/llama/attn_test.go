@@ -4,9 +4,6 @@ import (
 	"math"
 	"math/rand/v2"
 	"testing"
-
-	"switchyard.dev/libs/engine/executor"
-	"switchyard.dev/libs/engine/kvcache"
 )
 
 func needSIMD(t *testing.T) {
@@ -186,14 +183,7 @@ func TestAttentionSIMDMatchesLoops(t *testing.T) {
 			t.Fatal(err)
 		}
 		nblocks := (c.SeqLen + tc.block - 1) / tc.block
-		kv, err := kvcache.New(kvcache.Config{NumBlocks: nblocks, BlockSize: tc.block, BlockBytes: tc.block * c.KVBytesPerToken()})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = kv.Close() })
-		if err := e.Bind(executor.KV{Arena: kv.Arena(), BlockSize: tc.block, BlockBytes: tc.block * c.KVBytesPerToken(), NumBlocks: nblocks}); err != nil {
-			t.Fatal(err)
-		}
+		bindBlockSize(t, e, nblocks, tc.block)
 		if !e.simd {
 			t.Fatalf("%+v: SIMD attention not selected", tc)
 		}

@@ -15,7 +15,12 @@ const storiesRef = "Once upon a time, there was a little girl named Lily. She lo
 
 func bind(t testing.TB, e *Executor, blocks int) {
 	t.Helper()
-	const bs = 16
+	bindBlockSize(t, e, blocks, 16)
+}
+
+// bindBlockSize binds e to a fresh KV pool of blocks blocks of bs tokens.
+func bindBlockSize(t testing.TB, e *Executor, blocks, bs int) {
+	t.Helper()
 	kv, err := kvcache.New(kvcache.Config{NumBlocks: blocks, BlockSize: bs, BlockBytes: bs * e.c.KVBytesPerToken()})
 	if err != nil {
 		t.Fatal(err)
