@@ -41,6 +41,9 @@ type Config struct {
 	// prompts are being prefilled, so short ones are not queued behind a
 	// long one (sched.Config.LongPrefillTokens); 0 (default) disables.
 	LongPrefillTokens int
+	// PrefillOrder shares each step's budget among prompts:
+	// sched.OrderFCFS (default) or sched.OrderShortest.
+	PrefillOrder string
 	// WatermarkFraction of blocks stays free after admitting a request;
 	// default 0.01.
 	WatermarkFraction float64
@@ -118,7 +121,7 @@ func New(cfg Config, exec executor.Executor, logger *slog.Logger) (*Engine, erro
 		return nil, fmt.Errorf("engine: %w", err)
 	}
 	watermark := int(cfg.WatermarkFraction*float64(cfg.NumBlocks) + 0.5)
-	s, err := sched.New(sched.Config{MaxBatchTokens: cfg.MaxBatchTokens, MaxRunning: cfg.MaxRunning, WatermarkBlocks: watermark, LongPrefillTokens: cfg.LongPrefillTokens}, kv)
+	s, err := sched.New(sched.Config{MaxBatchTokens: cfg.MaxBatchTokens, MaxRunning: cfg.MaxRunning, WatermarkBlocks: watermark, LongPrefillTokens: cfg.LongPrefillTokens, Order: cfg.PrefillOrder}, kv)
 	if err == nil {
 		err = exec.Bind(executor.KV{Arena: kv.Arena(), BlockSize: cfg.BlockSize, BlockBytes: cfg.BlockSize * m.KVBytesPerToken, NumBlocks: cfg.NumBlocks})
 	}

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"switchyard.dev/libs/engine/sample"
+	"switchyard.dev/libs/engine/sched"
 )
 
 const storiesRef = "Once upon a time, there was a little girl named Lily. She loved to play outside in the park. One day, she saw a big, red ball. She wanted to play with it, but it was too high."
@@ -67,6 +68,7 @@ func TestGreedyInvariance(t *testing.T) {
 			}
 			check("batched", batchOf16(t, start(t, Config{MaxBatchTokens: 64}, b.new(t)), req))
 			check("batched, prefill chunks capped", batchOf16(t, start(t, Config{MaxBatchTokens: 64, LongPrefillTokens: 5}, b.new(t)), req))
+			check("batched, shortest prompt first", batchOf16(t, start(t, Config{MaxBatchTokens: 16, PrefillOrder: sched.OrderShortest}, b.new(t)), req))
 		})
 	}
 }
@@ -122,34 +124,46 @@ func TestPreemptionUnderPressure(t *testing.T) {
 				reqs[i] = Request{Prompt: prompt(12+i, i), Stop: StopParams{MaxTokens: 20, IgnoreEOS: true}}
 			}
 			free := start(t, Config{}, b.new(t))
-			tight := start(t, Config{BlockSize: 4, NumBlocks: 16, MaxBatchTokens: 32}, b.new(t))
 			want := make([]result, len(reqs))
 			for i, r := range reqs {
 				want[i] = run(t, free, r)
 			}
-			var wg sync.WaitGroup
-			got := make([]result, len(reqs))
-			for i, r := range reqs {
-				st, err := tight.Submit(t.Context(), r)
-				if err != nil {
-					t.Fatal(err)
-				}
-				wg.Add(1)
-				go func() { defer wg.Done(); got[i] = collect(t, st) }()
-			}
-			wg.Wait()
-			for i := range reqs {
-				if got[i].final.Finish != FinishLength || !sameTokens(got[i].tokens, want[i].tokens) {
-					t.Errorf("request %d: finish %q err %v tokens %v, want %v", i, got[i].final.Finish, got[i].final.Err, got[i].tokens, want[i].tokens)
-				}
-			}
-			m := tight.Metrics()
-			if m.Preemptions == 0 {
-				t.Error("expected preemptions under pressure")
-			}
-			if m.KVUsedBlocks != 0 || m.Running != 0 || m.Waiting != 0 {
-				t.Errorf("leftover state %+v", m)
+			for _, order := range []string{sched.OrderFCFS, sched.OrderShortest} {
+				t.Run(order, func(t *testing.T) {
+					tight := start(t, Config{BlockSize: 4, NumBlocks: 16, MaxBatchTokens: 32, PrefillOrder: order}, b.new(t))
+					underPressure(t, tight, reqs, want)
+				})
 			}
 		})
+	}
+}
+
+// underPressure runs reqs at once on tight, an engine short of KV blocks,
+// and checks each against want, that blocks were preempted, and that none
+// leaked.
+func underPressure(t *testing.T, tight *Engine, reqs []Request, want []result) {
+	t.Helper()
+	var wg sync.WaitGroup
+	got := make([]result, len(reqs))
+	for i, r := range reqs {
+		st, err := tight.Submit(t.Context(), r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wg.Add(1)
+		go func() { defer wg.Done(); got[i] = collect(t, st) }()
+	}
+	wg.Wait()
+	for i := range reqs {
+		if got[i].final.Finish != FinishLength || !sameTokens(got[i].tokens, want[i].tokens) {
+			t.Errorf("request %d: finish %q err %v tokens %v, want %v", i, got[i].final.Finish, got[i].final.Err, got[i].tokens, want[i].tokens)
+		}
+	}
+	m := tight.Metrics()
+	if m.Preemptions == 0 {
+		t.Error("expected preemptions under pressure")
+	}
+	if m.KVUsedBlocks != 0 || m.Running != 0 || m.Waiting != 0 {
+		t.Errorf("leftover state %+v", m)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"switchyard.dev/libs/engine/llama"
+	"switchyard.dev/libs/engine/sched"
 	"switchyard.dev/libs/worker/disagg"
 )
 
@@ -41,7 +42,9 @@ type Config struct {
 	// LongPrefillTokens caps a prompt's chunk per step while several are
 	// prefilled (engine.Config.LongPrefillTokens).
 	LongPrefillTokens int
-	EventBuffer       int
+	// PrefillOrder shares a step among prompts (engine.Config.PrefillOrder).
+	PrefillOrder string
+	EventBuffer  int
 
 	// Disaggregated prefill (package disagg).
 	Disagg          string        // disagg.ModeAuto or disagg.ModeOff
@@ -68,6 +71,7 @@ func (c *Config) Register(fs *flag.FlagSet) {
 	fs.IntVar(&c.MaxRunning, "max-running", 0, "most sequences in a batch; 0 means 64")
 	fs.IntVar(&c.MaxBatchTokens, "max-batch-tokens", 0, "token budget of one step (longer prompts are prefilled in chunks); 0 means 512")
 	fs.IntVar(&c.LongPrefillTokens, "long-prefill-tokens", 0, "while several prompts are prefilled, at most this many tokens of each per step, so short prompts pass long ones; 0 disables")
+	fs.StringVar(&c.PrefillOrder, "prefill-order", sched.OrderFCFS, "how a step's token budget is shared among prompts: fcfs (arrival order) or shortest (decodes, then shortest remaining prompt first, with aging)")
 	fs.IntVar(&c.EventBuffer, "kv-event-buffer", 0, "KV event batches kept for subscribers to resume; 0 means 1024")
 	fs.StringVar(&c.Disagg, "disagg", disagg.ModeAuto, "disaggregated prefill: auto (long uncached prompts go to the router-chosen prefill worker) or off")
 	fs.IntVar(&c.DisaggThreshold, "disagg-threshold-tokens", 512, "uncached prompt tokens above which -disagg=auto prefills on a prefill worker")
@@ -118,6 +122,11 @@ func (c *Config) validateSizes() error {
 	}
 	if c.NumBlocks > 0 && c.NumBlocks < 2 {
 		return fmt.Errorf("-num-blocks=%d: need at least 2 blocks", c.NumBlocks)
+	}
+	switch c.PrefillOrder {
+	case "", sched.OrderFCFS, sched.OrderShortest:
+	default:
+		return fmt.Errorf("-prefill-order=%q: want %s or %s", c.PrefillOrder, sched.OrderFCFS, sched.OrderShortest)
 	}
 	return nil
 }

@@ -40,6 +40,7 @@ func TestValidateErrors(t *testing.T) {
 		{[]string{"-block-size", "0"}, "-block-size=0: must be at least 1"},
 		{[]string{"-num-blocks", "-3"}, "-num-blocks=-3: must be at least 0"},
 		{[]string{"-num-blocks", "1"}, "-num-blocks=1: need at least 2 blocks"},
+		{[]string{"-prefill-order", "lifo"}, `-prefill-order="lifo": want fcfs or shortest`},
 		{[]string{"-max-running", "-1"}, "-max-running=-1"},
 		{[]string{"-sim-profile", "p.json"}, `-sim-profile="p.json": only used with -executor=sim`},
 		{[]string{"-executor", "sim", "-model", lonely}, "only used with -executor=llama"},

@@ -63,7 +63,7 @@ func Setup(ctx context.Context, rt *service.Runtime, cfg *Config) error {
 	}
 	eng, err := engine.New(engine.Config{
 		BlockSize: cfg.BlockSize, NumBlocks: cfg.NumBlocks, MaxRunning: cfg.MaxRunning,
-		MaxBatchTokens: cfg.MaxBatchTokens, LongPrefillTokens: cfg.LongPrefillTokens, EventBuffer: cfg.EventBuffer,
+		MaxBatchTokens: cfg.MaxBatchTokens, LongPrefillTokens: cfg.LongPrefillTokens, PrefillOrder: cfg.PrefillOrder, EventBuffer: cfg.EventBuffer,
 	}, m.exec, log.With("component", "engine"))
 	if err != nil {
 		return err

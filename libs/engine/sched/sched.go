@@ -15,8 +15,10 @@
 package sched
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
+	"slices"
 
 	"switchyard.dev/libs/engine/kvcache"
 	"switchyard.dev/libs/kvhash"
@@ -40,7 +42,28 @@ type Config struct {
 	// still uses the whole budget. vLLM's long_prefill_token_threshold,
 	// applied only under contention. 0 disables.
 	LongPrefillTokens int
+	// Order is how a step's budget is shared among prompts (see
+	// OrderFCFS and OrderShortest); empty means OrderFCFS.
+	Order string
 }
+
+// Prefill orders.
+const (
+	// OrderFCFS gives each step's budget to running sequences in priority
+	// then arrival order, then admits waiting ones in the same order:
+	// vLLM's default. A long prompt ahead in the queue delays everything
+	// behind it by its whole prefill.
+	OrderFCFS = "fcfs"
+	// OrderShortest gives each step's budget first to decodes (one token
+	// each), then to prompts in priority then shortest-remaining order,
+	// counting only what is left to compute (a prefix-cache hit makes a
+	// prompt short), among running and waiting prompts alike: shortest
+	// remaining processing time, which minimizes mean time to first token
+	// for a work-conserving queue. Aging bounds how long a long prompt can
+	// be passed: each step it has waited since it arrived takes one step's
+	// budget off its remaining tokens in the comparison.
+	OrderShortest = "shortest"
+)
 
 // Item is one sequence's work in a step: compute [Start, End), and sample
 // the next token when End reaches the end of the known tokens.
@@ -74,7 +97,9 @@ type Scheduler struct {
 	waiting []*Seq
 	running []*Seq
 	arrival uint64
+	step    uint64 // Schedule calls so far
 	stats   Stats
+	cands   []cand // scratch of scheduleShortest
 }
 
 // New returns a scheduler allocating from kv.
@@ -82,13 +107,20 @@ func New(cfg Config, kv *kvcache.Manager) (*Scheduler, error) {
 	if cfg.MaxBatchTokens <= 0 || cfg.MaxRunning <= 0 || cfg.WatermarkBlocks < 0 || cfg.LongPrefillTokens < 0 {
 		return nil, fmt.Errorf("sched: invalid config %+v", cfg)
 	}
+	switch cfg.Order {
+	case "":
+		cfg.Order = OrderFCFS
+	case OrderFCFS, OrderShortest:
+	default:
+		return nil, fmt.Errorf("sched: unknown order %q (want %s or %s)", cfg.Order, OrderFCFS, OrderShortest)
+	}
 	return &Scheduler{cfg: cfg, kv: kv}, nil
 }
 
 // Add queues a new sequence.
 func (s *Scheduler) Add(q *Seq) {
 	s.arrival++
-	q.arrival = s.arrival
+	q.arrival, q.arrivalStep = s.arrival, s.step
 	s.waiting = insert(s.waiting, q)
 }
 
@@ -120,36 +152,149 @@ func (s *Scheduler) Stats() Stats { return s.stats }
 
 // Schedule plans the next step.
 func (s *Scheduler) Schedule() *Plan {
+	s.step++
 	p := &Plan{}
 	budget := s.cfg.MaxBatchTokens
-	bs := s.kv.BlockSize()
 	limit := s.prefillLimit()
+	if s.cfg.Order == OrderShortest {
+		s.scheduleShortest(p, budget, limit)
+		return p
+	}
 	for i := 0; i < len(s.running) && budget > 0; i++ {
-		q := s.running[i]
-		chunk := capChunk(len(q.Tokens)-q.computed, budget, limit)
-		if chunk <= 0 {
-			continue
+		chunk, ok := s.grow(p, s.running[i], budget, limit, s.lastRunning)
+		if !ok {
+			break // preempted itself: everything after it is gone too
 		}
-		need := ceilDiv(q.computed+chunk, bs) - len(q.blocks)
-		for need > s.kv.Available() {
-			victim := s.running[len(s.running)-1]
-			s.preempt(victim)
-			p.Preempted = append(p.Preempted, victim)
-			if victim == q {
-				break
-			}
-		}
-		if !q.running {
-			break // q preempted itself: everything after it is gone too
-		}
-		q.blocks, _ = s.kv.AppendAllocate(q.blocks, need)
-		s.addItem(p, q, chunk)
 		budget -= chunk
 	}
 	if len(p.Preempted) == 0 {
 		s.admit(p, budget, limit)
 	}
 	return p
+}
+
+// grow plans running q's next chunk under budget and limit, taking blocks
+// from victims (chosen by victim, nil when none may go) when they run
+// short. It returns the chunk, 0 when q has nothing to compute or no block
+// could be had, and false when q was itself the victim.
+func (s *Scheduler) grow(p *Plan, q *Seq, budget, limit int, victim func(q *Seq) *Seq) (int, bool) {
+	bs := s.kv.BlockSize()
+	chunk := capChunk(len(q.Tokens)-q.computed, budget, limit)
+	if chunk <= 0 {
+		return 0, true
+	}
+	need := ceilDiv(q.computed+chunk, bs) - len(q.blocks)
+	for need > s.kv.Available() {
+		v := victim(q)
+		if v == nil {
+			// Take what is free; a sequence that cannot grow at all waits
+			// for running ones to finish.
+			chunk = min(chunk, (len(q.blocks)+s.kv.Available())*bs-q.computed)
+			if chunk <= 0 {
+				return 0, true
+			}
+			need = ceilDiv(q.computed+chunk, bs) - len(q.blocks)
+			break
+		}
+		s.preempt(v)
+		p.Preempted = append(p.Preempted, v)
+		if v == q {
+			return 0, false
+		}
+	}
+	q.blocks, _ = s.kv.AppendAllocate(q.blocks, need)
+	s.addItem(p, q, chunk)
+	return chunk, true
+}
+
+// lastRunning is FCFS's victim: the lowest-priority, latest running
+// sequence, which may be q itself.
+func (s *Scheduler) lastRunning(*Seq) *Seq { return s.running[len(s.running)-1] }
+
+// scheduleShortest plans a step under OrderShortest: decodes first, in
+// running order (a decode short of a block preempts from the back, as
+// under FCFS), then running and waiting prompts together by priority and
+// aged remaining tokens. A prompt short of blocks preempts only running
+// sequences that have no work in this step yet (never q itself, never
+// anything planned, whose blocks the step is about to use), latest first,
+// else takes the chunk that the free blocks allow.
+func (s *Scheduler) scheduleShortest(p *Plan, budget, limit int) {
+	for i := 0; i < len(s.running) && budget > 0; i++ {
+		q := s.running[i]
+		if len(q.Tokens)-q.computed != 1 {
+			continue
+		}
+		chunk, ok := s.grow(p, q, budget, limit, s.lastRunning)
+		if !ok {
+			break
+		}
+		budget -= chunk
+	}
+	cands := s.cands[:0]
+	for _, q := range s.running {
+		if left := len(q.Tokens) - q.computed; left > 1 && q.plannedAt != s.step {
+			cands = append(cands, cand{q: q, key: s.agedKey(q, left)})
+		}
+	}
+	bs := s.kv.BlockSize()
+	for _, q := range s.waiting {
+		matched, _ := s.kv.Probe(q.matchableHashes(bs))
+		cands = append(cands, cand{q, s.agedKey(q, len(q.Tokens)-matched*bs)})
+	}
+	slices.SortFunc(cands, func(a, b cand) int {
+		if a.q.Priority != b.q.Priority {
+			return cmp.Compare(b.q.Priority, a.q.Priority)
+		}
+		if a.key != b.key {
+			return cmp.Compare(a.key, b.key)
+		}
+		return cmp.Compare(a.q.arrival, b.q.arrival)
+	})
+	unplanned := func(q *Seq) *Seq {
+		for i := len(s.running) - 1; i >= 0; i-- {
+			if v := s.running[i]; v != q && v.plannedAt != s.step {
+				return v
+			}
+		}
+		return nil
+	}
+	admitting := true
+	for _, c := range cands {
+		if budget <= 0 {
+			break
+		}
+		q := c.q
+		switch {
+		case q.running:
+			chunk, _ := s.grow(p, q, budget, limit, unplanned)
+			budget -= chunk
+		case admitting && len(p.Preempted) == 0: // a waiting prompt
+			// Probe again: admissions before this one may have evicted or
+			// referenced the blocks the sort saw.
+			matched, evictable := s.kv.Probe(q.matchableHashes(bs))
+			chunk, ok := s.admitOne(p, q, matched, evictable, budget, limit)
+			if !ok {
+				admitting = false
+				continue
+			}
+			s.waiting, _ = remove(s.waiting, q)
+			budget -= chunk
+		}
+	}
+	clear(cands)
+	s.cands = cands[:0]
+}
+
+// cand is a prompt competing for a step's budget under OrderShortest.
+type cand struct {
+	q   *Seq
+	key int // aged remaining tokens
+}
+
+// agedKey is q's remaining tokens less one step's budget for each step q
+// has waited since it arrived.
+func (s *Scheduler) agedKey(q *Seq, left int) int {
+	return left - int(s.step-q.arrivalStep)*s.cfg.MaxBatchTokens
 }
 
 // prefillLimit is this step's cap on a prefill chunk: LongPrefillTokens
@@ -186,6 +331,7 @@ func capChunk(left, budget, limit int) int {
 }
 
 func (s *Scheduler) addItem(p *Plan, q *Seq, chunk int) {
+	q.plannedAt = s.step
 	it := Item{Seq: q, Start: q.computed, End: q.computed + chunk}
 	it.Sample = it.End == len(q.Tokens)
 	if it.Start < q.PromptLen || chunk > 1 {
@@ -200,42 +346,58 @@ func (s *Scheduler) addItem(p *Plan, q *Seq, chunk int) {
 // first that does not fit (strict FCFS within a priority).
 func (s *Scheduler) admit(p *Plan, budget, limit int) {
 	bs := s.kv.BlockSize()
-	for len(s.waiting) > 0 && budget > 0 && len(s.running) < s.cfg.MaxRunning {
+	for len(s.waiting) > 0 && budget > 0 {
 		q := s.waiting[0]
-		hashes := q.matchableHashes(bs)
-		matched, evictable := s.kv.Probe(hashes)
-		hit := matched * bs
-		chunk := capChunk(len(q.Tokens)-hit, budget, limit)
-		need := ceilDiv(hit+chunk, bs) - matched
-		left := s.kv.Available() - evictable - need
-		if left < 0 || (left < s.cfg.WatermarkBlocks && len(s.running) > 0) {
-			if len(s.running) == 0 && ceilDiv(len(q.Tokens), bs) > s.kv.NumBlocks() {
-				s.waiting = s.waiting[1:]
-				p.Failed = append(p.Failed, q)
-				continue
-			}
+		matched, evictable := s.kv.Probe(q.matchableHashes(bs))
+		chunk, ok := s.admitOne(p, q, matched, evictable, budget, limit)
+		if !ok {
 			return
 		}
 		s.waiting = s.waiting[1:]
-		blocks, err := s.kv.Acquire(hashes[:matched])
-		if err == nil {
-			blocks, err = s.kv.AppendAllocate(blocks, need)
-		}
-		if err != nil { // unreachable given the checks above; never lose q
-			s.kv.Release(blocks)
-			s.waiting = insert(s.waiting, q)
-			return
-		}
-		q.blocks, q.committed, q.computed, q.running = blocks, matched, hit, true
-		if !q.admitted {
-			q.admitted, q.cachedToks = true, min(hit, q.PromptLen)
-			s.stats.PromptTokens += q.PromptLen
-			s.stats.PrefixHitTokens += q.cachedToks
-		}
-		s.running = insert(s.running, q)
-		s.addItem(p, q, chunk)
 		budget -= chunk
 	}
+}
+
+// admitOne moves waiting q, whose first matched blocks are cached
+// (evictable of them unreferenced, as kvcache.Manager.Probe says), to
+// running with its first chunk planned, and returns the chunk. It reports
+// false, leaving q waiting, when q does not fit now (running cap, free
+// blocks, watermark). A q that cannot fit even alone is planned as Failed
+// (chunk 0, true): the caller drops it from the waiting queue either way.
+func (s *Scheduler) admitOne(p *Plan, q *Seq, matched, evictable, budget, limit int) (int, bool) {
+	if len(s.running) >= s.cfg.MaxRunning {
+		return 0, false
+	}
+	bs := s.kv.BlockSize()
+	hashes := q.matchableHashes(bs)
+	hit := matched * bs
+	chunk := capChunk(len(q.Tokens)-hit, budget, limit)
+	need := ceilDiv(hit+chunk, bs) - matched
+	left := s.kv.Available() - evictable - need
+	if left < 0 || (left < s.cfg.WatermarkBlocks && len(s.running) > 0) {
+		if len(s.running) == 0 && ceilDiv(len(q.Tokens), bs) > s.kv.NumBlocks() {
+			p.Failed = append(p.Failed, q)
+			return 0, true
+		}
+		return 0, false
+	}
+	blocks, err := s.kv.Acquire(hashes[:matched])
+	if err == nil {
+		blocks, err = s.kv.AppendAllocate(blocks, need)
+	}
+	if err != nil { // unreachable given the checks above; never lose q
+		s.kv.Release(blocks)
+		return 0, false
+	}
+	q.blocks, q.committed, q.computed, q.running = blocks, matched, hit, true
+	if !q.admitted {
+		q.admitted, q.cachedToks = true, min(hit, q.PromptLen)
+		s.stats.PromptTokens += q.PromptLen
+		s.stats.PrefixHitTokens += q.cachedToks
+	}
+	s.running = insert(s.running, q)
+	s.addItem(p, q, chunk)
+	return chunk, true
 }
 
 func (s *Scheduler) preempt(q *Seq) {

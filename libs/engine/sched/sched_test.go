@@ -1,6 +1,7 @@
 package sched
 
 import (
+	"math/rand/v2"
 	"testing"
 
 	"switchyard.dev/libs/engine/kvcache"
@@ -202,25 +203,31 @@ func ids(p *Plan) []uint64 {
 	return out
 }
 
+// BenchmarkSchedule64 plans steps of 64 running sequences, under each
+// order.
 func BenchmarkSchedule64(b *testing.B) {
-	kv, _ := kvcache.New(kvcache.Config{NumBlocks: 4096, BlockSize: 16})
-	s, _ := New(Config{MaxBatchTokens: 4096, MaxRunning: 64}, kv)
-	seqs := make([]*Seq, 64)
-	for i := range seqs {
-		seqs[i] = seq(uint64(i), 100, 0)
-		s.Add(seqs[i])
-	}
-	out := make([]uint32, 64)
-	for b.Loop() {
-		p := s.Schedule()
-		s.Complete(p, out)
-		for _, q := range seqs {
-			if len(q.Tokens) > 1000 {
-				s.Finish(q)
-				q.Tokens = q.Tokens[:100]
-				s.Add(q)
+	for _, order := range []string{OrderFCFS, OrderShortest} {
+		b.Run(order, func(b *testing.B) {
+			kv, _ := kvcache.New(kvcache.Config{NumBlocks: 4096, BlockSize: 16})
+			s, _ := New(Config{MaxBatchTokens: 4096, MaxRunning: 64, Order: order}, kv)
+			seqs := make([]*Seq, 64)
+			for i := range seqs {
+				seqs[i] = seq(uint64(i), 100, 0)
+				s.Add(seqs[i])
 			}
-		}
+			out := make([]uint32, 64)
+			for b.Loop() {
+				p := s.Schedule()
+				s.Complete(p, out)
+				for _, q := range seqs {
+					if len(q.Tokens) > 1000 {
+						s.Finish(q)
+						q.Tokens = q.Tokens[:100]
+						s.Add(q)
+					}
+				}
+			}
+		})
 	}
 }
 
@@ -263,5 +270,165 @@ func TestLongPrefillTokens(t *testing.T) {
 	off.s.Add(seq(2, 6, 0))
 	if got := spans(off.step()); got[1] != 16 || got[2] != 0 {
 		t.Fatalf("disabled: chunks %v, want the long prompt's 16 only", got)
+	}
+}
+
+// chunks maps each planned sequence to its chunk, and lists the order.
+func chunks(p *Plan) (map[uint64]int, []uint64) {
+	m := map[uint64]int{}
+	for _, it := range p.Items {
+		m[it.Seq.ID] = it.End - it.Start
+	}
+	return m, ids(p)
+}
+
+// distinct gives q tokens that share no prefix with seq's.
+func distinct(q *Seq, base uint32) *Seq {
+	for i := range q.Tokens {
+		q.Tokens[i] += base
+	}
+	return q
+}
+
+// TestShortestOrder: decodes go first, then prompts by what is left to
+// compute, so a short prompt passes a long one that is mid-prefill; FCFS
+// keeps the long one's whole chunk.
+func TestShortestOrder(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		order string
+		want  map[uint64]int
+		first uint64
+	}{
+		{OrderShortest, map[uint64]int{1: 9, 2: 1, 3: 6}, 2},
+		{OrderFCFS, map[uint64]int{1: 16, 2: 0, 3: 0}, 1}, // dec still waits
+	} {
+		t.Run(tc.order, func(t *testing.T) {
+			t.Parallel()
+			h := newHarness(t, 128, Config{MaxBatchTokens: 16, MaxRunning: 4, Order: tc.order})
+			long, dec := seq(1, 200, 0), distinct(seq(2, 3, 0), 1000)
+			h.s.Add(long)
+			h.s.Add(dec)
+			h.step() // long 16 under FCFS; dec 3 (then decoding) and long 13 under shortest
+			h.s.Add(distinct(seq(3, 6, 0), 2000))
+			got, order := chunks(h.step())
+			for id, n := range tc.want {
+				if got[id] != n {
+					t.Fatalf("chunks %v, want %v", got, tc.want)
+				}
+			}
+			if order[0] != tc.first {
+				t.Fatalf("order %v, want %d first", order, tc.first)
+			}
+		})
+	}
+}
+
+// TestShortestCountsPrefixHits: what a waiting prompt has cached does not
+// count, so a long prompt with a long cached prefix passes a shorter one
+// that must be computed whole.
+func TestShortestCountsPrefixHits(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, 128, Config{MaxBatchTokens: 64, MaxRunning: 4, Order: OrderShortest})
+	warm := seq(1, 60, 0)
+	h.s.Add(warm)
+	h.step()
+	h.s.Finish(warm) // its 15 blocks stay cached
+	cold, hit := distinct(seq(2, 30, 0), 1000), seq(3, 64, 0)
+	h.s.Add(cold)
+	h.s.Add(hit)
+	p := h.s.Schedule()
+	if _, order := chunks(p); len(order) != 2 || order[0] != 3 {
+		t.Fatalf("order %v, want the prefix hit (3) first", order)
+	}
+	if p.Items[0].Start != 60 {
+		t.Fatalf("hit starts at %d, want 60", p.Items[0].Start)
+	}
+}
+
+// TestShortestAging: a long prompt is passed by a new short one early in
+// its prefill, but not once it has waited as many steps as a step's budget
+// covers its remaining tokens.
+func TestShortestAging(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name        string
+		stepsBefore int
+		first       uint64
+	}{
+		{"passed early", 1, 2},
+		{"not passed late", 3, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			h := newHarness(t, 128, Config{MaxBatchTokens: 16, MaxRunning: 4, Order: OrderShortest})
+			h.s.Add(seq(1, 100, 0))
+			for range tc.stepsBefore {
+				h.step()
+			}
+			// After 1 step: long has 84 left, aged 84-2*16 = 52 > short's 20-16.
+			// After 3 steps: 52 left, aged 52-4*16 < 4.
+			h.s.Add(distinct(seq(2, 20, 0), 1000))
+			if _, order := chunks(h.step()); order[0] != tc.first {
+				t.Fatalf("order %v, want %d first", order, tc.first)
+			}
+		})
+	}
+}
+
+// TestOrdersCompleteUnderPressure drives random arrivals through a pool
+// too small for them under both orders: every sequence finishes with all
+// its tokens, each step's plan fits the budget, no planned sequence loses
+// its blocks in the same step, and no block leaks.
+func TestOrdersCompleteUnderPressure(t *testing.T) {
+	t.Parallel()
+	for _, order := range []string{OrderFCFS, OrderShortest} {
+		t.Run(order, func(t *testing.T) {
+			t.Parallel()
+			const budget, gen = 12, 6
+			h := newHarness(t, 12, Config{MaxBatchTokens: budget, MaxRunning: 6, Order: order})
+			rng := rand.New(rand.NewPCG(1, 2))
+			var all []*Seq
+			live := map[*Seq]bool{}
+			for step := 0; step < 2000 && (len(all) < 40 || len(live) > 0); step++ {
+				if len(all) < 40 && rng.IntN(3) == 0 {
+					q := distinct(seq(uint64(len(all)), 2+rng.IntN(20), rng.IntN(2)), uint32(len(all)%3)*1000)
+					all = append(all, q)
+					live[q] = true
+					h.s.Add(q)
+				}
+				p := h.s.Schedule()
+				total := 0
+				for _, it := range p.Items {
+					total += it.End - it.Start
+					if !it.Seq.Running() {
+						t.Fatalf("step %d: planned seq %d was preempted in the same step", step, it.Seq.ID)
+					}
+					if need := ceilDiv(it.End, bs); len(it.Seq.Blocks()) < need {
+						t.Fatalf("step %d: seq %d has %d blocks for %d tokens", step, it.Seq.ID, len(it.Seq.Blocks()), it.End)
+					}
+				}
+				if total > budget {
+					t.Fatalf("step %d: %d tokens over the budget %d", step, total, budget)
+				}
+				for _, q := range p.Failed {
+					t.Fatalf("seq %d failed", q.ID)
+				}
+				out := make([]uint32, len(p.Items))
+				h.s.Complete(p, out)
+				for q := range live {
+					if len(q.Tokens) >= q.PromptLen+gen {
+						h.s.Finish(q)
+						delete(live, q)
+					}
+				}
+			}
+			if len(live) > 0 || len(all) < 40 {
+				t.Fatalf("%d of %d sequences unfinished", len(live), len(all))
+			}
+			if h.kv.Used() != 0 || h.s.Running() != 0 || h.s.Waiting() != 0 {
+				t.Fatalf("used %d running %d waiting %d", h.kv.Used(), h.s.Running(), h.s.Waiting())
+			}
+		})
 	}
 }

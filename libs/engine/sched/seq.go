@@ -16,10 +16,12 @@ type Seq struct {
 	Salt      uint64 // kvhash salt (LoRA or tenant key)
 
 	arrival     uint64
-	computed    int   // positions [0, computed) have KV
-	blocks      []int // blocks[p/blockSize] holds position p
-	committed   int   // leading blocks committed to the prefix cache
-	admitted    bool  // admitted at least once
+	arrivalStep uint64 // Schedule calls before Add, for aging
+	plannedAt   uint64 // the step whose plan last gave it work
+	computed    int    // positions [0, computed) have KV
+	blocks      []int  // blocks[p/blockSize] holds position p
+	committed   int    // leading blocks committed to the prefix cache
+	admitted    bool   // admitted at least once
 	running     bool
 	cachedToks  int // prompt tokens found in the prefix cache at first admission
 	preemptions int
