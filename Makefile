@@ -11,7 +11,7 @@ SHELL := /bin/bash
 # scripts/run-local.sh and scripts/bench.sh (see README "Configuration"):
 # MODEL TOKENIZER EXECUTOR PREFILL DECODE ROUTERS ROUTER_MODE DISCOVERY PORT.
 export MODEL TOKENIZER EXECUTOR PREFILL DECODE ROUTERS ROUTER_MODE DISCOVERY PORT BASE_PORT
-export TRACE NUM_BLOCKS SPEED LIMIT OUT SIM_CONTEXT NO_BUILD LOADTEST_ARGS WORKER_ARGS ROUTER_ARGS FRONTEND_ARGS
+export TRACE NUM_BLOCKS SPEED RATE LIMIT OUT SIM_CONTEXT NO_BUILD LOADTEST_ARGS WORKER_ARGS ROUTER_ARGS FRONTEND_ARGS
 
 SERVICES := frontend router prefill decode kvbm-controller planner
 BIN      := $(CURDIR)/bin
@@ -45,7 +45,7 @@ proto-check: ## buf lint, generated code up to date, buf breaking against the pr
 	@scripts/buf.sh check
 
 .PHONY: bench
-bench: ## replay a trace against a local mesh of sim workers, report in OUT (vars: TRACE DECODE ROUTER_MODE NUM_BLOCKS SPEED LIMIT OUT); see docs/benchmarks.md
+bench: ## replay a trace against a local mesh of sim workers, report in OUT (vars: TRACE DECODE ROUTER_MODE NUM_BLOCKS SPEED RATE LIMIT OUT); see docs/benchmarks.md
 	@scripts/bench.sh
 
 .PHONY: gobench

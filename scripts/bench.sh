@@ -12,6 +12,9 @@
 #                default, room for 16 full-context sequences = SIM_CONTEXT blocks)
 #   SPEED        trace time compression, also the sim speed-up, so the load
 #                relative to capacity is the real trace's (default 8)
+#   RATE         arrival rate relative to the trace's own: the trace is
+#                compressed SPEED*RATE times against workers SPEED times
+#                faster, so RATE 1.25 is 25% more load (default 1)
 #   LIMIT        replay the first LIMIT trace requests / send LIMIT synthetic
 #                requests (default 1000)
 #   SIM_CONTEXT  sim context length (default 131072: the traces' prompts reach
@@ -24,10 +27,12 @@
 #   LOADTEST_ARGS, WORKER_ARGS, ROUTER_ARGS  extra flags
 set -euo pipefail
 cd "$(dirname "$0")/.."
-: "${DECODE:=8}" "${ROUTER_MODE:=kv}" "${SPEED:=8}" "${LIMIT:=1000}" "${PORT:=8000}" "${BASE_PORT:=9000}" "${SIM_CONTEXT:=131072}"
+: "${DECODE:=8}" "${ROUTER_MODE:=kv}" "${SPEED:=8}" "${RATE:=1}" "${LIMIT:=1000}" "${PORT:=8000}" "${BASE_PORT:=9000}" "${SIM_CONTEXT:=131072}"
 die() { echo "bench: $*" >&2; exit 2; }
 for v in DECODE LIMIT PORT BASE_PORT SIM_CONTEXT; do [[ "${!v}" =~ ^[0-9]+$ ]] || die "$v=${!v}: want a number"; done
-[[ "$SPEED" =~ ^[0-9]+(\.[0-9]+)?$ ]] && awk "BEGIN{exit !($SPEED > 0)}" || die "SPEED=$SPEED: want a positive number"
+for v in SPEED RATE; do
+  [[ "${!v}" =~ ^[0-9]+(\.[0-9]+)?$ ]] && awk "BEGIN{exit !(${!v} > 0)}" || die "$v=${!v}: want a positive number"
+done
 [ -z "${NUM_BLOCKS:-}" ] || [[ "$NUM_BLOCKS" =~ ^[0-9]+$ ]] || die "NUM_BLOCKS=$NUM_BLOCKS: want a number"
 
 case "${TRACE:-}" in
@@ -91,7 +96,7 @@ args=(--url "http://127.0.0.1:$PORT" --out "$OUT" --vocab 32000 --progress lines
 ceiling=""
 if [ -n "${TRACE:-}" ]; then
   maxin=$((SIM_CONTEXT - 2048))
-  args+=(--trace "$TRACE" --speed "$SPEED" --trace-limit "$LIMIT" --max-input-tokens "$maxin" --max-output-tokens 2048)
+  args+=(--trace "$TRACE" --speed "$(awk "BEGIN{print $SPEED * $RATE}")" --trace-limit "$LIMIT" --max-input-tokens "$maxin" --max-output-tokens 2048)
   if command -v python3 >/dev/null; then
     scripts/trace-ceiling.py "$TRACE" "$LIMIT" "$maxin" >"$OUT/ceiling.json"
     ceiling=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["token_ceiling"])' "$OUT/ceiling.json")
@@ -105,6 +110,7 @@ DECODE=$DECODE
 ROUTER_MODE=$ROUTER_MODE
 NUM_BLOCKS=${NUM_BLOCKS:-default ($SIM_CONTEXT)}
 SPEED=$SPEED
+RATE=$RATE
 LIMIT=$LIMIT
 SIM_CONTEXT=$SIM_CONTEXT
 WORKER_ARGS=$worker_args
