@@ -56,7 +56,14 @@ type Runtime struct {
 	Server    *server.Server
 	Telemetry *telemetry.Telemetry
 	Common    config.Common
+
+	drained []func(context.Context)
 }
+
+// AfterDrain registers f to run at shutdown once the server has drained
+// its requests (before telemetry flushes), with a context bounded by
+// -drain-timeout: to send what the last requests left queued.
+func (rt *Runtime) AfterDrain(f func(context.Context)) { rt.drained = append(rt.drained, f) }
 
 // Exit codes.
 const (
@@ -155,7 +162,15 @@ func run(ctx context.Context, spec Spec, env Env, common config.Common, log *slo
 	if env.Ready != nil {
 		env.Ready(addr)
 	}
-	return srv.Serve(ctx)
+	err = srv.Serve(ctx)
+	if len(rt.drained) > 0 {
+		dctx, cancel := context.WithTimeout(context.Background(), max(common.DrainTimeout, time.Second))
+		defer cancel()
+		for _, f := range rt.drained {
+			f(dctx)
+		}
+	}
+	return err
 }
 
 // telemetryFlushTimeout bounds the final export of spans and metrics.

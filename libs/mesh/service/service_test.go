@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -117,5 +118,35 @@ func TestPprofFlag(t *testing.T) {
 	}
 	if code, body := get(t, on.URL()+"/debug/pprof/"); code != http.StatusOK || !strings.Contains(body, "goroutine") {
 		t.Fatalf("with -pprof: /debug/pprof/ = %d", code)
+	}
+}
+
+// AfterDrain hooks run at shutdown, after the server stopped serving, with
+// a live context.
+func TestAfterDrain(t *testing.T) {
+	t.Parallel()
+	var ran atomic.Int32
+	var served atomic.Bool
+	s := spec()
+	s.Setup = func(_ context.Context, rt *service.Runtime) error {
+		rt.AfterDrain(func(ctx context.Context) {
+			if ctx.Err() == nil && served.Load() {
+				ran.Add(1)
+			}
+		})
+		return nil
+	}
+	r := meshtest.Start(t, s, "-discovery", "none")
+	if code, _ := get(t, r.URL()+"/health"); code == http.StatusOK {
+		served.Store(true)
+	}
+	if ran.Load() != 0 {
+		t.Fatal("hook ran before shutdown")
+	}
+	if code := r.Stop(t); code != 0 {
+		t.Fatalf("exit code %d:\n%s", code, r.Log())
+	}
+	if ran.Load() != 1 {
+		t.Fatalf("hook ran %d times with a live context, want once", ran.Load())
 	}
 }

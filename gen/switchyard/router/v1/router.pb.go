@@ -488,6 +488,101 @@ func (*PrefillDoneResponse) Descriptor() ([]byte, []int) {
 	return file_switchyard_router_v1_router_proto_rawDescGZIP(), []int{7}
 }
 
+// ReportRequest batches PrefillDone and Release reports. Prefill-done ids
+// apply before released ones, so a request that produced its first token
+// and ended within one batch is accounted as two single calls in that
+// order would be. At most 65,536 ids in all.
+type ReportRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Requests that produced their first token.
+	PrefillDoneRequestIds []string `protobuf:"bytes,1,rep,name=prefill_done_request_ids,json=prefillDoneRequestIds,proto3" json:"prefill_done_request_ids,omitempty"`
+	// Requests that ended.
+	ReleasedRequestIds []string `protobuf:"bytes,2,rep,name=released_request_ids,json=releasedRequestIds,proto3" json:"released_request_ids,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
+}
+
+func (x *ReportRequest) Reset() {
+	*x = ReportRequest{}
+	mi := &file_switchyard_router_v1_router_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReportRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReportRequest) ProtoMessage() {}
+
+func (x *ReportRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_switchyard_router_v1_router_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReportRequest.ProtoReflect.Descriptor instead.
+func (*ReportRequest) Descriptor() ([]byte, []int) {
+	return file_switchyard_router_v1_router_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *ReportRequest) GetPrefillDoneRequestIds() []string {
+	if x != nil {
+		return x.PrefillDoneRequestIds
+	}
+	return nil
+}
+
+func (x *ReportRequest) GetReleasedRequestIds() []string {
+	if x != nil {
+		return x.ReleasedRequestIds
+	}
+	return nil
+}
+
+// ReportResponse has no fields.
+type ReportResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReportResponse) Reset() {
+	*x = ReportResponse{}
+	mi := &file_switchyard_router_v1_router_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReportResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReportResponse) ProtoMessage() {}
+
+func (x *ReportResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_switchyard_router_v1_router_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReportResponse.ProtoReflect.Descriptor instead.
+func (*ReportResponse) Descriptor() ([]byte, []int) {
+	return file_switchyard_router_v1_router_proto_rawDescGZIP(), []int{9}
+}
+
 var File_switchyard_router_v1_router_proto protoreflect.FileDescriptor
 
 const file_switchyard_router_v1_router_proto_rawDesc = "" +
@@ -526,11 +621,16 @@ const file_switchyard_router_v1_router_proto_rawDesc = "" +
 	"\x12PrefillDoneRequest\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\"\x15\n" +
-	"\x13PrefillDoneResponse2\x9d\x02\n" +
+	"\x13PrefillDoneResponse\"z\n" +
+	"\rReportRequest\x127\n" +
+	"\x18prefill_done_request_ids\x18\x01 \x03(\tR\x15prefillDoneRequestIds\x120\n" +
+	"\x14released_request_ids\x18\x02 \x03(\tR\x12releasedRequestIds\"\x10\n" +
+	"\x0eReportResponse2\xf2\x02\n" +
 	"\rRouterService\x12P\n" +
 	"\x05Route\x12\".switchyard.router.v1.RouteRequest\x1a#.switchyard.router.v1.RouteResponse\x12V\n" +
 	"\aRelease\x12$.switchyard.router.v1.ReleaseRequest\x1a%.switchyard.router.v1.ReleaseResponse\x12b\n" +
-	"\vPrefillDone\x12(.switchyard.router.v1.PrefillDoneRequest\x1a).switchyard.router.v1.PrefillDoneResponseB\xcb\x01\n" +
+	"\vPrefillDone\x12(.switchyard.router.v1.PrefillDoneRequest\x1a).switchyard.router.v1.PrefillDoneResponse\x12S\n" +
+	"\x06Report\x12#.switchyard.router.v1.ReportRequest\x1a$.switchyard.router.v1.ReportResponseB\xcb\x01\n" +
 	"\x18com.switchyard.router.v1B\vRouterProtoP\x01Z0switchyard.dev/gen/switchyard/router/v1;routerv1\xa2\x02\x03SRX\xaa\x02\x14Switchyard.Router.V1\xca\x02\x14Switchyard\\Router\\V1\xe2\x02 Switchyard\\Router\\V1\\GPBMetadata\xea\x02\x16Switchyard::Router::V1b\x06proto3"
 
 var (
@@ -545,7 +645,7 @@ func file_switchyard_router_v1_router_proto_rawDescGZIP() []byte {
 	return file_switchyard_router_v1_router_proto_rawDescData
 }
 
-var file_switchyard_router_v1_router_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
+var file_switchyard_router_v1_router_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
 var file_switchyard_router_v1_router_proto_goTypes = []any{
 	(*RouteRequest)(nil),        // 0: switchyard.router.v1.RouteRequest
 	(*Worker)(nil),              // 1: switchyard.router.v1.Worker
@@ -555,24 +655,28 @@ var file_switchyard_router_v1_router_proto_goTypes = []any{
 	(*ReleaseResponse)(nil),     // 5: switchyard.router.v1.ReleaseResponse
 	(*PrefillDoneRequest)(nil),  // 6: switchyard.router.v1.PrefillDoneRequest
 	(*PrefillDoneResponse)(nil), // 7: switchyard.router.v1.PrefillDoneResponse
-	(*v1.Hints)(nil),            // 8: switchyard.common.v1.Hints
+	(*ReportRequest)(nil),       // 8: switchyard.router.v1.ReportRequest
+	(*ReportResponse)(nil),      // 9: switchyard.router.v1.ReportResponse
+	(*v1.Hints)(nil),            // 10: switchyard.common.v1.Hints
 }
 var file_switchyard_router_v1_router_proto_depIdxs = []int32{
-	8, // 0: switchyard.router.v1.RouteRequest.hints:type_name -> switchyard.common.v1.Hints
-	1, // 1: switchyard.router.v1.RouteResponse.decode:type_name -> switchyard.router.v1.Worker
-	1, // 2: switchyard.router.v1.RouteResponse.prefill:type_name -> switchyard.router.v1.Worker
-	2, // 3: switchyard.router.v1.RouteResponse.candidates:type_name -> switchyard.router.v1.Candidate
-	0, // 4: switchyard.router.v1.RouterService.Route:input_type -> switchyard.router.v1.RouteRequest
-	4, // 5: switchyard.router.v1.RouterService.Release:input_type -> switchyard.router.v1.ReleaseRequest
-	6, // 6: switchyard.router.v1.RouterService.PrefillDone:input_type -> switchyard.router.v1.PrefillDoneRequest
-	3, // 7: switchyard.router.v1.RouterService.Route:output_type -> switchyard.router.v1.RouteResponse
-	5, // 8: switchyard.router.v1.RouterService.Release:output_type -> switchyard.router.v1.ReleaseResponse
-	7, // 9: switchyard.router.v1.RouterService.PrefillDone:output_type -> switchyard.router.v1.PrefillDoneResponse
-	7, // [7:10] is the sub-list for method output_type
-	4, // [4:7] is the sub-list for method input_type
-	4, // [4:4] is the sub-list for extension type_name
-	4, // [4:4] is the sub-list for extension extendee
-	0, // [0:4] is the sub-list for field type_name
+	10, // 0: switchyard.router.v1.RouteRequest.hints:type_name -> switchyard.common.v1.Hints
+	1,  // 1: switchyard.router.v1.RouteResponse.decode:type_name -> switchyard.router.v1.Worker
+	1,  // 2: switchyard.router.v1.RouteResponse.prefill:type_name -> switchyard.router.v1.Worker
+	2,  // 3: switchyard.router.v1.RouteResponse.candidates:type_name -> switchyard.router.v1.Candidate
+	0,  // 4: switchyard.router.v1.RouterService.Route:input_type -> switchyard.router.v1.RouteRequest
+	4,  // 5: switchyard.router.v1.RouterService.Release:input_type -> switchyard.router.v1.ReleaseRequest
+	6,  // 6: switchyard.router.v1.RouterService.PrefillDone:input_type -> switchyard.router.v1.PrefillDoneRequest
+	8,  // 7: switchyard.router.v1.RouterService.Report:input_type -> switchyard.router.v1.ReportRequest
+	3,  // 8: switchyard.router.v1.RouterService.Route:output_type -> switchyard.router.v1.RouteResponse
+	5,  // 9: switchyard.router.v1.RouterService.Release:output_type -> switchyard.router.v1.ReleaseResponse
+	7,  // 10: switchyard.router.v1.RouterService.PrefillDone:output_type -> switchyard.router.v1.PrefillDoneResponse
+	9,  // 11: switchyard.router.v1.RouterService.Report:output_type -> switchyard.router.v1.ReportResponse
+	8,  // [8:12] is the sub-list for method output_type
+	4,  // [4:8] is the sub-list for method input_type
+	4,  // [4:4] is the sub-list for extension type_name
+	4,  // [4:4] is the sub-list for extension extendee
+	0,  // [0:4] is the sub-list for field type_name
 }
 
 func init() { file_switchyard_router_v1_router_proto_init() }
@@ -586,7 +690,7 @@ func file_switchyard_router_v1_router_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_switchyard_router_v1_router_proto_rawDesc), len(file_switchyard_router_v1_router_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   8,
+			NumMessages:   10,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

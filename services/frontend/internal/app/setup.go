@@ -30,6 +30,11 @@ func setup(ctx context.Context, rt *service.Runtime, f *flags, version string) e
 	hc := upstream.NewHTTPClient()
 	workers := upstream.NewWorkers(hc, opts...)
 	routers := upstream.NewRouters(hc, rt.Logger, f.routers, opts...)
+	rt.AfterDrain(func(ctx context.Context) {
+		if err := routers.Flush(ctx); err != nil {
+			rt.Logger.Warn("load reports to the router not all sent at shutdown", "err", err)
+		}
+	})
 	if len(f.routers) == 0 {
 		if err := routers.Watch(ctx, rt.Registry); err != nil {
 			return err
@@ -75,7 +80,7 @@ func locator(r *upstream.Routers) catalog.Locator {
 		if err != nil {
 			return "", err
 		}
-		r.Release(context.WithoutCancel(ctx), routed.Replica, id)
+		r.Release(routed.Replica, id)
 		addr := routed.Resp.GetDecode().GetAddress()
 		if addr == "" {
 			return "", connect.NewError(connect.CodeUnavailable, errors.New("router chose no decode worker"))

@@ -26,6 +26,9 @@ type Router struct {
 	releases []string
 	prefills []string
 	err      *connect.Error
+	reports  int           // Report calls
+	legacy   bool          // Report answers Unimplemented
+	hold     chan struct{} // Report waits until it is closed
 }
 
 // StartRouter serves a fake router over workers until the test ends.
@@ -109,4 +112,57 @@ func (r *Router) PrefillDone(_ context.Context, req *connect.Request[routerv1.Pr
 	defer r.mu.Unlock()
 	r.prefills = append(r.prefills, req.Msg.GetRequestId())
 	return connect.NewResponse(&routerv1.PrefillDoneResponse{}), nil
+}
+
+// Report implements the RouterService, recording ids as PrefillDone and
+// Release do.
+func (r *Router) Report(ctx context.Context, req *connect.Request[routerv1.ReportRequest]) (*connect.Response[routerv1.ReportResponse], error) {
+	r.mu.Lock()
+	legacy, hold := r.legacy, r.hold
+	r.mu.Unlock()
+	if legacy {
+		return nil, connect.NewError(connect.CodeUnimplemented, errors.New("switchyard.router.v1.RouterService.Report is not implemented"))
+	}
+	if hold != nil {
+		select {
+		case <-hold:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.reports++
+	r.prefills = append(r.prefills, req.Msg.GetPrefillDoneRequestIds()...)
+	r.releases = append(r.releases, req.Msg.GetReleasedRequestIds()...)
+	return connect.NewResponse(&routerv1.ReportResponse{}), nil
+}
+
+// Reports counts the Report calls answered.
+func (r *Router) Reports() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.reports
+}
+
+// WithoutReport makes Report answer Unimplemented, as a router older than
+// Report does.
+func (r *Router) WithoutReport() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.legacy = true
+}
+
+// HoldReports makes Report calls wait until release is called.
+func (r *Router) HoldReports() (release func()) {
+	ch := make(chan struct{})
+	r.mu.Lock()
+	r.hold = ch
+	r.mu.Unlock()
+	return sync.OnceFunc(func() {
+		r.mu.Lock()
+		r.hold = nil
+		r.mu.Unlock()
+		close(ch)
+	})
 }

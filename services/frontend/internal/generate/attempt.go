@@ -5,16 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"time"
 
 	"connectrpc.com/connect"
 
 	routerv1 "switchyard.dev/gen/switchyard/router/v1"
 	workerv1 "switchyard.dev/gen/switchyard/worker/v1"
 )
-
-// releaseTimeout bounds Release, which runs after the client may be gone.
-const releaseTimeout = 2 * time.Second
 
 // attempt routes and streams once. done reports that the generation ended
 // (successfully, or with an error that must not be retried).
@@ -30,11 +26,7 @@ func (g *Generator) attempt(ctx context.Context, st *state, n int, emit func(Del
 	if err != nil {
 		return true, routeError{err}
 	}
-	defer func() {
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
-		g.cfg.Router.Release(rctx, routed.Replica, id)
-		cancel()
-	}()
+	defer g.cfg.Router.Release(routed.Replica, id)
 	w := routed.Resp.GetDecode()
 	if w.GetAddress() == "" {
 		return true, routeError{connect.NewError(connect.CodeUnavailable, errors.New("router chose no decode worker"))}
@@ -60,13 +52,9 @@ func (g *Generator) attempt(ctx context.Context, st *state, n int, emit func(Del
 	for stream.Receive() {
 		if !reported {
 			// The first message carries the first token: the prefill is
-			// done. Reported off the stream's path.
+			// done.
 			reported = true
-			go func() {
-				rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseTimeout)
-				defer cancel()
-				g.cfg.Router.PrefillDone(rctx, routed.Replica, id)
-			}()
+			g.cfg.Router.PrefillDone(routed.Replica, id)
 		}
 		done, err := st.consume(stream.Msg(), emit)
 		if done {

@@ -33,9 +33,10 @@ import (
 type Router interface {
 	Route(ctx context.Context, req *routerv1.RouteRequest) (upstream.Routed, error)
 	// PrefillDone reports the first token of a request routed with
-	// reports_prefill_done; Release reports its end.
-	PrefillDone(ctx context.Context, replica, id string)
-	Release(ctx context.Context, replica, id string)
+	// reports_prefill_done; Release reports its end. Both return at once
+	// (the reports go in the background).
+	PrefillDone(replica, id string)
+	Release(replica, id string)
 }
 
 // Dialer returns a worker client (upstream.Workers).

@@ -46,31 +46,39 @@ type Routers struct {
 // known: a replica that has left discovery still gets the Release and
 // PrefillDone of the requests it routed. Never modified once published.
 type routerView struct {
-	urls    []string
-	clients map[string]routerv1connect.RouterServiceClient
+	urls     []string
+	replicas map[string]*replica
+}
+
+// replica is one router replica's client and the reporter of the requests
+// it routed; shared by every view that knows the replica.
+type replica struct {
+	client   routerv1connect.RouterServiceClient
+	reporter *reporter
 }
 
 // NewRouters returns a pool over the given base URLs (static mode); call
 // Watch to follow discovery instead.
 func NewRouters(hc connect.HTTPClient, log *slog.Logger, urls []string, opts ...connect.ClientOption) *Routers {
 	r := &Routers{hc: hc, opts: opts, log: log}
-	r.view.Store(&routerView{clients: map[string]routerv1connect.RouterServiceClient{}})
+	r.view.Store(&routerView{replicas: map[string]*replica{}})
 	r.set(urls)
 	return r
 }
 
-// set publishes a view routing to urls. Copying the clients map costs
+// set publishes a view routing to urls. Copying the replicas map costs
 // little: replicas are few and change rarely.
 func (r *Routers) set(urls []string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	clients := maps.Clone(r.view.Load().clients)
+	replicas := maps.Clone(r.view.Load().replicas)
 	for _, u := range urls {
-		if _, ok := clients[u]; !ok {
-			clients[u] = routerv1connect.NewRouterServiceClient(r.hc, u, r.opts...)
+		if _, ok := replicas[u]; !ok {
+			c := routerv1connect.NewRouterServiceClient(r.hc, u, r.opts...)
+			replicas[u] = &replica{client: c, reporter: newReporter(c, u, r.log)}
 		}
 	}
-	r.view.Store(&routerView{urls: slices.Clone(urls), clients: clients})
+	r.view.Store(&routerView{urls: slices.Clone(urls), replicas: replicas})
 }
 
 // Watch follows the healthy router instances in reg until ctx ends.
@@ -101,7 +109,7 @@ func (r *Routers) Route(ctx context.Context, req *routerv1.RouteRequest) (Routed
 	var last error
 	for i := range urls {
 		url := urls[(start+i)%len(urls)]
-		resp, err := v.clients[url].Route(ctx, connect.NewRequest(req))
+		resp, err := v.replicas[url].client.Route(ctx, connect.NewRequest(req))
 		if err == nil {
 			return Routed{Resp: resp.Msg, Replica: url}, nil
 		}
@@ -114,31 +122,29 @@ func (r *Routers) Route(ctx context.Context, req *routerv1.RouteRequest) (Routed
 	return Routed{}, fmt.Errorf("route: %w", last)
 }
 
-// Release tells the replica that routed id that the request ended.
-// PrefillDone tells it that the request produced its first token. Errors
-// are logged, not returned: the router also expires load on its own.
-func (r *Routers) Release(ctx context.Context, replica, id string) {
-	r.tell(replica, id, "release", func(c routerv1connect.RouterServiceClient) error {
-		_, err := c.Release(ctx, connect.NewRequest(&routerv1.ReleaseRequest{RequestId: id}))
-		return err
-	})
-}
+// Release tells the replica that routed id that the request ended, and
+// PrefillDone that it produced its first token. Both return at once: the
+// reports go in the background, batched per replica (see reporter), and a
+// failure is logged, not returned, since the router also expires load on
+// its own. A replica never known is not told.
+func (r *Routers) Release(replica, id string) { r.report(replica, false, id) }
 
 // PrefillDone: see Release.
-func (r *Routers) PrefillDone(ctx context.Context, replica, id string) {
-	r.tell(replica, id, "prefill-done report", func(c routerv1connect.RouterServiceClient) error {
-		_, err := c.PrefillDone(ctx, connect.NewRequest(&routerv1.PrefillDoneRequest{RequestId: id}))
-		return err
-	})
+func (r *Routers) PrefillDone(replica, id string) { r.report(replica, true, id) }
+
+func (r *Routers) report(url string, prefillDone bool, id string) {
+	if rp := r.view.Load().replicas[url]; rp != nil {
+		rp.reporter.add(prefillDone, id)
+	}
 }
 
-// tell calls the replica that routed id, logging a failure.
-func (r *Routers) tell(replica, id, what string, call func(routerv1connect.RouterServiceClient) error) {
-	c := r.view.Load().clients[replica]
-	if c == nil {
-		return
+// Flush waits until the reports queued so far were sent, or ctx ends: on
+// shutdown, and in tests.
+func (r *Routers) Flush(ctx context.Context) error {
+	for _, rp := range r.view.Load().replicas {
+		if err := rp.reporter.flush(ctx); err != nil {
+			return err
+		}
 	}
-	if err := call(c); err != nil {
-		r.log.Debug(what+" failed", "router", replica, "request_id", id, "err", err)
-	}
+	return nil
 }

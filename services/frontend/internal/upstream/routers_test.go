@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -40,8 +41,9 @@ func TestRoutersFailOver(t *testing.T) {
 		if routed.Replica != good.URL || routed.Resp.GetDecode().GetAddress() != w.URL {
 			t.Fatalf("routed %+v", routed)
 		}
-		r.Release(t.Context(), routed.Replica, "x")
+		r.Release(routed.Replica, "x")
 	}
+	flush(t, r)
 	if n := len(good.Releases()); n != 4 {
 		t.Fatalf("releases %d", n)
 	}
@@ -60,8 +62,9 @@ func TestRoutersReplicaLeft(t *testing.T) {
 		t.Fatalf("routed %+v, %v", routed, err)
 	}
 	r.set([]string{stays.URL})
-	r.PrefillDone(t.Context(), routed.Replica, "x")
-	r.Release(t.Context(), routed.Replica, "x")
+	r.PrefillDone(routed.Replica, "x")
+	r.Release(routed.Replica, "x")
+	flush(t, r)
 	if p, rel := gone.PrefillDones(), gone.Releases(); len(p) != 1 || len(rel) != 1 {
 		t.Fatalf("replica that routed got prefill-done %v, releases %v", p, rel)
 	}
@@ -73,7 +76,7 @@ func TestRoutersReplicaLeft(t *testing.T) {
 	if n := len(gone.Routes()); n != 1 {
 		t.Fatalf("replica that left was asked %d times, want once", n)
 	}
-	r.Release(t.Context(), "http://never-known", "z") // no client: nothing to tell
+	r.Release("http://never-known", "z") // no client: nothing to tell
 }
 
 // TestRoutersConcurrentChanges routes while discovery changes the
@@ -107,13 +110,14 @@ func TestRoutersConcurrentChanges(t *testing.T) {
 					t.Errorf("routed %+v, %v", routed, err)
 					return
 				}
-				r.Release(t.Context(), routed.Replica, id)
+				r.Release(routed.Replica, id)
 			}
 		})
 	}
 	routers.Wait()
 	close(stop)
 	<-written
+	flush(t, r)
 	if n := len(a.Releases()) + len(b.Releases()); !t.Failed() && n != 100 {
 		t.Errorf("%d releases reached the routing replicas, want 100", n)
 	}
@@ -158,5 +162,64 @@ func TestRoutersWatch(t *testing.T) {
 			return
 		case <-time.After(5 * time.Millisecond):
 		}
+	}
+}
+
+func flush(t *testing.T, r *Routers) {
+	t.Helper()
+	if err := r.Flush(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestReportsBatch: reports made while a Report is in flight go together
+// in the next one, each request's prefill-done before its release, and
+// every report arrives once.
+func TestReportsBatch(t *testing.T) {
+	t.Parallel()
+	w := fakemesh.StartWorker(t, fakemesh.WorkerConfig{ID: "w"})
+	fr := fakemesh.StartRouter(t, w)
+	r := NewRouters(NewHTTPClient(), slog.New(slog.DiscardHandler), []string{fr.URL})
+	release := fr.HoldReports()
+	r.PrefillDone(fr.URL, "first") // in flight, held
+	const n = 200
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			id := fmt.Sprint("req-", i)
+			r.PrefillDone(fr.URL, id)
+			r.Release(fr.URL, id)
+		})
+	}
+	wg.Wait()
+	release()
+	flush(t, r)
+	if got := fr.Reports(); got != 2 {
+		t.Fatalf("%d Report calls for 1 + %d requests, want 2 (one held, one with the rest)", got, n)
+	}
+	done, rel := fr.PrefillDones(), fr.Releases()
+	if len(done) != n+1 || len(rel) != n || done[0] != "first" {
+		t.Fatalf("prefill-done %d (first %q), released %d", len(done), done[0], len(rel))
+	}
+	if len(slices.Compact(slices.Sorted(slices.Values(rel)))) != n {
+		t.Fatal("a release arrived twice")
+	}
+}
+
+// TestReportsToOldRouter: a replica without Report gets the single calls,
+// in order, from then on.
+func TestReportsToOldRouter(t *testing.T) {
+	t.Parallel()
+	w := fakemesh.StartWorker(t, fakemesh.WorkerConfig{ID: "w"})
+	fr := fakemesh.StartRouter(t, w)
+	fr.WithoutReport()
+	r := NewRouters(NewHTTPClient(), slog.New(slog.DiscardHandler), []string{fr.URL})
+	for _, id := range []string{"a", "b"} {
+		r.PrefillDone(fr.URL, id)
+		r.Release(fr.URL, id)
+		flush(t, r)
+	}
+	if done, rel := fr.PrefillDones(), fr.Releases(); !slices.Equal(done, []string{"a", "b"}) || !slices.Equal(rel, []string{"a", "b"}) || fr.Reports() != 0 {
+		t.Fatalf("prefill-done %v, released %v, reports %d", done, rel, fr.Reports())
 	}
 }

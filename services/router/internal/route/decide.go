@@ -229,6 +229,31 @@ func (r *Router) PrefillDone(_ context.Context, req *connect.Request[routerv1.Pr
 	return connect.NewResponse(&routerv1.PrefillDoneResponse{}), nil
 }
 
+// maxReportIDs bounds one Report (router.proto).
+const maxReportIDs = 1 << 16
+
+// Report implements RouterService.Report: PrefillDone for each of
+// prefill_done_request_ids, then Release for each of released_request_ids.
+// The batch is checked whole before any of it applies.
+func (r *Router) Report(_ context.Context, req *connect.Request[routerv1.ReportRequest]) (*connect.Response[routerv1.ReportResponse], error) {
+	done, released := req.Msg.GetPrefillDoneRequestIds(), req.Msg.GetReleasedRequestIds()
+	if n := len(done) + len(released); n > maxReportIDs {
+		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("report names %d requests, at most %d allowed", n, maxReportIDs))
+	}
+	for _, ids := range [][]string{done, released} {
+		if slices.Contains(ids, "") {
+			return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("report has an empty request_id"))
+		}
+	}
+	for _, id := range done {
+		_ = r.endLoad(id, r.loads.PrefillDone, routerv1.LoadEventKind_LOAD_EVENT_KIND_PREFILL_DONE)
+	}
+	for _, id := range released {
+		_ = r.endLoad(id, r.loads.Free, routerv1.LoadEventKind_LOAD_EVENT_KIND_FREE)
+	}
+	return connect.NewResponse(&routerv1.ReportResponse{}), nil
+}
+
 // endLoad ends part of request id's predicted load with end and tells the
 // peers when it took effect. Unknown or already ended ids succeed.
 func (r *Router) endLoad(id string, end func(origin, id string) bool, kind routerv1.LoadEventKind) error {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -18,6 +19,7 @@ import (
 	"switchyard.dev/libs/kvhash/kvtier"
 	"switchyard.dev/libs/mesh/discovery"
 	"switchyard.dev/libs/radix"
+	"switchyard.dev/services/router/internal/load"
 	"switchyard.dev/services/router/internal/policy"
 )
 
@@ -373,5 +375,57 @@ func TestDecisionDebugLogDisaggregated(t *testing.T) {
 	}
 	if strings.Contains(got, "p1:") || strings.Contains(got, "p2:") {
 		t.Errorf("debug log %q lists prefill candidates as decode ones", got)
+	}
+}
+
+// Report applies a batch as the single calls would, prefill-done ids
+// first, and checks the whole batch before applying any of it.
+func TestReport(t *testing.T) {
+	t.Parallel()
+	var published []*routerv1.LoadEvent
+	r := newRouter(t, func(c *Config) {
+		c.Publish = func(ev *routerv1.LoadEvent) { published = append(published, ev) }
+	})
+	r.SetWorkers(instances(discovery.RoleDecode, "m", "a"), nil)
+	for _, id := range []string{"p", "q", "s"} {
+		if _, err := r.Decide(t.Context(), &routerv1.RouteRequest{RequestId: id, Model: "m", TokenIds: tokens(32, 1), ReportsPrefillDone: true}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	workerLoad := func() load.Load { return r.Loads().All()["a"] }
+	if l := workerLoad(); l.Prefill != 24 || l.Decode == 0 {
+		t.Fatalf("load %+v before the report", l)
+	}
+	decodeEach := workerLoad().Decode / 3
+	published = nil // the three adds
+	for _, bad := range []*routerv1.ReportRequest{
+		{PrefillDoneRequestIds: []string{"p", ""}},
+		{ReleasedRequestIds: []string{""}},
+		{ReleasedRequestIds: make([]string, maxReportIDs+1)},
+	} {
+		if _, err := r.Report(t.Context(), connect.NewRequest(bad)); connect.CodeOf(err) != connect.CodeInvalidArgument {
+			t.Fatalf("report %d/%d ids: %v, want InvalidArgument", len(bad.PrefillDoneRequestIds), len(bad.ReleasedRequestIds), err)
+		}
+	}
+	if l := workerLoad(); l.Prefill != 24 || len(published) != 0 {
+		t.Fatalf("a rejected report applied: load %+v, published %v", l, published)
+	}
+	// p: prefilled; q: prefilled and ended in one batch; s: untouched;
+	// "unknown" and the repeated "p" succeed and change nothing.
+	_, err := r.Report(t.Context(), connect.NewRequest(&routerv1.ReportRequest{
+		PrefillDoneRequestIds: []string{"p", "q", "p", "unknown"}, ReleasedRequestIds: []string{"q", "unknown"}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l := workerLoad(); l.Prefill != 8 || l.Decode != 2*decodeEach {
+		t.Fatalf("load %+v after the report, want prefill 8 (s) and the decode of p and s", l)
+	}
+	var kinds []string
+	for _, ev := range published {
+		kinds = append(kinds, ev.GetRequestId()+":"+ev.GetKind().String())
+	}
+	want := []string{"p:LOAD_EVENT_KIND_PREFILL_DONE", "q:LOAD_EVENT_KIND_PREFILL_DONE", "q:LOAD_EVENT_KIND_FREE"}
+	if !slices.Equal(kinds, want) {
+		t.Fatalf("peers were told %v, want %v", kinds, want)
 	}
 }

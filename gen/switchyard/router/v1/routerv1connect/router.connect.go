@@ -42,6 +42,8 @@ const (
 	// RouterServicePrefillDoneProcedure is the fully-qualified name of the RouterService's PrefillDone
 	// RPC.
 	RouterServicePrefillDoneProcedure = "/switchyard.router.v1.RouterService/PrefillDone"
+	// RouterServiceReportProcedure is the fully-qualified name of the RouterService's Report RPC.
+	RouterServiceReportProcedure = "/switchyard.router.v1.RouterService/Report"
 )
 
 // RouterServiceClient is a client for the switchyard.router.v1.RouterService service.
@@ -55,6 +57,13 @@ type RouterServiceClient interface {
 	// token: its predicted prefill load is removed at once (its decode load
 	// stays until Release).
 	PrefillDone(context.Context, *connect.Request[v1.PrefillDoneRequest]) (*connect.Response[v1.PrefillDoneResponse], error)
+	// Report is PrefillDone and Release for many requests in one call: a
+	// frontend sends, in one Report, what accumulated while its previous
+	// one was in flight, so under load two calls per request become a few
+	// per round trip. Unknown, expired and repeated ids succeed, as with
+	// the single calls. Routers older than Report answer Unimplemented, and
+	// a frontend then falls back to the single calls.
+	Report(context.Context, *connect.Request[v1.ReportRequest]) (*connect.Response[v1.ReportResponse], error)
 }
 
 // NewRouterServiceClient constructs a client for the switchyard.router.v1.RouterService service. By
@@ -86,6 +95,12 @@ func NewRouterServiceClient(httpClient connect.HTTPClient, baseURL string, opts 
 			connect.WithSchema(routerServiceMethods.ByName("PrefillDone")),
 			connect.WithClientOptions(opts...),
 		),
+		report: connect.NewClient[v1.ReportRequest, v1.ReportResponse](
+			httpClient,
+			baseURL+RouterServiceReportProcedure,
+			connect.WithSchema(routerServiceMethods.ByName("Report")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -94,6 +109,7 @@ type routerServiceClient struct {
 	route       *connect.Client[v1.RouteRequest, v1.RouteResponse]
 	release     *connect.Client[v1.ReleaseRequest, v1.ReleaseResponse]
 	prefillDone *connect.Client[v1.PrefillDoneRequest, v1.PrefillDoneResponse]
+	report      *connect.Client[v1.ReportRequest, v1.ReportResponse]
 }
 
 // Route calls switchyard.router.v1.RouterService.Route.
@@ -111,6 +127,11 @@ func (c *routerServiceClient) PrefillDone(ctx context.Context, req *connect.Requ
 	return c.prefillDone.CallUnary(ctx, req)
 }
 
+// Report calls switchyard.router.v1.RouterService.Report.
+func (c *routerServiceClient) Report(ctx context.Context, req *connect.Request[v1.ReportRequest]) (*connect.Response[v1.ReportResponse], error) {
+	return c.report.CallUnary(ctx, req)
+}
+
 // RouterServiceHandler is an implementation of the switchyard.router.v1.RouterService service.
 type RouterServiceHandler interface {
 	// Route picks a decode worker (and a prefill worker when disaggregated).
@@ -122,6 +143,13 @@ type RouterServiceHandler interface {
 	// token: its predicted prefill load is removed at once (its decode load
 	// stays until Release).
 	PrefillDone(context.Context, *connect.Request[v1.PrefillDoneRequest]) (*connect.Response[v1.PrefillDoneResponse], error)
+	// Report is PrefillDone and Release for many requests in one call: a
+	// frontend sends, in one Report, what accumulated while its previous
+	// one was in flight, so under load two calls per request become a few
+	// per round trip. Unknown, expired and repeated ids succeed, as with
+	// the single calls. Routers older than Report answer Unimplemented, and
+	// a frontend then falls back to the single calls.
+	Report(context.Context, *connect.Request[v1.ReportRequest]) (*connect.Response[v1.ReportResponse], error)
 }
 
 // NewRouterServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -149,6 +177,12 @@ func NewRouterServiceHandler(svc RouterServiceHandler, opts ...connect.HandlerOp
 		connect.WithSchema(routerServiceMethods.ByName("PrefillDone")),
 		connect.WithHandlerOptions(opts...),
 	)
+	routerServiceReportHandler := connect.NewUnaryHandler(
+		RouterServiceReportProcedure,
+		svc.Report,
+		connect.WithSchema(routerServiceMethods.ByName("Report")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/switchyard.router.v1.RouterService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case RouterServiceRouteProcedure:
@@ -157,6 +191,8 @@ func NewRouterServiceHandler(svc RouterServiceHandler, opts ...connect.HandlerOp
 			routerServiceReleaseHandler.ServeHTTP(w, r)
 		case RouterServicePrefillDoneProcedure:
 			routerServicePrefillDoneHandler.ServeHTTP(w, r)
+		case RouterServiceReportProcedure:
+			routerServiceReportHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -176,4 +212,8 @@ func (UnimplementedRouterServiceHandler) Release(context.Context, *connect.Reque
 
 func (UnimplementedRouterServiceHandler) PrefillDone(context.Context, *connect.Request[v1.PrefillDoneRequest]) (*connect.Response[v1.PrefillDoneResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("switchyard.router.v1.RouterService.PrefillDone is not implemented"))
+}
+
+func (UnimplementedRouterServiceHandler) Report(context.Context, *connect.Request[v1.ReportRequest]) (*connect.Response[v1.ReportResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("switchyard.router.v1.RouterService.Report is not implemented"))
 }

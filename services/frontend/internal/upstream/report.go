@@ -1,0 +1,136 @@
+package upstream
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"connectrpc.com/connect"
+
+	routerv1 "switchyard.dev/gen/switchyard/router/v1"
+	"switchyard.dev/gen/switchyard/router/v1/routerv1connect"
+)
+
+// reportTimeout bounds one Report (or, against an old router, the single
+// calls of one batch).
+const reportTimeout = 2 * time.Second
+
+// maxReportIDs is the most ids one Report carries (router.proto).
+const maxReportIDs = 1 << 16
+
+// reporter sends one replica the PrefillDone and Release reports of the
+// requests it routed. A report goes at once when none is in flight;
+// otherwise it joins the next Report, sent as soon as the one in flight
+// returns. A lone request waits for nothing, and under load the replica
+// gets one call per round trip instead of two per request. Reports keep
+// their order: a request's prefill-done is never sent after its release.
+type reporter struct {
+	client routerv1connect.RouterServiceClient
+	url    string
+	log    *slog.Logger
+
+	mu       sync.Mutex
+	done     []string // prefill-done ids for the next Report
+	released []string // released ids for the next Report
+	sending  bool
+	idle     chan struct{} // closed when sending ends
+	legacy   bool          // the replica has no Report: single calls
+}
+
+func newReporter(client routerv1connect.RouterServiceClient, url string, log *slog.Logger) *reporter {
+	idle := make(chan struct{})
+	close(idle)
+	return &reporter{client: client, url: url, log: log, idle: idle}
+}
+
+// add queues a report and starts a sender if none runs.
+func (rep *reporter) add(prefillDone bool, id string) {
+	rep.mu.Lock()
+	if prefillDone {
+		rep.done = append(rep.done, id)
+	} else {
+		rep.released = append(rep.released, id)
+	}
+	if rep.sending {
+		rep.mu.Unlock()
+		return
+	}
+	rep.sending, rep.idle = true, make(chan struct{})
+	rep.mu.Unlock()
+	go rep.send()
+}
+
+// send delivers batches until none is left.
+func (rep *reporter) send() {
+	for {
+		rep.mu.Lock()
+		done, released, legacy := rep.done, rep.released, rep.legacy
+		rep.done, rep.released = nil, nil
+		if len(done)+len(released) == 0 {
+			rep.sending = false
+			close(rep.idle)
+			rep.mu.Unlock()
+			return
+		}
+		rep.mu.Unlock()
+		rep.deliver(done, released, legacy)
+		rep.mu.Lock() // the batch is sent: its slices can take the next one
+		if rep.done == nil {
+			rep.done = done[:0]
+		}
+		if rep.released == nil {
+			rep.released = released[:0]
+		}
+		rep.mu.Unlock()
+	}
+}
+
+// deliver sends one batch, prefill-done ids first, in Reports of at most
+// maxReportIDs ids, or as single calls to a replica without Report.
+// Failures are logged, not retried: the router also expires load on its
+// own.
+func (rep *reporter) deliver(done, released []string, legacy bool) {
+	ctx, cancel := context.WithTimeout(context.Background(), reportTimeout)
+	defer cancel()
+	for !legacy && len(done)+len(released) > 0 {
+		d := done[:min(len(done), maxReportIDs)]
+		r := released[:min(len(released), maxReportIDs-len(d))]
+		_, err := rep.client.Report(ctx, connect.NewRequest(&routerv1.ReportRequest{PrefillDoneRequestIds: d, ReleasedRequestIds: r}))
+		if connect.CodeOf(err) == connect.CodeUnimplemented {
+			rep.log.Info("router replica has no Report; sending single reports", "router", rep.url)
+			rep.mu.Lock()
+			rep.legacy = true
+			rep.mu.Unlock()
+			legacy = true
+			break
+		}
+		if err != nil {
+			rep.log.Debug("report failed", "router", rep.url, "prefill_done", len(d), "released", len(r), "err", err)
+		}
+		done, released = done[len(d):], released[len(r):]
+	}
+	for _, id := range done {
+		if _, err := rep.client.PrefillDone(ctx, connect.NewRequest(&routerv1.PrefillDoneRequest{RequestId: id})); err != nil {
+			rep.log.Debug("prefill-done report failed", "router", rep.url, "request_id", id, "err", err)
+		}
+	}
+	for _, id := range released {
+		if _, err := rep.client.Release(ctx, connect.NewRequest(&routerv1.ReleaseRequest{RequestId: id})); err != nil {
+			rep.log.Debug("release failed", "router", rep.url, "request_id", id, "err", err)
+		}
+	}
+}
+
+// flush waits until every queued report was sent (or failed), or ctx ends.
+func (rep *reporter) flush(ctx context.Context) error {
+	rep.mu.Lock()
+	idle := rep.idle
+	rep.mu.Unlock()
+	select {
+	case <-idle:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
