@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
-	"connectrpc.com/otelconnect"
 
 	"switchyard.dev/libs/mesh/telemetry"
 )
@@ -42,11 +41,7 @@ func Options(tel *telemetry.Telemetry) ([]connect.ClientOption, error) {
 	if tel == nil {
 		return nil, errors.New("client: nil telemetry")
 	}
-	otel, err := otelconnect.NewInterceptor(
-		otelconnect.WithTracerProvider(tel.Tracer),
-		otelconnect.WithMeterProvider(tel.Meter),
-		otelconnect.WithPropagator(tel.Propagator),
-	)
+	otel, err := tel.ConnectInterceptor()
 	if err != nil {
 		return nil, fmt.Errorf("client: otel interceptor: %w", err)
 	}

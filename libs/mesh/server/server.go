@@ -26,7 +26,6 @@ import (
 	"connectrpc.com/connect"
 	"connectrpc.com/grpchealth"
 	"connectrpc.com/grpcreflect"
-	"connectrpc.com/otelconnect"
 
 	"switchyard.dev/gen/switchyard/mesh/v1/meshv1connect"
 	"switchyard.dev/libs/mesh/discovery"
@@ -84,11 +83,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.MaxRequestBytes <= 0 {
 		cfg.MaxRequestBytes = 16 << 20
 	}
-	otel, err := otelconnect.NewInterceptor(
-		otelconnect.WithTracerProvider(cfg.Telemetry.Tracer),
-		otelconnect.WithMeterProvider(cfg.Telemetry.Meter),
-		otelconnect.WithPropagator(cfg.Telemetry.Propagator),
-	)
+	otel, err := cfg.Telemetry.ConnectInterceptor()
 	if err != nil {
 		return nil, fmt.Errorf("server: otel interceptor: %w", err)
 	}

@@ -19,6 +19,7 @@ import (
 	"net/http"
 	"strings"
 
+	"connectrpc.com/otelconnect"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -120,6 +121,18 @@ func spanExporter(ctx context.Context, getenv func(string) string, stdout io.Wri
 // MetricsHandler serves the instance's metrics in Prometheus format.
 func (t *Telemetry) MetricsHandler() http.Handler {
 	return promhttp.HandlerFor(t.Registry, promhttp.HandlerOpts{Registry: t.Registry})
+}
+
+// ConnectInterceptor returns an otelconnect interceptor that records RPC
+// spans and metrics with the instance's providers and carries the trace
+// context with its propagator. Servers and clients both use it, so the two
+// ends of a call are traced alike.
+func (t *Telemetry) ConnectInterceptor() (*otelconnect.Interceptor, error) {
+	return otelconnect.NewInterceptor(
+		otelconnect.WithTracerProvider(t.Tracer),
+		otelconnect.WithMeterProvider(t.Meter),
+		otelconnect.WithPropagator(t.Propagator),
+	)
 }
 
 // Shutdown flushes and stops the providers.
