@@ -78,9 +78,7 @@ func (r *Router) Decide(ctx context.Context, req *routerv1.RouteRequest) (*route
 	}
 	res := &routerv1.RouteResponse{RequestBlocks: uint32(len(hashes)), Mode: mode,
 		Decode: &routerv1.Worker{InstanceId: dec.worker().ID, Address: mp.decode[mp.decodePos[dec.worker().ID]].URL}}
-	if !req.GetOmitCandidates() {
-		appendCandidates(res, dec.cands)
-	}
+	appendCandidates(res, req, dec.cands)
 	if r.cfg.Logger.Enabled(ctx, slog.LevelDebug) {
 		// Now: the prefill pick below reuses the candidates' buffer.
 		r.logDecision(ctx, req, mode, dec)
@@ -95,9 +93,7 @@ func (r *Router) Decide(ctx context.Context, req *routerv1.RouteRequest) (*route
 			p := pd.worker()
 			prefillID, prefillCredit = p.ID, p.Overlap
 			res.Prefill = &routerv1.Worker{InstanceId: p.ID, Address: mp.prefill[mp.prefillAt[p.ID]].URL}
-			if !req.GetOmitCandidates() {
-				appendCandidates(res, pd.cands)
-			}
+			appendCandidates(res, req, pd.cands)
 		}
 	}
 	r.recordLoad(req, mp.blockSize, len(hashes), chosen.ID, prefillID, prefillCredit)
@@ -144,7 +140,12 @@ func exclude(cs []policy.Candidate, ids []string) []policy.Candidate {
 	return kept
 }
 
-func appendCandidates(res *routerv1.RouteResponse, cs []policy.Candidate) {
+// appendCandidates adds cs to res unless req asked to omit candidates.
+// Call it right after each pick: the next pick reuses cs's buffer.
+func appendCandidates(res *routerv1.RouteResponse, req *routerv1.RouteRequest, cs []policy.Candidate) {
+	if req.GetOmitCandidates() {
+		return
+	}
 	for _, c := range cs {
 		res.Candidates = append(res.Candidates, &routerv1.Candidate{InstanceId: c.ID, OverlapBlocks: uint32(c.Depth[kvtier.External]), Cost: c.Cost})
 	}
