@@ -80,7 +80,7 @@ func TestHintsReachRouterAndWorker(t *testing.T) {
 	if len(reqs) != 1 || reqs[0].GetHints().GetPriority() != 5 || reqs[0].GetSampling().GetSeed() != 7 || reqs[0].GetSampling().GetTopK() != 5 {
 		t.Fatalf("worker b requests %+v", reqs)
 	}
-	if rel := s.Router.Releases(); len(rel) != 1 || !strings.HasPrefix(rel[0], "cmpl-") {
+	if rel := s.releases(t); len(rel) != 1 || !strings.HasPrefix(rel[0], "cmpl-") {
 		t.Fatalf("releases %v", rel)
 	}
 }

@@ -28,6 +28,17 @@ type stack struct {
 	Workers []*fakemesh.Worker
 	Reg     *prometheus.Registry
 	Metrics *metrics.Metrics
+	routers *upstream.Routers
+}
+
+// releases returns the request ids released at the router once the
+// frontend's background reports were sent.
+func (s *stack) releases(t testing.TB) []string {
+	t.Helper()
+	if err := s.routers.Flush(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	return s.Router.Releases()
 }
 
 type stackConfig struct {
@@ -64,6 +75,7 @@ func newStack(t testing.TB, cfg stackConfig) *stack {
 		urls = []string{s.Router.URL}
 	}
 	routers := upstream.NewRouters(hc, log, urls)
+	s.routers = routers
 	workers := upstream.NewWorkers(hc)
 	cat := catalog.New(catalog.Config{Registry: reg, Dialer: workers, Logger: log})
 	if err := cat.Run(t.Context()); err != nil {
