@@ -177,6 +177,13 @@ func (e *Executor) lin(dst, x []float32, m int, packed *strips, raw []float32, n
 // classifier computes the logits of m normalized rows. With the strip
 // kernel the column ranges split over threads (the classifier is the
 // widest matrix; each thread streams its share of it once for all rows).
+//
+// It splits on its own terms, not the step's: the crew is sized by the
+// step's per-layer work, so a one-row step of a large-vocabulary model
+// gets none, yet its classifier (32000×288 for stories15M: more weights
+// than all its layers) is worth a few goroutines. With a crew, every
+// helper takes a share: they are already spinning, so a share costs
+// nothing to hand out.
 func (e *Executor) classifier(logits, xs []float32, m int) {
 	if e.clsStrips == nil {
 		e.mm(logits, xs, e.m.Weights.WclsT, m, e.c.Dim, e.c.VocabSize)
