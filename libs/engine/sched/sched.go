@@ -15,7 +15,6 @@
 package sched
 
 import (
-	"cmp"
 	"errors"
 	"fmt"
 	"slices"
@@ -238,18 +237,8 @@ func (s *Scheduler) scheduleShortest(p *Plan, budget, limit int) {
 	}
 	bs := s.kv.BlockSize()
 	for _, q := range s.waiting {
-		matched, _ := s.kv.Probe(q.matchableHashes(bs))
-		cands = append(cands, cand{q, s.agedKey(q, len(q.Tokens)-matched*bs)})
+		cands = append(cands, cand{q, s.agedKey(q, len(q.Tokens)-s.orderHit(q, bs))})
 	}
-	slices.SortFunc(cands, func(a, b cand) int {
-		if a.q.Priority != b.q.Priority {
-			return cmp.Compare(b.q.Priority, a.q.Priority)
-		}
-		if a.key != b.key {
-			return cmp.Compare(a.key, b.key)
-		}
-		return cmp.Compare(a.q.arrival, b.q.arrival)
-	})
 	unplanned := func(q *Seq) *Seq {
 		for i := len(s.running) - 1; i >= 0; i-- {
 			if v := s.running[i]; v != q && v.plannedAt != s.step {
@@ -259,31 +248,65 @@ func (s *Scheduler) scheduleShortest(p *Plan, budget, limit int) {
 		return nil
 	}
 	admitting := true
-	for _, c := range cands {
-		if budget <= 0 {
-			break
+	// Take the candidates in order until the budget is spent: a selection,
+	// not a sort, since a step's budget seldom reaches past the first few.
+	for len(cands) > 0 && budget > 0 {
+		i := 0
+		for j := 1; j < len(cands); j++ {
+			if cands[j].before(cands[i]) {
+				i = j
+			}
 		}
-		q := c.q
-		switch {
-		case q.running:
+		q := cands[i].q
+		cands[i] = cands[len(cands)-1]
+		cands = cands[:len(cands)-1]
+		if q.running {
 			chunk, _ := s.grow(p, q, budget, limit, unplanned)
 			budget -= chunk
-		case admitting && len(p.Preempted) == 0: // a waiting prompt
+		} else if admitting = admitting && len(p.Preempted) == 0; admitting {
 			// Probe again: admissions before this one may have evicted or
-			// referenced the blocks the sort saw.
+			// referenced the blocks the ordering saw.
 			matched, evictable := s.kv.Probe(q.matchableHashes(bs))
 			chunk, ok := s.admitOne(p, q, matched, evictable, budget, limit)
-			if !ok {
-				admitting = false
-				continue
+			if admitting = ok; ok {
+				s.waiting, _ = remove(s.waiting, q)
+				budget -= chunk
 			}
-			s.waiting, _ = remove(s.waiting, q)
-			budget -= chunk
+		}
+		if !admitting { // only running prompts may still get budget
+			cands = slices.DeleteFunc(cands, func(c cand) bool { return !c.q.running })
 		}
 	}
-	clear(cands)
+	clear(cands[:cap(cands)])
 	s.cands = cands[:0]
 }
+
+// before orders candidates: priority, then aged remaining tokens, then
+// arrival.
+func (c cand) before(d cand) bool {
+	if c.q.Priority != d.q.Priority {
+		return c.q.Priority > d.q.Priority
+	}
+	if c.key != d.key {
+		return c.key < d.key
+	}
+	return c.q.arrival < d.q.arrival
+}
+
+// orderHit is how many of waiting q's tokens the prefix cache holds, for
+// ordering only: probed again every reprobeSteps steps, so a long queue of
+// long prompts costs a step a probe of each only now and then (admission
+// probes exactly).
+func (s *Scheduler) orderHit(q *Seq, bs int) int {
+	if q.probedAt == 0 || s.step-q.probedAt >= reprobeSteps {
+		matched, _ := s.kv.Probe(q.matchableHashes(bs))
+		q.probedHit, q.probedAt = matched*bs, s.step
+	}
+	return q.probedHit
+}
+
+// reprobeSteps bounds how stale orderHit may be.
+const reprobeSteps = 32
 
 // cand is a prompt competing for a step's budget under OrderShortest.
 type cand struct {

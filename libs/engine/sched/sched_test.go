@@ -432,3 +432,32 @@ func TestOrdersCompleteUnderPressure(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkScheduleQueue plans steps with 1,000 prompts waiting (4,096
+// tokens each, half of them a cached prefix) behind 64 running sequences,
+// under each order: the cost of ordering a long queue.
+func BenchmarkScheduleQueue(b *testing.B) {
+	for _, order := range []string{OrderFCFS, OrderShortest} {
+		b.Run(order, func(b *testing.B) {
+			kv, _ := kvcache.New(kvcache.Config{NumBlocks: 1 << 15, BlockSize: 16})
+			s, _ := New(Config{MaxBatchTokens: 512, MaxRunning: 64, Order: order}, kv)
+			warm := seq(0, 2048, 0)
+			s.Add(warm)
+			for warm.Computed() < 2048 {
+				s.Complete(s.Schedule(), nil)
+			}
+			s.Finish(warm)
+			for i := range 1000 {
+				q := seq(uint64(i+1), 4096, 0)
+				for j := 2048; j < 4096; j++ {
+					q.Tokens[j] = uint32(i*4096 + j) // distinct after the shared prefix
+				}
+				s.Add(q)
+			}
+			out := make([]uint32, 512)
+			for b.Loop() {
+				s.Complete(s.Schedule(), out)
+			}
+		})
+	}
+}

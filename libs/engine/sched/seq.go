@@ -18,6 +18,8 @@ type Seq struct {
 	arrival     uint64
 	arrivalStep uint64 // Schedule calls before Add, for aging
 	plannedAt   uint64 // the step whose plan last gave it work
+	probedAt    uint64 // the step orderHit last probed the cache for it
+	probedHit   int    // cached prompt tokens found then
 	computed    int    // positions [0, computed) have KV
 	blocks      []int  // blocks[p/blockSize] holds position p
 	committed   int    // leading blocks committed to the prefix cache
