@@ -167,7 +167,13 @@ type SamplingParams struct {
 	// Keep only the k most likely tokens; 0 means all.
 	TopK uint32 `protobuf:"varint,3,opt,name=top_k,json=topK,proto3" json:"top_k,omitempty"`
 	// Seed for reproducible sampling; absent means a random seed.
-	Seed          *uint64 `protobuf:"varint,4,opt,name=seed,proto3,oneof" json:"seed,omitempty"`
+	Seed *uint64 `protobuf:"varint,4,opt,name=seed,proto3,oneof" json:"seed,omitempty"`
+	// Return each output token's log probability (worker.v1.TokenLogprob).
+	// Needs a worker whose executor computes logits (not the sim).
+	Logprobs bool `protobuf:"varint,5,opt,name=logprobs,proto3" json:"logprobs,omitempty"`
+	// Also return this many most likely tokens at each position, at most
+	// 20; needs logprobs.
+	TopLogprobs   uint32 `protobuf:"varint,6,opt,name=top_logprobs,json=topLogprobs,proto3" json:"top_logprobs,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -226,6 +232,20 @@ func (x *SamplingParams) GetTopK() uint32 {
 func (x *SamplingParams) GetSeed() uint64 {
 	if x != nil && x.Seed != nil {
 		return *x.Seed
+	}
+	return 0
+}
+
+func (x *SamplingParams) GetLogprobs() bool {
+	if x != nil {
+		return x.Logprobs
+	}
+	return false
+}
+
+func (x *SamplingParams) GetTopLogprobs() uint32 {
+	if x != nil {
+		return x.TopLogprobs
 	}
 	return 0
 }
@@ -399,12 +419,14 @@ const file_switchyard_common_v1_common_proto_rawDesc = "" +
 	"\x16expected_output_tokens\x18\x02 \x01(\rR\x14expectedOutputTokens\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x03 \x01(\tR\tsessionId\x12\x1b\n" +
-	"\tworker_id\x18\x04 \x01(\tR\bworkerId\"~\n" +
+	"\tworker_id\x18\x04 \x01(\tR\bworkerId\"\xbd\x01\n" +
 	"\x0eSamplingParams\x12 \n" +
 	"\vtemperature\x18\x01 \x01(\x02R\vtemperature\x12\x13\n" +
 	"\x05top_p\x18\x02 \x01(\x02R\x04topP\x12\x13\n" +
 	"\x05top_k\x18\x03 \x01(\rR\x04topK\x12\x17\n" +
-	"\x04seed\x18\x04 \x01(\x04H\x00R\x04seed\x88\x01\x01B\a\n" +
+	"\x04seed\x18\x04 \x01(\x04H\x00R\x04seed\x88\x01\x01\x12\x1a\n" +
+	"\blogprobs\x18\x05 \x01(\bR\blogprobs\x12!\n" +
+	"\ftop_logprobs\x18\x06 \x01(\rR\vtopLogprobsB\a\n" +
 	"\x05_seed\"\x88\x01\n" +
 	"\x0eStopConditions\x12\x1d\n" +
 	"\n" +

@@ -250,9 +250,11 @@ type GenerateResponse struct {
 	// Tokens produced since the previous message.
 	TokenIds []uint32 `protobuf:"varint,1,rep,packed,name=token_ids,json=tokenIds,proto3" json:"token_ids,omitempty"`
 	// Text decoded from token_ids (stop strings removed).
-	Text          string       `protobuf:"bytes,2,opt,name=text,proto3" json:"text,omitempty"`
-	FinishReason  FinishReason `protobuf:"varint,3,opt,name=finish_reason,json=finishReason,proto3,enum=switchyard.worker.v1.FinishReason" json:"finish_reason,omitempty"`
-	Usage         *Usage       `protobuf:"bytes,4,opt,name=usage,proto3" json:"usage,omitempty"`
+	Text         string       `protobuf:"bytes,2,opt,name=text,proto3" json:"text,omitempty"`
+	FinishReason FinishReason `protobuf:"varint,3,opt,name=finish_reason,json=finishReason,proto3,enum=switchyard.worker.v1.FinishReason" json:"finish_reason,omitempty"`
+	Usage        *Usage       `protobuf:"bytes,4,opt,name=usage,proto3" json:"usage,omitempty"`
+	// With sampling.logprobs: one entry per token_ids entry, in order.
+	Logprobs      []*TokenLogprob `protobuf:"bytes,5,rep,name=logprobs,proto3" json:"logprobs,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -315,6 +317,124 @@ func (x *GenerateResponse) GetUsage() *Usage {
 	return nil
 }
 
+func (x *GenerateResponse) GetLogprobs() []*TokenLogprob {
+	if x != nil {
+		return x.Logprobs
+	}
+	return nil
+}
+
+// TokenLogprob is the log probability of one output token.
+type TokenLogprob struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Natural log of the token's probability under the model's own
+	// distribution: the softmax of the raw logits, before temperature,
+	// top-k or top-p (vLLM's raw logprobs).
+	Logprob float32 `protobuf:"fixed32,1,opt,name=logprob,proto3" json:"logprob,omitempty"`
+	// The sampling.top_logprobs most likely tokens at this position, most
+	// likely first (ties: lower token id first).
+	Top           []*TopLogprob `protobuf:"bytes,2,rep,name=top,proto3" json:"top,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TokenLogprob) Reset() {
+	*x = TokenLogprob{}
+	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TokenLogprob) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TokenLogprob) ProtoMessage() {}
+
+func (x *TokenLogprob) ProtoReflect() protoreflect.Message {
+	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TokenLogprob.ProtoReflect.Descriptor instead.
+func (*TokenLogprob) Descriptor() ([]byte, []int) {
+	return file_switchyard_worker_v1_worker_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *TokenLogprob) GetLogprob() float32 {
+	if x != nil {
+		return x.Logprob
+	}
+	return 0
+}
+
+func (x *TokenLogprob) GetTop() []*TopLogprob {
+	if x != nil {
+		return x.Top
+	}
+	return nil
+}
+
+// TopLogprob is one of the most likely tokens at a position.
+type TopLogprob struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	TokenId       uint32                 `protobuf:"varint,1,opt,name=token_id,json=tokenId,proto3" json:"token_id,omitempty"`
+	Logprob       float32                `protobuf:"fixed32,2,opt,name=logprob,proto3" json:"logprob,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TopLogprob) Reset() {
+	*x = TopLogprob{}
+	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TopLogprob) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TopLogprob) ProtoMessage() {}
+
+func (x *TopLogprob) ProtoReflect() protoreflect.Message {
+	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TopLogprob.ProtoReflect.Descriptor instead.
+func (*TopLogprob) Descriptor() ([]byte, []int) {
+	return file_switchyard_worker_v1_worker_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *TopLogprob) GetTokenId() uint32 {
+	if x != nil {
+		return x.TokenId
+	}
+	return 0
+}
+
+func (x *TopLogprob) GetLogprob() float32 {
+	if x != nil {
+		return x.Logprob
+	}
+	return 0
+}
+
 // SubscribeKvEventsRequest selects where the event stream starts.
 type SubscribeKvEventsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -328,7 +448,7 @@ type SubscribeKvEventsRequest struct {
 
 func (x *SubscribeKvEventsRequest) Reset() {
 	*x = SubscribeKvEventsRequest{}
-	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[3]
+	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -340,7 +460,7 @@ func (x *SubscribeKvEventsRequest) String() string {
 func (*SubscribeKvEventsRequest) ProtoMessage() {}
 
 func (x *SubscribeKvEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[3]
+	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -353,7 +473,7 @@ func (x *SubscribeKvEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribeKvEventsRequest.ProtoReflect.Descriptor instead.
 func (*SubscribeKvEventsRequest) Descriptor() ([]byte, []int) {
-	return file_switchyard_worker_v1_worker_proto_rawDescGZIP(), []int{3}
+	return file_switchyard_worker_v1_worker_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *SubscribeKvEventsRequest) GetAfterSequence() uint64 {
@@ -385,7 +505,7 @@ type KvBlocksStored struct {
 
 func (x *KvBlocksStored) Reset() {
 	*x = KvBlocksStored{}
-	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[4]
+	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -397,7 +517,7 @@ func (x *KvBlocksStored) String() string {
 func (*KvBlocksStored) ProtoMessage() {}
 
 func (x *KvBlocksStored) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[4]
+	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -410,7 +530,7 @@ func (x *KvBlocksStored) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KvBlocksStored.ProtoReflect.Descriptor instead.
 func (*KvBlocksStored) Descriptor() ([]byte, []int) {
-	return file_switchyard_worker_v1_worker_proto_rawDescGZIP(), []int{4}
+	return file_switchyard_worker_v1_worker_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *KvBlocksStored) GetBlockHashes() []uint64 {
@@ -459,7 +579,7 @@ type KvBlocksRemoved struct {
 
 func (x *KvBlocksRemoved) Reset() {
 	*x = KvBlocksRemoved{}
-	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[5]
+	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -471,7 +591,7 @@ func (x *KvBlocksRemoved) String() string {
 func (*KvBlocksRemoved) ProtoMessage() {}
 
 func (x *KvBlocksRemoved) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[5]
+	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -484,7 +604,7 @@ func (x *KvBlocksRemoved) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KvBlocksRemoved.ProtoReflect.Descriptor instead.
 func (*KvBlocksRemoved) Descriptor() ([]byte, []int) {
-	return file_switchyard_worker_v1_worker_proto_rawDescGZIP(), []int{5}
+	return file_switchyard_worker_v1_worker_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *KvBlocksRemoved) GetBlockHashes() []uint64 {
@@ -510,7 +630,7 @@ type KvCleared struct {
 
 func (x *KvCleared) Reset() {
 	*x = KvCleared{}
-	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[6]
+	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -522,7 +642,7 @@ func (x *KvCleared) String() string {
 func (*KvCleared) ProtoMessage() {}
 
 func (x *KvCleared) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[6]
+	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -535,7 +655,7 @@ func (x *KvCleared) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KvCleared.ProtoReflect.Descriptor instead.
 func (*KvCleared) Descriptor() ([]byte, []int) {
-	return file_switchyard_worker_v1_worker_proto_rawDescGZIP(), []int{6}
+	return file_switchyard_worker_v1_worker_proto_rawDescGZIP(), []int{8}
 }
 
 // KvEvent is one change to a worker's KV cache.
@@ -553,7 +673,7 @@ type KvEvent struct {
 
 func (x *KvEvent) Reset() {
 	*x = KvEvent{}
-	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[7]
+	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -565,7 +685,7 @@ func (x *KvEvent) String() string {
 func (*KvEvent) ProtoMessage() {}
 
 func (x *KvEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[7]
+	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -578,7 +698,7 @@ func (x *KvEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KvEvent.ProtoReflect.Descriptor instead.
 func (*KvEvent) Descriptor() ([]byte, []int) {
-	return file_switchyard_worker_v1_worker_proto_rawDescGZIP(), []int{7}
+	return file_switchyard_worker_v1_worker_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *KvEvent) GetEvent() isKvEvent_Event {
@@ -652,7 +772,7 @@ type SubscribeKvEventsResponse struct {
 
 func (x *SubscribeKvEventsResponse) Reset() {
 	*x = SubscribeKvEventsResponse{}
-	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[8]
+	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -664,7 +784,7 @@ func (x *SubscribeKvEventsResponse) String() string {
 func (*SubscribeKvEventsResponse) ProtoMessage() {}
 
 func (x *SubscribeKvEventsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[8]
+	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -677,7 +797,7 @@ func (x *SubscribeKvEventsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribeKvEventsResponse.ProtoReflect.Descriptor instead.
 func (*SubscribeKvEventsResponse) Descriptor() ([]byte, []int) {
-	return file_switchyard_worker_v1_worker_proto_rawDescGZIP(), []int{8}
+	return file_switchyard_worker_v1_worker_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *SubscribeKvEventsResponse) GetSequence() uint64 {
@@ -710,7 +830,7 @@ type GetLoadRequest struct {
 
 func (x *GetLoadRequest) Reset() {
 	*x = GetLoadRequest{}
-	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[9]
+	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -722,7 +842,7 @@ func (x *GetLoadRequest) String() string {
 func (*GetLoadRequest) ProtoMessage() {}
 
 func (x *GetLoadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[9]
+	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -735,7 +855,7 @@ func (x *GetLoadRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetLoadRequest.ProtoReflect.Descriptor instead.
 func (*GetLoadRequest) Descriptor() ([]byte, []int) {
-	return file_switchyard_worker_v1_worker_proto_rawDescGZIP(), []int{9}
+	return file_switchyard_worker_v1_worker_proto_rawDescGZIP(), []int{11}
 }
 
 // GetLoadResponse is a worker's load.
@@ -753,7 +873,7 @@ type GetLoadResponse struct {
 
 func (x *GetLoadResponse) Reset() {
 	*x = GetLoadResponse{}
-	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[10]
+	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -765,7 +885,7 @@ func (x *GetLoadResponse) String() string {
 func (*GetLoadResponse) ProtoMessage() {}
 
 func (x *GetLoadResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[10]
+	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -778,7 +898,7 @@ func (x *GetLoadResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetLoadResponse.ProtoReflect.Descriptor instead.
 func (*GetLoadResponse) Descriptor() ([]byte, []int) {
-	return file_switchyard_worker_v1_worker_proto_rawDescGZIP(), []int{10}
+	return file_switchyard_worker_v1_worker_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *GetLoadResponse) GetRunningRequests() uint32 {
@@ -825,7 +945,7 @@ type GetModelInfoRequest struct {
 
 func (x *GetModelInfoRequest) Reset() {
 	*x = GetModelInfoRequest{}
-	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[11]
+	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -837,7 +957,7 @@ func (x *GetModelInfoRequest) String() string {
 func (*GetModelInfoRequest) ProtoMessage() {}
 
 func (x *GetModelInfoRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[11]
+	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -850,7 +970,7 @@ func (x *GetModelInfoRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetModelInfoRequest.ProtoReflect.Descriptor instead.
 func (*GetModelInfoRequest) Descriptor() ([]byte, []int) {
-	return file_switchyard_worker_v1_worker_proto_rawDescGZIP(), []int{11}
+	return file_switchyard_worker_v1_worker_proto_rawDescGZIP(), []int{13}
 }
 
 // GetModelInfoResponse describes the served model.
@@ -873,7 +993,7 @@ type GetModelInfoResponse struct {
 
 func (x *GetModelInfoResponse) Reset() {
 	*x = GetModelInfoResponse{}
-	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[12]
+	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -885,7 +1005,7 @@ func (x *GetModelInfoResponse) String() string {
 func (*GetModelInfoResponse) ProtoMessage() {}
 
 func (x *GetModelInfoResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[12]
+	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -898,7 +1018,7 @@ func (x *GetModelInfoResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetModelInfoResponse.ProtoReflect.Descriptor instead.
 func (*GetModelInfoResponse) Descriptor() ([]byte, []int) {
-	return file_switchyard_worker_v1_worker_proto_rawDescGZIP(), []int{12}
+	return file_switchyard_worker_v1_worker_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *GetModelInfoResponse) GetModel() string {
@@ -977,7 +1097,7 @@ type KvTarget struct {
 
 func (x *KvTarget) Reset() {
 	*x = KvTarget{}
-	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[13]
+	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -989,7 +1109,7 @@ func (x *KvTarget) String() string {
 func (*KvTarget) ProtoMessage() {}
 
 func (x *KvTarget) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[13]
+	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1002,7 +1122,7 @@ func (x *KvTarget) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KvTarget.ProtoReflect.Descriptor instead.
 func (*KvTarget) Descriptor() ([]byte, []int) {
-	return file_switchyard_worker_v1_worker_proto_rawDescGZIP(), []int{13}
+	return file_switchyard_worker_v1_worker_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *KvTarget) GetAgent() string {
@@ -1058,7 +1178,7 @@ type RemotePrefillRequest struct {
 
 func (x *RemotePrefillRequest) Reset() {
 	*x = RemotePrefillRequest{}
-	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[14]
+	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1070,7 +1190,7 @@ func (x *RemotePrefillRequest) String() string {
 func (*RemotePrefillRequest) ProtoMessage() {}
 
 func (x *RemotePrefillRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[14]
+	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1083,7 +1203,7 @@ func (x *RemotePrefillRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemotePrefillRequest.ProtoReflect.Descriptor instead.
 func (*RemotePrefillRequest) Descriptor() ([]byte, []int) {
-	return file_switchyard_worker_v1_worker_proto_rawDescGZIP(), []int{14}
+	return file_switchyard_worker_v1_worker_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *RemotePrefillRequest) GetRequestId() string {
@@ -1160,7 +1280,7 @@ type RemotePrefillResponse struct {
 
 func (x *RemotePrefillResponse) Reset() {
 	*x = RemotePrefillResponse{}
-	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[15]
+	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1172,7 +1292,7 @@ func (x *RemotePrefillResponse) String() string {
 func (*RemotePrefillResponse) ProtoMessage() {}
 
 func (x *RemotePrefillResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[15]
+	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1185,7 +1305,7 @@ func (x *RemotePrefillResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemotePrefillResponse.ProtoReflect.Descriptor instead.
 func (*RemotePrefillResponse) Descriptor() ([]byte, []int) {
-	return file_switchyard_worker_v1_worker_proto_rawDescGZIP(), []int{15}
+	return file_switchyard_worker_v1_worker_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *RemotePrefillResponse) GetFirstTokenId() uint32 {
@@ -1261,12 +1381,20 @@ const file_switchyard_worker_v1_worker_proto_rawDesc = "" +
 	"\x05Usage\x12#\n" +
 	"\rprompt_tokens\x18\x01 \x01(\rR\fpromptTokens\x12+\n" +
 	"\x11completion_tokens\x18\x02 \x01(\rR\x10completionTokens\x12#\n" +
-	"\rcached_tokens\x18\x03 \x01(\rR\fcachedTokens\"\xbf\x01\n" +
+	"\rcached_tokens\x18\x03 \x01(\rR\fcachedTokens\"\xff\x01\n" +
 	"\x10GenerateResponse\x12\x1b\n" +
 	"\ttoken_ids\x18\x01 \x03(\rR\btokenIds\x12\x12\n" +
 	"\x04text\x18\x02 \x01(\tR\x04text\x12G\n" +
 	"\rfinish_reason\x18\x03 \x01(\x0e2\".switchyard.worker.v1.FinishReasonR\ffinishReason\x121\n" +
-	"\x05usage\x18\x04 \x01(\v2\x1b.switchyard.worker.v1.UsageR\x05usage\"U\n" +
+	"\x05usage\x18\x04 \x01(\v2\x1b.switchyard.worker.v1.UsageR\x05usage\x12>\n" +
+	"\blogprobs\x18\x05 \x03(\v2\".switchyard.worker.v1.TokenLogprobR\blogprobs\"\\\n" +
+	"\fTokenLogprob\x12\x18\n" +
+	"\alogprob\x18\x01 \x01(\x02R\alogprob\x122\n" +
+	"\x03top\x18\x02 \x03(\v2 .switchyard.worker.v1.TopLogprobR\x03top\"A\n" +
+	"\n" +
+	"TopLogprob\x12\x19\n" +
+	"\btoken_id\x18\x01 \x01(\rR\atokenId\x12\x18\n" +
+	"\alogprob\x18\x02 \x01(\x02R\alogprob\"U\n" +
 	"\x18SubscribeKvEventsRequest\x12%\n" +
 	"\x0eafter_sequence\x18\x01 \x01(\x04R\rafterSequence\x12\x12\n" +
 	"\x04dump\x18\x02 \x01(\bR\x04dump\"\xdc\x01\n" +
@@ -1367,59 +1495,63 @@ func file_switchyard_worker_v1_worker_proto_rawDescGZIP() []byte {
 }
 
 var file_switchyard_worker_v1_worker_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_switchyard_worker_v1_worker_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
+var file_switchyard_worker_v1_worker_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
 var file_switchyard_worker_v1_worker_proto_goTypes = []any{
 	(FinishReason)(0),                 // 0: switchyard.worker.v1.FinishReason
 	(*GenerateRequest)(nil),           // 1: switchyard.worker.v1.GenerateRequest
 	(*Usage)(nil),                     // 2: switchyard.worker.v1.Usage
 	(*GenerateResponse)(nil),          // 3: switchyard.worker.v1.GenerateResponse
-	(*SubscribeKvEventsRequest)(nil),  // 4: switchyard.worker.v1.SubscribeKvEventsRequest
-	(*KvBlocksStored)(nil),            // 5: switchyard.worker.v1.KvBlocksStored
-	(*KvBlocksRemoved)(nil),           // 6: switchyard.worker.v1.KvBlocksRemoved
-	(*KvCleared)(nil),                 // 7: switchyard.worker.v1.KvCleared
-	(*KvEvent)(nil),                   // 8: switchyard.worker.v1.KvEvent
-	(*SubscribeKvEventsResponse)(nil), // 9: switchyard.worker.v1.SubscribeKvEventsResponse
-	(*GetLoadRequest)(nil),            // 10: switchyard.worker.v1.GetLoadRequest
-	(*GetLoadResponse)(nil),           // 11: switchyard.worker.v1.GetLoadResponse
-	(*GetModelInfoRequest)(nil),       // 12: switchyard.worker.v1.GetModelInfoRequest
-	(*GetModelInfoResponse)(nil),      // 13: switchyard.worker.v1.GetModelInfoResponse
-	(*KvTarget)(nil),                  // 14: switchyard.worker.v1.KvTarget
-	(*RemotePrefillRequest)(nil),      // 15: switchyard.worker.v1.RemotePrefillRequest
-	(*RemotePrefillResponse)(nil),     // 16: switchyard.worker.v1.RemotePrefillResponse
-	(*v1.SamplingParams)(nil),         // 17: switchyard.common.v1.SamplingParams
-	(*v1.StopConditions)(nil),         // 18: switchyard.common.v1.StopConditions
-	(*v1.Hints)(nil),                  // 19: switchyard.common.v1.Hints
-	(v1.StorageTier)(0),               // 20: switchyard.common.v1.StorageTier
+	(*TokenLogprob)(nil),              // 4: switchyard.worker.v1.TokenLogprob
+	(*TopLogprob)(nil),                // 5: switchyard.worker.v1.TopLogprob
+	(*SubscribeKvEventsRequest)(nil),  // 6: switchyard.worker.v1.SubscribeKvEventsRequest
+	(*KvBlocksStored)(nil),            // 7: switchyard.worker.v1.KvBlocksStored
+	(*KvBlocksRemoved)(nil),           // 8: switchyard.worker.v1.KvBlocksRemoved
+	(*KvCleared)(nil),                 // 9: switchyard.worker.v1.KvCleared
+	(*KvEvent)(nil),                   // 10: switchyard.worker.v1.KvEvent
+	(*SubscribeKvEventsResponse)(nil), // 11: switchyard.worker.v1.SubscribeKvEventsResponse
+	(*GetLoadRequest)(nil),            // 12: switchyard.worker.v1.GetLoadRequest
+	(*GetLoadResponse)(nil),           // 13: switchyard.worker.v1.GetLoadResponse
+	(*GetModelInfoRequest)(nil),       // 14: switchyard.worker.v1.GetModelInfoRequest
+	(*GetModelInfoResponse)(nil),      // 15: switchyard.worker.v1.GetModelInfoResponse
+	(*KvTarget)(nil),                  // 16: switchyard.worker.v1.KvTarget
+	(*RemotePrefillRequest)(nil),      // 17: switchyard.worker.v1.RemotePrefillRequest
+	(*RemotePrefillResponse)(nil),     // 18: switchyard.worker.v1.RemotePrefillResponse
+	(*v1.SamplingParams)(nil),         // 19: switchyard.common.v1.SamplingParams
+	(*v1.StopConditions)(nil),         // 20: switchyard.common.v1.StopConditions
+	(*v1.Hints)(nil),                  // 21: switchyard.common.v1.Hints
+	(v1.StorageTier)(0),               // 22: switchyard.common.v1.StorageTier
 }
 var file_switchyard_worker_v1_worker_proto_depIdxs = []int32{
-	17, // 0: switchyard.worker.v1.GenerateRequest.sampling:type_name -> switchyard.common.v1.SamplingParams
-	18, // 1: switchyard.worker.v1.GenerateRequest.stop:type_name -> switchyard.common.v1.StopConditions
-	19, // 2: switchyard.worker.v1.GenerateRequest.hints:type_name -> switchyard.common.v1.Hints
+	19, // 0: switchyard.worker.v1.GenerateRequest.sampling:type_name -> switchyard.common.v1.SamplingParams
+	20, // 1: switchyard.worker.v1.GenerateRequest.stop:type_name -> switchyard.common.v1.StopConditions
+	21, // 2: switchyard.worker.v1.GenerateRequest.hints:type_name -> switchyard.common.v1.Hints
 	0,  // 3: switchyard.worker.v1.GenerateResponse.finish_reason:type_name -> switchyard.worker.v1.FinishReason
 	2,  // 4: switchyard.worker.v1.GenerateResponse.usage:type_name -> switchyard.worker.v1.Usage
-	20, // 5: switchyard.worker.v1.KvBlocksStored.tier:type_name -> switchyard.common.v1.StorageTier
-	20, // 6: switchyard.worker.v1.KvBlocksRemoved.tier:type_name -> switchyard.common.v1.StorageTier
-	5,  // 7: switchyard.worker.v1.KvEvent.stored:type_name -> switchyard.worker.v1.KvBlocksStored
-	6,  // 8: switchyard.worker.v1.KvEvent.removed:type_name -> switchyard.worker.v1.KvBlocksRemoved
-	7,  // 9: switchyard.worker.v1.KvEvent.cleared:type_name -> switchyard.worker.v1.KvCleared
-	8,  // 10: switchyard.worker.v1.SubscribeKvEventsResponse.events:type_name -> switchyard.worker.v1.KvEvent
-	17, // 11: switchyard.worker.v1.RemotePrefillRequest.sampling:type_name -> switchyard.common.v1.SamplingParams
-	14, // 12: switchyard.worker.v1.RemotePrefillRequest.target:type_name -> switchyard.worker.v1.KvTarget
-	1,  // 13: switchyard.worker.v1.WorkerService.Generate:input_type -> switchyard.worker.v1.GenerateRequest
-	4,  // 14: switchyard.worker.v1.WorkerService.SubscribeKvEvents:input_type -> switchyard.worker.v1.SubscribeKvEventsRequest
-	10, // 15: switchyard.worker.v1.WorkerService.GetLoad:input_type -> switchyard.worker.v1.GetLoadRequest
-	12, // 16: switchyard.worker.v1.WorkerService.GetModelInfo:input_type -> switchyard.worker.v1.GetModelInfoRequest
-	15, // 17: switchyard.worker.v1.WorkerService.RemotePrefill:input_type -> switchyard.worker.v1.RemotePrefillRequest
-	3,  // 18: switchyard.worker.v1.WorkerService.Generate:output_type -> switchyard.worker.v1.GenerateResponse
-	9,  // 19: switchyard.worker.v1.WorkerService.SubscribeKvEvents:output_type -> switchyard.worker.v1.SubscribeKvEventsResponse
-	11, // 20: switchyard.worker.v1.WorkerService.GetLoad:output_type -> switchyard.worker.v1.GetLoadResponse
-	13, // 21: switchyard.worker.v1.WorkerService.GetModelInfo:output_type -> switchyard.worker.v1.GetModelInfoResponse
-	16, // 22: switchyard.worker.v1.WorkerService.RemotePrefill:output_type -> switchyard.worker.v1.RemotePrefillResponse
-	18, // [18:23] is the sub-list for method output_type
-	13, // [13:18] is the sub-list for method input_type
-	13, // [13:13] is the sub-list for extension type_name
-	13, // [13:13] is the sub-list for extension extendee
-	0,  // [0:13] is the sub-list for field type_name
+	4,  // 5: switchyard.worker.v1.GenerateResponse.logprobs:type_name -> switchyard.worker.v1.TokenLogprob
+	5,  // 6: switchyard.worker.v1.TokenLogprob.top:type_name -> switchyard.worker.v1.TopLogprob
+	22, // 7: switchyard.worker.v1.KvBlocksStored.tier:type_name -> switchyard.common.v1.StorageTier
+	22, // 8: switchyard.worker.v1.KvBlocksRemoved.tier:type_name -> switchyard.common.v1.StorageTier
+	7,  // 9: switchyard.worker.v1.KvEvent.stored:type_name -> switchyard.worker.v1.KvBlocksStored
+	8,  // 10: switchyard.worker.v1.KvEvent.removed:type_name -> switchyard.worker.v1.KvBlocksRemoved
+	9,  // 11: switchyard.worker.v1.KvEvent.cleared:type_name -> switchyard.worker.v1.KvCleared
+	10, // 12: switchyard.worker.v1.SubscribeKvEventsResponse.events:type_name -> switchyard.worker.v1.KvEvent
+	19, // 13: switchyard.worker.v1.RemotePrefillRequest.sampling:type_name -> switchyard.common.v1.SamplingParams
+	16, // 14: switchyard.worker.v1.RemotePrefillRequest.target:type_name -> switchyard.worker.v1.KvTarget
+	1,  // 15: switchyard.worker.v1.WorkerService.Generate:input_type -> switchyard.worker.v1.GenerateRequest
+	6,  // 16: switchyard.worker.v1.WorkerService.SubscribeKvEvents:input_type -> switchyard.worker.v1.SubscribeKvEventsRequest
+	12, // 17: switchyard.worker.v1.WorkerService.GetLoad:input_type -> switchyard.worker.v1.GetLoadRequest
+	14, // 18: switchyard.worker.v1.WorkerService.GetModelInfo:input_type -> switchyard.worker.v1.GetModelInfoRequest
+	17, // 19: switchyard.worker.v1.WorkerService.RemotePrefill:input_type -> switchyard.worker.v1.RemotePrefillRequest
+	3,  // 20: switchyard.worker.v1.WorkerService.Generate:output_type -> switchyard.worker.v1.GenerateResponse
+	11, // 21: switchyard.worker.v1.WorkerService.SubscribeKvEvents:output_type -> switchyard.worker.v1.SubscribeKvEventsResponse
+	13, // 22: switchyard.worker.v1.WorkerService.GetLoad:output_type -> switchyard.worker.v1.GetLoadResponse
+	15, // 23: switchyard.worker.v1.WorkerService.GetModelInfo:output_type -> switchyard.worker.v1.GetModelInfoResponse
+	18, // 24: switchyard.worker.v1.WorkerService.RemotePrefill:output_type -> switchyard.worker.v1.RemotePrefillResponse
+	20, // [20:25] is the sub-list for method output_type
+	15, // [15:20] is the sub-list for method input_type
+	15, // [15:15] is the sub-list for extension type_name
+	15, // [15:15] is the sub-list for extension extendee
+	0,  // [0:15] is the sub-list for field type_name
 }
 
 func init() { file_switchyard_worker_v1_worker_proto_init() }
@@ -1427,8 +1559,8 @@ func file_switchyard_worker_v1_worker_proto_init() {
 	if File_switchyard_worker_v1_worker_proto != nil {
 		return
 	}
-	file_switchyard_worker_v1_worker_proto_msgTypes[4].OneofWrappers = []any{}
-	file_switchyard_worker_v1_worker_proto_msgTypes[7].OneofWrappers = []any{
+	file_switchyard_worker_v1_worker_proto_msgTypes[6].OneofWrappers = []any{}
+	file_switchyard_worker_v1_worker_proto_msgTypes[9].OneofWrappers = []any{
 		(*KvEvent_Stored)(nil),
 		(*KvEvent_Removed)(nil),
 		(*KvEvent_Cleared)(nil),
@@ -1439,7 +1571,7 @@ func file_switchyard_worker_v1_worker_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_switchyard_worker_v1_worker_proto_rawDesc), len(file_switchyard_worker_v1_worker_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   16,
+			NumMessages:   18,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
