@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"errors"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -165,5 +167,76 @@ func underPressure(t *testing.T, tight *Engine, reqs []Request, want []result) {
 	}
 	if m.KVUsedBlocks != 0 || m.Running != 0 || m.Waiting != 0 {
 		t.Errorf("leftover state %+v", m)
+	}
+}
+
+// TestLogprobs: a greedy token is its position's most likely one, and,
+// for a given block size, the logprobs are bit-identical whether the
+// prompt was prefilled in one step, in chunks, from a prefix hit, in a
+// batch, under preemption, or with the first token given by a
+// (disaggregated) prefill worker. An executor without logits refuses them.
+func TestLogprobs(t *testing.T) {
+	t.Parallel()
+	b := backends()[0] // llama
+	p := prompt(40, 2)
+	req := Request{Prompt: p, Sampling: sample.Params{Logprobs: true, TopLogprobs: 4}, Stop: StopParams{MaxTokens: 20, IgnoreEOS: true}}
+	ref := run(t, start(t, Config{}, b.new(t)), req)
+	if len(ref.logprobs) != len(ref.tokens) || len(ref.tokens) != 20 {
+		t.Fatalf("%d logprobs for %d tokens", len(ref.logprobs), len(ref.tokens))
+	}
+	for i, lp := range ref.logprobs {
+		if lp.Logprob > 0 || len(lp.Top) != 4 || lp.Top[0].Token != ref.tokens[i] || lp.Top[0].Logprob != lp.Logprob {
+			t.Fatalf("token %d (%d): %+v, want the top entry and logprob <= 0", i, ref.tokens[i], lp)
+		}
+	}
+	same := func(name string, got result) {
+		t.Helper()
+		if !sameTokens(got.tokens, ref.tokens) || !reflect.DeepEqual(got.logprobs, ref.logprobs) {
+			t.Errorf("%s: tokens %v logprobs %+v,\nwant %v %+v", name, got.tokens, got.logprobs, ref.tokens, ref.logprobs)
+		}
+	}
+	same("chunked", run(t, start(t, Config{MaxBatchTokens: 7}, b.new(t)), req))
+	e := start(t, Config{}, b.new(t))
+	run(t, e, Request{Prompt: p[:35], Stop: StopParams{MaxTokens: 1}})
+	same("prefix hit", run(t, e, req))
+	same("batched", batchOf16(t, start(t, Config{MaxBatchTokens: 64}, b.new(t)), req))
+	first := ref.tokens[0]
+	given := req
+	given.FirstToken = &first
+	same("first token given", run(t, start(t, Config{}, b.new(t)), given))
+
+	tight := start(t, Config{BlockSize: 4, NumBlocks: 16, MaxBatchTokens: 32}, b.new(t))
+	var wg sync.WaitGroup
+	results := make([]result, 6)
+	for i := range results {
+		r := req
+		r.Prompt = prompt(12+i, i)
+		st, err := tight.Submit(t.Context(), r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wg.Go(func() { results[i] = collect(t, st) })
+	}
+	wg.Wait()
+	if tight.Metrics().Preemptions == 0 {
+		t.Fatal("expected preemptions")
+	}
+	for i, got := range results {
+		r := req
+		r.Prompt = prompt(12+i, i)
+		// Same block size: the attention kernel (SIMD or not) depends on
+		// it, and with it the last bits of the logits.
+		want := run(t, start(t, Config{BlockSize: 4}, b.new(t)), r)
+		if !sameTokens(got.tokens, want.tokens) || !reflect.DeepEqual(got.logprobs, want.logprobs) {
+			t.Errorf("preempted request %d: logprobs differ from an unpressured run:\n%v %+v\n%v %+v", i, got.tokens, got.logprobs, want.tokens, want.logprobs)
+		}
+	}
+
+	if _, err := start(t, Config{}, backends()[1].new(t)).Submit(t.Context(), req); !errors.Is(err, ErrNoLogprobs) || !errors.Is(err, ErrInvalidRequest) {
+		t.Fatalf("sim: Submit with logprobs = %v, want ErrNoLogprobs", err)
+	}
+	plain := run(t, start(t, Config{}, b.new(t)), Request{Prompt: p, Stop: req.Stop})
+	if plain.logprobs != nil {
+		t.Fatal("logprobs without asking")
 	}
 }

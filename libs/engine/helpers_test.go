@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"path/filepath"
+	"switchyard.dev/libs/engine/sample"
 	"sync"
 	"testing"
 	"time"
@@ -104,9 +105,10 @@ func start(t testing.TB, cfg Config, exec executor.Executor) *Engine {
 }
 
 type result struct {
-	tokens []uint32
-	text   string
-	final  Output
+	tokens   []uint32
+	text     string
+	final    Output
+	logprobs []sample.Logprob
 }
 
 // collect reads a stream to its end.
@@ -124,6 +126,7 @@ func collect(t testing.TB, st *Stream) result {
 			t.Fatalf("Recv: %v", err)
 		}
 		r.tokens = append(r.tokens, o.TokenIDs...)
+		r.logprobs = append(r.logprobs, o.Logprobs...)
 		r.text += o.Text
 		if o.Finish != "" {
 			r.final = o

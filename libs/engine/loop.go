@@ -107,6 +107,9 @@ func (e *Engine) fillBatch(b *executor.Batch, p *sched.Plan) {
 		if r.queue < 0 {
 			r.queue = time.Since(r.submitted)
 		}
+		if it.Sample && r.generated == 0 && r.r.FirstToken != nil {
+			r.sampler.Force(*r.r.FirstToken) // its logprob, not the draw's
+		}
 		b.Items = append(b.Items, executor.Item{
 			SeqID: it.Seq.ID, Tokens: it.Seq.Tokens, PromptLen: it.Seq.PromptLen,
 			Start: it.Start, End: it.End, Blocks: it.Seq.Blocks(),
@@ -165,6 +168,14 @@ func (e *Engine) onToken(r *request, tok uint32) {
 	}
 	text, stopped := r.text.Push(tok)
 	out := Output{TokenIDs: []uint32{tok}, Text: text}
+	if r.r.Sampling.Logprobs {
+		lp, ok := r.sampler.TakeLogprob()
+		if !ok { // validate admits logprobs only with an executor that samples
+			e.finish(r, FinishError, fmt.Errorf("engine: no logprob was recorded for token %d", tok), nil)
+			return
+		}
+		out.Logprobs = []sample.Logprob{lp}
+	}
 	if r.generated == 1 {
 		out.QueueTime = max(r.queue, 0)
 	}

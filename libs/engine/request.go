@@ -68,6 +68,9 @@ type Output struct {
 	Finish   FinishReason
 	Err      error // why, when Finish is FinishError or FinishCancelled
 	Usage    Usage
+	// Logprobs, when the request's Sampling.Logprobs is set, has one entry
+	// per TokenIDs entry.
+	Logprobs []sample.Logprob
 	// QueueTime, on a request's first output, is the time from Submit to
 	// the first step that computed any of it (admission wait).
 	QueueTime time.Duration
@@ -90,6 +93,7 @@ var (
 	ErrTokenOutOfRange  error = &invalidError{"token id out of vocabulary"}
 	ErrInvalidSampling  error = &invalidError{"invalid sampling parameters"}
 	ErrInvalidStop      error = &invalidError{"invalid stop condition"}
+	ErrNoLogprobs       error = &invalidError{"logprobs need an executor that computes logits"}
 )
 
 // Engine state errors.
@@ -136,6 +140,9 @@ func (e *Engine) validate(r *Request) error {
 	}
 	if err := r.Sampling.Validate(); err != nil {
 		return fmt.Errorf("request %q: %w: %w", r.ID, ErrInvalidSampling, err)
+	}
+	if r.Sampling.Logprobs && !e.model.Logits {
+		return fmt.Errorf("request %q: %w (model %q is simulated)", r.ID, ErrNoLogprobs, e.model.Name)
 	}
 	return nil
 }

@@ -24,6 +24,10 @@ type Model struct {
 	// KVBytesPerToken is the KV memory one token takes across all layers
 	// (K and V); 0 means the executor keeps no KV memory.
 	KVBytesPerToken int
+	// Logits reports that Execute computes logits and samples with
+	// Item.Sampler, so requests may ask for logprobs; a timing simulator
+	// derives its tokens from Item.Seed instead.
+	Logits bool
 }
 
 // KV is the paged KV memory an executor reads and writes. Block b occupies

@@ -134,6 +134,7 @@ func (e *Executor) Model() executor.Model {
 		EOS:             e.tok.EOS(),
 		StopTokens:      []uint32{e.tok.EOS(), e.tok.BOS()},
 		KVBytesPerToken: e.c.KVBytesPerToken(),
+		Logits:          true,
 	}
 }
 

@@ -26,7 +26,15 @@ type Params struct {
 	TopK int
 	// Seed makes sampling reproducible; nil lets the engine pick one.
 	Seed *uint64
+	// Logprobs records each sampled position's Logprob (TakeLogprob).
+	Logprobs bool
+	// TopLogprobs is how many of the most likely tokens a Logprob lists,
+	// at most MaxTopLogprobs; it needs Logprobs.
+	TopLogprobs int
 }
+
+// MaxTopLogprobs bounds Params.TopLogprobs (OpenAI's limit).
+const MaxTopLogprobs = 20
 
 // Validate reports whether p is usable.
 func (p Params) Validate() error {
@@ -37,6 +45,10 @@ func (p Params) Validate() error {
 		return fmt.Errorf("%w: top_p %v must be in [0, 1]", ErrInvalid, p.TopP)
 	case p.TopK < 0:
 		return fmt.Errorf("%w: top_k %d must be >= 0", ErrInvalid, p.TopK)
+	case p.TopLogprobs < 0 || p.TopLogprobs > MaxTopLogprobs:
+		return fmt.Errorf("%w: top_logprobs %d must be in [0, %d]", ErrInvalid, p.TopLogprobs, MaxTopLogprobs)
+	case p.TopLogprobs > 0 && !p.Logprobs:
+		return fmt.Errorf("%w: top_logprobs %d needs logprobs", ErrInvalid, p.TopLogprobs)
 	}
 	return nil
 }
@@ -51,6 +63,74 @@ type Sampler struct {
 	rng   *rand.Rand
 	probs []float32
 	idx   []int32
+
+	force    *uint32 // see Force
+	last     Logprob // with Params.Logprobs: the last sampled position's
+	recorded bool
+}
+
+// TokenLogprob is a token and its log probability.
+type TokenLogprob struct {
+	Token   uint32
+	Logprob float32
+}
+
+// Logprob describes one sampled position under the model's own
+// distribution, the softmax of the raw logits (before temperature, top-k
+// and top-p, as vLLM reports by default): the natural log of the emitted
+// token's probability, and the Params.TopLogprobs most likely tokens, most
+// likely first (ties: lower id first).
+type Logprob struct {
+	Logprob float32
+	Top     []TokenLogprob
+}
+
+// Force makes the next Sample record the Logprob of tok instead of the
+// token it draws: the token a disaggregated prefill worker already chose.
+// The draw still happens, so a seeded generator stays in step.
+func (s *Sampler) Force(tok uint32) { s.force = &tok }
+
+// TakeLogprob returns the Logprob the last Sample recorded, once; false
+// when none was recorded since (Params.Logprobs unset, or no Sample).
+func (s *Sampler) TakeLogprob() (Logprob, bool) {
+	lp, ok := s.last, s.recorded
+	s.last, s.recorded = Logprob{}, false
+	return lp, ok
+}
+
+// record computes the Logprob of tok under logits. The log-sum-exp is
+// accumulated in float64 in index order, so equal logits give equal
+// results however the step was batched.
+func (s *Sampler) record(logits []float32, tok uint32) {
+	maxv := float64(logits[Argmax(logits)])
+	var sum float64
+	for _, v := range logits {
+		sum += math.Exp(float64(v) - maxv)
+	}
+	lse := maxv + math.Log(sum)
+	lp := Logprob{Logprob: float32(float64(logits[tok]) - lse)}
+	if n := min(s.p.TopLogprobs, len(logits)); n > 0 {
+		lp.Top = make([]TokenLogprob, 0, n)
+		for i, v := range logits { // insertion into the n best so far
+			if len(lp.Top) == n && v <= logits[lp.Top[n-1].Token] {
+				continue
+			}
+			j := len(lp.Top)
+			if j < n {
+				lp.Top = append(lp.Top, TokenLogprob{})
+			} else {
+				j = n - 1
+			}
+			for ; j > 0 && v > logits[lp.Top[j-1].Token]; j-- {
+				lp.Top[j] = lp.Top[j-1]
+			}
+			lp.Top[j] = TokenLogprob{Token: uint32(i)}
+		}
+		for k := range lp.Top {
+			lp.Top[k].Logprob = float32(float64(logits[lp.Top[k].Token]) - lse)
+		}
+	}
+	s.last, s.recorded = lp, true
 }
 
 // New returns a sampler for p whose generator is seeded with seed.
@@ -69,8 +149,22 @@ func Argmax(logits []float32) uint32 {
 	return uint32(bi)
 }
 
-// Sample picks a token from logits; logits is used as scratch.
+// Sample picks a token from logits (which it does not modify), recording
+// its Logprob when Params.Logprobs is set.
 func (s *Sampler) Sample(logits []float32) uint32 {
+	tok := s.draw(logits)
+	if s.p.Logprobs && len(logits) > 0 {
+		rec := tok
+		if s.force != nil && int(*s.force) < len(logits) {
+			rec = *s.force
+		}
+		s.record(logits, rec)
+	}
+	s.force = nil
+	return tok
+}
+
+func (s *Sampler) draw(logits []float32) uint32 {
 	if s.p.Greedy() || len(logits) == 0 {
 		return Argmax(logits)
 	}

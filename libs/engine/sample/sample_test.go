@@ -2,6 +2,8 @@ package sample
 
 import (
 	"errors"
+	"math"
+	"slices"
 	"testing"
 )
 
@@ -80,5 +82,67 @@ func BenchmarkSampleTopP(b *testing.B) {
 	for b.Loop() {
 		copy(buf, logits)
 		s.Sample(buf)
+	}
+}
+
+// TestLogprobs: the recorded log probability is the log-softmax of the raw
+// logits whatever the temperature, the top list is ordered with ties by
+// id, a forced token's is recorded without changing the draws, and
+// nothing is recorded unless asked.
+func TestLogprobs(t *testing.T) {
+	t.Parallel()
+	logits := []float32{1, 3, 0.5, 3, -2, 2}
+	var sum float64
+	for _, v := range logits {
+		sum += math.Exp(float64(v))
+	}
+	want := func(tok int) float32 { return float32(float64(logits[tok]) - math.Log(sum)) }
+	near := func(a, b float32) bool { return math.Abs(float64(a-b)) < 1e-6 }
+
+	g := New(Params{Logprobs: true, TopLogprobs: 3}, 1)
+	tok := g.Sample(slices.Clone(logits))
+	lp, ok := g.TakeLogprob()
+	if tok != 1 || !ok || !near(lp.Logprob, want(1)) {
+		t.Fatalf("greedy: token %d logprob %v (%v), want 1 and %v", tok, lp.Logprob, ok, want(1))
+	}
+	wantTop := []uint32{1, 3, 5} // 3 and 3 tie: lower id first
+	if len(lp.Top) != 3 {
+		t.Fatalf("top %+v", lp.Top)
+	}
+	for i, tl := range lp.Top {
+		if tl.Token != wantTop[i] || !near(tl.Logprob, want(int(tl.Token))) {
+			t.Fatalf("top %+v, want tokens %v", lp.Top, wantTop)
+		}
+	}
+	if _, ok := g.TakeLogprob(); ok {
+		t.Fatal("a Logprob is taken once")
+	}
+
+	// Sampled at temperature 2, the logprob is still the raw one; forcing
+	// a token records its logprob and leaves the draws as they were.
+	seed := uint64(7)
+	plain := New(Params{Temperature: 2, Seed: &seed}, seed)
+	forced := New(Params{Temperature: 2, Seed: &seed, Logprobs: true}, seed)
+	for i := range 50 {
+		if i == 0 {
+			forced.Force(4)
+		}
+		a, b := plain.Sample(slices.Clone(logits)), forced.Sample(slices.Clone(logits))
+		lp, ok := forced.TakeLogprob()
+		rec := int(b)
+		if i == 0 {
+			rec = 4
+		}
+		if a != b || !ok || !near(lp.Logprob, want(rec)) || lp.Top != nil {
+			t.Fatalf("draw %d: %d vs %d, logprob %v (%v), want %v for token %d", i, a, b, lp.Logprob, ok, want(rec), rec)
+		}
+	}
+	if _, ok := plain.TakeLogprob(); ok {
+		t.Fatal("recorded without Params.Logprobs")
+	}
+	for _, p := range []Params{{TopLogprobs: 2}, {Logprobs: true, TopLogprobs: MaxTopLogprobs + 1}, {Logprobs: true, TopLogprobs: -1}} {
+		if err := p.Validate(); !errors.Is(err, ErrInvalid) {
+			t.Errorf("Validate(%+v) = %v", p, err)
+		}
 	}
 }

@@ -2,8 +2,11 @@ package disagg
 
 import (
 	"context"
+	"reflect"
 	"slices"
+	"switchyard.dev/libs/engine/sample"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -19,6 +22,44 @@ func runContract(t *testing.T, backend func(testing.TB) nixl.BackendFactory) {
 	t.Run("exact", func(t *testing.T) { t.Parallel(); testExact(t, backend) })
 	t.Run("fallback", func(t *testing.T) { t.Parallel(); testFallback(t, backend) })
 	t.Run("late writer", func(t *testing.T) { t.Parallel(); testLateWriter(t, backend) })
+	t.Run("logprobs", func(t *testing.T) { t.Parallel(); testLogprobs(t, backend) })
+}
+
+// testLogprobs: a remotely prefilled request's logprobs, the first token's
+// included (the decode engine computes it from its own logits), equal the
+// aggregated run's bit for bit; the prefill worker is not asked for them.
+func testLogprobs(t *testing.T, backend func(testing.TB) nixl.BackendFactory) {
+	var asked atomic.Int32
+	s := newStack(t, stackOpts{backend: backend, threshold: 8, wrap: func(p Prefiller) Prefiller {
+		return spy{p, func(req *workerv1.RemotePrefillRequest) {
+			if req.GetSampling().GetLogprobs() || req.GetSampling().GetTopLogprobs() != 0 {
+				asked.Add(1)
+			}
+		}}
+	}})
+	for i, p := range prompts(12, 200, 7) {
+		r := engine.Request{ID: "r", Prompt: p, Sampling: sample.Params{Logprobs: true, TopLogprobs: 2}, Stop: engine.StopParams{MaxTokens: 6, IgnoreEOS: true}}
+		wantToks, want := collectLogprobs(t, s.ref, r, nil)
+		first := s.decoder.Prepare(t.Context(), &r, "prefill")
+		gotToks, got := collectLogprobs(t, s.dec, r, first)
+		if !slices.Equal(gotToks, wantToks) || !reflect.DeepEqual(got, want) || len(got) != len(gotToks) {
+			t.Errorf("prompt %d (%d tokens): disaggregated %v %+v, aggregated %v %+v", i, len(p), gotToks, got, wantToks, want)
+		}
+	}
+	if s.obs.count(PathRemote) == 0 || asked.Load() != 0 {
+		t.Errorf("%d remote prefills, %d asked for logprobs: want some, none", s.obs.count(PathRemote), asked.Load())
+	}
+}
+
+// spy sees each RemotePrefill request on its way.
+type spy struct {
+	Prefiller
+	see func(*workerv1.RemotePrefillRequest)
+}
+
+func (s spy) RemotePrefill(ctx context.Context, req *connect.Request[workerv1.RemotePrefillRequest]) (*connect.Response[workerv1.RemotePrefillResponse], error) {
+	s.see(req.Msg)
+	return s.Prefiller.RemotePrefill(ctx, req)
 }
 
 // testLateWriter: the decode worker gives up on a prefill worker that then

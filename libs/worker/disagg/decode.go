@@ -227,8 +227,12 @@ func (p *prepared) remote(ctx context.Context, r *engine.Request, worker string)
 
 func (p *prepared) call(ctx context.Context, r *engine.Request, worker string, k int, win *window, blockBytes uint64) (*workerv1.RemotePrefillResponse, error) {
 	d := p.d
+	// The first token's logprob is computed here, from this engine's own
+	// logits for it (package engine, Request.FirstToken).
+	sampling := r.Sampling
+	sampling.Logprobs, sampling.TopLogprobs = false, 0
 	req := &workerv1.RemotePrefillRequest{
-		RequestId: r.ID, Model: d.cfg.Model, TokenIds: r.Prompt, Sampling: wire.SamplingProto(r.Sampling),
+		RequestId: r.ID, Model: d.cfg.Model, TokenIds: r.Prompt, Sampling: wire.SamplingProto(sampling),
 		FirstBlock: uint32(k), CacheSalt: r.CacheSalt,
 		Target: &workerv1.KvTarget{Agent: d.cfg.Agent.Name(), Metadata: win.metadata, Region: uint32(win.region), BlockOffsets: win.offsets, BlockBytes: blockBytes},
 	}

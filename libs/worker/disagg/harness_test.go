@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
+	"switchyard.dev/libs/engine/sample"
 	"sync"
 	"testing"
 	"time"
@@ -137,6 +138,13 @@ func (s *stack) generate(t testing.TB, r engine.Request) []uint32 {
 
 func collect(t testing.TB, e *engine.Engine, r engine.Request, first func(*engine.Output)) []uint32 {
 	t.Helper()
+	toks, _ := collectLogprobs(t, e, r, first)
+	return toks
+}
+
+// collectLogprobs is collect that also returns the outputs' logprobs.
+func collectLogprobs(t testing.TB, e *engine.Engine, r engine.Request, first func(*engine.Output)) ([]uint32, []sample.Logprob) {
+	t.Helper()
 	st, err := e.Submit(t.Context(), r)
 	if err != nil {
 		if first != nil {
@@ -145,6 +153,7 @@ func collect(t testing.TB, e *engine.Engine, r engine.Request, first func(*engin
 		t.Fatal(err)
 	}
 	var toks []uint32
+	var lps []sample.Logprob
 	for n := 0; ; n++ {
 		o, err := st.Recv(t.Context())
 		if err != nil {
@@ -157,8 +166,9 @@ func collect(t testing.TB, e *engine.Engine, r engine.Request, first func(*engin
 			t.Fatalf("request failed: %v", o.Err)
 		}
 		toks = append(toks, o.TokenIDs...)
+		lps = append(lps, o.Logprobs...)
 		if o.Finish != "" {
-			return toks
+			return toks, lps
 		}
 	}
 }

@@ -124,6 +124,7 @@ func (h *Handler) coalesce(st *engine.Stream, o engine.Output) engine.Output {
 			break
 		}
 		o.TokenIDs = append(slices.Clip(o.TokenIDs), next.TokenIDs...)
+		o.Logprobs = append(slices.Clip(o.Logprobs), next.Logprobs...)
 		o.Text += next.Text
 		o.Finish, o.Err, o.Usage = next.Finish, next.Err, next.Usage
 	}
@@ -150,7 +151,7 @@ func EngineRequest(m *workerv1.GenerateRequest) engine.Request {
 
 // response converts one engine output; nil means nothing to send.
 func response(ctx context.Context, o engine.Output) (*workerv1.GenerateResponse, error) {
-	res := &workerv1.GenerateResponse{TokenIds: o.TokenIDs, Text: o.Text}
+	res := &workerv1.GenerateResponse{TokenIds: o.TokenIDs, Text: o.Text, Logprobs: wire.Logprobs(o.Logprobs)}
 	switch o.Finish {
 	case "":
 		if len(o.TokenIDs) == 0 && o.Text == "" {

@@ -14,7 +14,9 @@ import (
 	"switchyard.dev/gen/switchyard/worker/v1/workerv1connect"
 	"switchyard.dev/libs/engine"
 	"switchyard.dev/libs/engine/executor"
+	"switchyard.dev/libs/engine/llama"
 	"switchyard.dev/libs/engine/sim"
+	"switchyard.dev/libs/engine/tokenizer"
 	"switchyard.dev/libs/worker/handler"
 )
 
@@ -106,6 +108,8 @@ func TestGenerateErrors(t *testing.T) {
 		{"empty stop string", &workerv1.GenerateRequest{Model: model, TokenIds: []uint32{1}, Stop: &commonv1.StopConditions{MaxTokens: 1, Stop: []string{""}}}, connect.CodeInvalidArgument, "empty stop string"},
 		{"wrong model", &workerv1.GenerateRequest{Model: "llama-70b", TokenIds: []uint32{1}, Stop: &commonv1.StopConditions{MaxTokens: 1}}, connect.CodeNotFound, `model "llama-70b" is not served by this worker (it serves "sim-test")`},
 		{"no model", &workerv1.GenerateRequest{TokenIds: []uint32{1}, Stop: &commonv1.StopConditions{MaxTokens: 1}}, connect.CodeInvalidArgument, "model is required"},
+		{"logprobs from the sim", &workerv1.GenerateRequest{Model: model, TokenIds: []uint32{1}, Sampling: &commonv1.SamplingParams{Logprobs: true}, Stop: &commonv1.StopConditions{MaxTokens: 1}}, connect.CodeInvalidArgument, "logprobs need an executor that computes logits"},
+		{"top_logprobs over 20", &workerv1.GenerateRequest{Model: model, TokenIds: []uint32{1}, Sampling: &commonv1.SamplingParams{Logprobs: true, TopLogprobs: 21}, Stop: &commonv1.StopConditions{MaxTokens: 1}}, connect.CodeInvalidArgument, "top_logprobs 21"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -198,4 +202,48 @@ func TestDrain(t *testing.T) {
 	assertCode(t, sub.Err(), connect.CodeUnavailable, "shutting down")
 	_, _, err = generate(t, f.client, genReq([]uint32{1, 5}, 3))
 	assertCode(t, err, connect.CodeUnavailable, "shutting down")
+}
+
+// Logprobs come one per token, however the handler coalesced the engine's
+// outputs into messages, with the top entries asked for.
+func TestGenerateLogprobs(t *testing.T) {
+	t.Parallel()
+	tiny, err := llama.NewRandom(llama.Config{Dim: 16, HiddenDim: 32, NLayers: 1, NHeads: 2, NKVHeads: 2, VocabSize: 300, SeqLen: 256}, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := tokenizer.NewBytes(300)
+	if err != nil {
+		t.Fatal(err)
+	}
+	exec, err := llama.New(tiny, tok, llama.Options{Name: model})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := newFixtureExec(t, engine.Config{}, exec)
+	req := genReq(prompt(20, 40), 30)
+	req.Stop.IgnoreEos = true
+	req.Sampling = &commonv1.SamplingParams{Logprobs: true, TopLogprobs: 3}
+	st, err := f.client.Generate(t.Context(), connect.NewRequest(req))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	n := 0
+	for st.Receive() {
+		m := st.Msg()
+		if len(m.GetLogprobs()) != len(m.GetTokenIds()) {
+			t.Fatalf("message with %d tokens and %d logprobs", len(m.GetTokenIds()), len(m.GetLogprobs()))
+		}
+		for i, lp := range m.GetLogprobs() {
+			top := lp.GetTop()
+			if len(top) != 3 || top[0].GetTokenId() != m.GetTokenIds()[i] || top[0].GetLogprob() != lp.GetLogprob() || lp.GetLogprob() > 0 {
+				t.Fatalf("token %d: %v, want greedy = top entry", m.GetTokenIds()[i], lp)
+			}
+		}
+		n += len(m.GetTokenIds())
+	}
+	if err := st.Err(); err != nil || n != 30 {
+		t.Fatalf("%d tokens, err %v", n, err)
+	}
 }

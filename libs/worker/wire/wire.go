@@ -8,10 +8,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 
 	"connectrpc.com/connect"
 
 	commonv1 "switchyard.dev/gen/switchyard/common/v1"
+	workerv1 "switchyard.dev/gen/switchyard/worker/v1"
 	"switchyard.dev/libs/engine"
 	"switchyard.dev/libs/engine/sample"
 )
@@ -22,7 +24,8 @@ var ErrDraining = errors.New("worker is shutting down; retry on another worker")
 
 // Sampling converts sampling parameters (nil means greedy defaults).
 func Sampling(s *commonv1.SamplingParams) sample.Params {
-	p := sample.Params{Temperature: s.GetTemperature(), TopP: s.GetTopP(), TopK: int(s.GetTopK())}
+	p := sample.Params{Temperature: s.GetTemperature(), TopP: s.GetTopP(), TopK: int(s.GetTopK()),
+		Logprobs: s.GetLogprobs(), TopLogprobs: int(min(s.GetTopLogprobs(), math.MaxInt32))}
 	if s != nil && s.Seed != nil {
 		seed := *s.Seed
 		p.Seed = &seed
@@ -32,7 +35,8 @@ func Sampling(s *commonv1.SamplingParams) sample.Params {
 
 // SamplingProto is the inverse of Sampling.
 func SamplingProto(p sample.Params) *commonv1.SamplingParams {
-	out := &commonv1.SamplingParams{Temperature: p.Temperature, TopP: p.TopP, TopK: uint32(max(p.TopK, 0))}
+	out := &commonv1.SamplingParams{Temperature: p.Temperature, TopP: p.TopP, TopK: uint32(max(p.TopK, 0)),
+		Logprobs: p.Logprobs, TopLogprobs: uint32(max(p.TopLogprobs, 0))}
 	if p.Seed != nil {
 		seed := *p.Seed
 		out.Seed = &seed
@@ -61,4 +65,23 @@ func ContextError(ctx context.Context, err error) error {
 		return connect.NewError(connect.CodeDeadlineExceeded, err)
 	}
 	return connect.NewError(connect.CodeCanceled, err)
+}
+
+// Logprobs converts the engine's per-token logprobs (nil stays nil).
+func Logprobs(lps []sample.Logprob) []*workerv1.TokenLogprob {
+	if lps == nil {
+		return nil
+	}
+	out := make([]*workerv1.TokenLogprob, len(lps))
+	for i, lp := range lps {
+		tl := &workerv1.TokenLogprob{Logprob: lp.Logprob}
+		if len(lp.Top) > 0 {
+			tl.Top = make([]*workerv1.TopLogprob, len(lp.Top))
+			for j, t := range lp.Top {
+				tl.Top[j] = &workerv1.TopLogprob{TokenId: t.Token, Logprob: t.Logprob}
+			}
+		}
+		out[i] = tl
+	}
+	return out
 }
