@@ -3,6 +3,7 @@ package fakemesh
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -36,7 +37,38 @@ type WorkerConfig struct {
 	InfoErr *connect.Error
 	// GenerateErr, if set, fails Generate before any token.
 	GenerateErr *connect.Error
+	// Batch > 1 sends up to that many tokens per message (default 1).
+	Batch int
+	// NoLogprobs rejects sampling.logprobs with InvalidArgument, as a
+	// worker of the sim executor does.
+	NoLogprobs bool
+	// IgnoreLogprobs sends no logprobs even when asked, as a worker built
+	// before they existed would.
+	IgnoreLogprobs bool
 }
+
+// Logprob is the fake log probability of the token at sequence position
+// p (prompt tokens included), so a migrated generation gets the same
+// entries as an undisturbed one.
+func Logprob(p int) float32 { return -0.5 * float32(p) }
+
+// TopLogprobs returns the n most likely tokens a fake worker reports at
+// position p: the token it emits, with Logprob(p), then the byte tokens of
+// '0', '1', ... (never in Script), each 1 less likely than the one before.
+func TopLogprobs(p, n int) []*workerv1.TopLogprob {
+	top := make([]*workerv1.TopLogprob, n)
+	for j := range top {
+		id := ScriptToken(p)
+		if j > 0 {
+			id = uint32('0'+j-1) + tokenizer.ByteOffset
+		}
+		top[j] = &workerv1.TopLogprob{TokenId: id, Logprob: Logprob(p) - float32(j)}
+	}
+	return top
+}
+
+// ScriptToken is the token fake workers emit at sequence position p.
+func ScriptToken(p int) uint32 { return uint32(Script[p%len(Script)]) + tokenizer.ByteOffset }
 
 // Worker is a running fake worker.
 type Worker struct {
@@ -109,11 +141,20 @@ func (w *Worker) Generate(ctx context.Context, req *connect.Request[workerv1.Gen
 	if m.GetModel() != w.cfg.Model {
 		return connect.NewError(connect.CodeInvalidArgument, errors.New("wrong model"))
 	}
+	if w.cfg.NoLogprobs && m.GetSampling().GetLogprobs() {
+		return connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("request %q: logprobs need an executor that computes logits (model %q is simulated)", m.GetRequestId(), w.cfg.Model))
+	}
+	return w.recite(ctx, m, st)
+}
+
+// recite sends the script from the prompt's end, Batch tokens a message.
+func (w *Worker) recite(ctx context.Context, m *workerv1.GenerateRequest, st *connect.ServerStream[workerv1.GenerateResponse]) error {
 	prompt := len(m.GetTokenIds())
 	usage := func(n int) *workerv1.Usage {
 		return &workerv1.Usage{PromptTokens: uint32(prompt), CompletionTokens: uint32(n), CachedTokens: w.cfg.Cached}
 	}
 	maxTokens := int(m.GetStop().GetMaxTokens())
+	msg := &workerv1.GenerateResponse{}
 	for n := 0; ; n++ {
 		if w.cfg.DieAfter > 0 && n == w.cfg.DieAfter {
 			if w.cfg.Abort {
@@ -122,15 +163,24 @@ func (w *Worker) Generate(ctx context.Context, req *connect.Request[workerv1.Gen
 			return nil
 		}
 		if w.cfg.EOSAfter > 0 && n == w.cfg.EOSAfter && !m.GetStop().GetIgnoreEos() {
-			return st.Send(&workerv1.GenerateResponse{FinishReason: workerv1.FinishReason_FINISH_REASON_STOP, Usage: usage(n + 1)})
+			msg.FinishReason, msg.Usage = workerv1.FinishReason_FINISH_REASON_STOP, usage(n+1)
+			return st.Send(msg)
 		}
 		if err := w.pace(ctx); err != nil {
 			return err
 		}
-		tok := uint32(Script[(prompt+n)%len(Script)]) + tokenizer.ByteOffset
-		msg := &workerv1.GenerateResponse{TokenIds: []uint32{tok}, Usage: usage(n + 1)}
-		if n+1 >= maxTokens || prompt+n+1 >= w.cfg.Context {
+		p := prompt + n
+		msg.TokenIds = append(msg.TokenIds, ScriptToken(p))
+		if s := m.GetSampling(); s.GetLogprobs() && !w.cfg.IgnoreLogprobs {
+			msg.Logprobs = append(msg.Logprobs, &workerv1.TokenLogprob{Logprob: Logprob(p), Top: TopLogprobs(p, int(s.GetTopLogprobs()))})
+		}
+		msg.Usage = usage(n + 1)
+		if n+1 >= maxTokens || p+1 >= w.cfg.Context {
 			msg.FinishReason = workerv1.FinishReason_FINISH_REASON_LENGTH
+		}
+		if len(msg.TokenIds) < w.cfg.Batch && msg.FinishReason == workerv1.FinishReason_FINISH_REASON_UNSPECIFIED &&
+			(w.cfg.DieAfter == 0 || n+1 < w.cfg.DieAfter) {
+			continue
 		}
 		if err := st.Send(msg); err != nil {
 			return err
@@ -138,6 +188,7 @@ func (w *Worker) Generate(ctx context.Context, req *connect.Request[workerv1.Gen
 		if msg.FinishReason != workerv1.FinishReason_FINISH_REASON_UNSPECIFIED {
 			return nil
 		}
+		msg = &workerv1.GenerateResponse{}
 	}
 }
 
