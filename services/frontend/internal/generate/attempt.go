@@ -75,7 +75,15 @@ func (st *state) consume(msg *workerv1.GenerateResponse, emit func(Delta) error)
 	var b strings.Builder
 	stopped := false
 	ids := msg.GetTokenIds()
+	wantLogprobs := st.req.Sampling.GetLogprobs()
+	if wantLogprobs && len(msg.GetLogprobs()) != len(ids) {
+		return true, fmt.Errorf("%w: %d logprob entries for %d tokens", ErrWorkerContract, len(msg.GetLogprobs()), len(ids))
+	}
+	var lps []Logprob
 	for i, id := range ids {
+		if wantLogprobs {
+			lps = append(lps, st.logprob(id, msg.GetLogprobs()[i]))
+		}
 		st.generated = append(st.generated, id)
 		text, stop := st.text.Push(id)
 		b.WriteString(text)
@@ -101,9 +109,26 @@ func (st *state) consume(msg *workerv1.GenerateResponse, emit func(Delta) error)
 		b.WriteString(st.text.Flush())
 	}
 	if len(ids) > 0 || b.Len() > 0 {
-		if err := emit(Delta{Text: b.String(), Tokens: len(ids)}); err != nil {
+		if err := emit(Delta{Text: b.String(), TokenIDs: ids, Logprobs: lps}); err != nil {
 			return true, emitError{err}
 		}
 	}
 	return st.finish != "", nil
+}
+
+// logprob converts the worker's entry for token id, the next output token.
+func (st *state) logprob(id uint32, lp *workerv1.TokenLogprob) Logprob {
+	prev := st.req.Prompt[len(st.req.Prompt)-1]
+	if n := len(st.generated); n > 0 {
+		prev = st.generated[n-1]
+	}
+	tok := st.req.Tokenizer
+	out := Logprob{Token: TokenLogprob{ID: id, Bytes: tok.Piece(prev, id), Logprob: lp.GetLogprob()}}
+	if top := lp.GetTop(); len(top) > 0 {
+		out.Top = make([]TokenLogprob, len(top))
+		for i, t := range top {
+			out.Top[i] = TokenLogprob{ID: t.GetTokenId(), Bytes: tok.Piece(prev, t.GetTokenId()), Logprob: t.GetLogprob()}
+		}
+	}
+	return out
 }

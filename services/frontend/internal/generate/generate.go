@@ -59,11 +59,36 @@ type Request struct {
 	Hints     *commonv1.Hints
 }
 
-// Delta is new output: Tokens tokens arrived and Text can be shown (it
-// may be empty while bytes are held back).
+// Delta is new output: the tokens TokenIDs arrived and Text can be shown
+// (it may be empty while bytes are held back). With Sampling.Logprobs,
+// Logprobs has one entry per TokenIDs entry. A stop string ends the output
+// with the token that completed it: later tokens of that worker message,
+// and their entries, are dropped.
 type Delta struct {
-	Text   string
-	Tokens int
+	Text     string
+	TokenIDs []uint32
+	Logprobs []Logprob
+}
+
+// Logprob is the log probability of one output token, from the worker
+// (workerv1.TokenLogprob), with the token's bytes.
+type Logprob struct {
+	Token TokenLogprob
+	// Top are the Sampling.TopLogprobs most likely tokens at this
+	// position, most likely first, each decoded after the same token as
+	// Token.
+	Top []TokenLogprob
+}
+
+// TokenLogprob is a token at one position and its log probability.
+type TokenLogprob struct {
+	ID uint32
+	// Bytes are what the token adds to the text at its position: its
+	// piece decoded after the token before it, as the text is (llama2.c
+	// drops a piece's leading space right after BOS, and control tokens
+	// decode to nothing).
+	Bytes   []byte
+	Logprob float32
 }
 
 // Result summarizes a generation that ended.
@@ -99,6 +124,10 @@ func New(cfg Config) *Generator {
 
 // ErrIncomplete marks a worker stream that ended without a final message.
 var ErrIncomplete = errors.New("generate: worker stream ended without a finish reason")
+
+// ErrWorkerContract marks a worker reply that breaks the worker API, such
+// as logprobs that do not match its tokens. It is not retried.
+var ErrWorkerContract = errors.New("generate: worker broke the protocol")
 
 // emitError marks a failure to deliver output to the client.
 type emitError struct{ err error }

@@ -132,16 +132,16 @@ func (a *API) timing(endpoint string, start time.Time) *timing {
 
 func (t *timing) observe(d generate.Delta) {
 	m := t.a.cfg.Metrics
-	if m == nil || d.Tokens == 0 {
+	if m == nil || len(d.TokenIDs) == 0 {
 		return
 	}
 	now := time.Now()
 	if t.last.IsZero() {
 		m.TTFT.WithLabelValues(t.endpoint).Observe(now.Sub(t.start).Seconds())
 	} else {
-		per := now.Sub(t.last).Seconds() / float64(d.Tokens)
+		per := now.Sub(t.last).Seconds() / float64(len(d.TokenIDs))
 		itl := m.ITL.WithLabelValues(t.endpoint)
-		for range d.Tokens {
+		for range d.TokenIDs {
 			itl.Observe(per)
 		}
 	}
