@@ -3,6 +3,7 @@ package httpapi
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -177,11 +178,31 @@ func TestModelsAndOpenAPI(t *testing.T) {
 			t.Errorf("openapi lacks %s", p)
 		}
 	}
-	props, _ := doc.Components.Schemas["ChatRequest"]["properties"].(map[string]any)
-	for _, f := range []string{"model", "messages", "stop", "switchyard", "ignore_eos", "max_completion_tokens"} {
-		if props[f] == nil {
-			t.Errorf("ChatRequest schema lacks %q", f)
+	for schema, fields := range map[string][]string{
+		"ChatRequest":        {"model", "messages", "stop", "switchyard", "ignore_eos", "max_completion_tokens", "logprobs", "top_logprobs"},
+		"CompletionRequest":  {"prompt", "logprobs"},
+		"ChatChoice":         {"message", "logprobs"},
+		"ChatChunkChoice":    {"delta", "logprobs"},
+		"CompletionChoice":   {"text", "logprobs"},
+		"ChatLogprobs":       {"content", "refusal"},
+		"TokenLogprob":       {"token", "bytes", "logprob", "top_logprobs"},
+		"TopLogprob":         {"token", "bytes", "logprob"},
+		"CompletionLogprobs": {"tokens", "token_logprobs", "top_logprobs", "text_offset"},
+	} {
+		props, _ := doc.Components.Schemas[schema]["properties"].(map[string]any)
+		for _, f := range fields {
+			if props[f] == nil {
+				t.Errorf("%s schema lacks %q", schema, f)
+			}
 		}
+	}
+	choice, _ := doc.Components.Schemas["ChatChoice"]["properties"].(map[string]any)
+	if ref, _ := choice["logprobs"].(map[string]any); ref["$ref"] != "#/components/schemas/ChatLogprobs" {
+		t.Errorf("ChatChoice.logprobs is %v", choice["logprobs"])
+	}
+	lp, _ := doc.Components.Schemas["CompletionLogprobs"]["properties"].(map[string]any)
+	if top, _ := lp["top_logprobs"].(map[string]any); fmt.Sprint(top["items"]) != "map[additionalProperties:map[type:number] type:object]" {
+		t.Errorf("CompletionLogprobs.top_logprobs is %v", lp["top_logprobs"])
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 
 	"switchyard.dev/services/frontend/internal/catalog"
 	"switchyard.dev/services/frontend/internal/chattmpl"
+	"switchyard.dev/services/frontend/internal/generate"
 	"switchyard.dev/services/frontend/internal/openai"
 )
 
@@ -29,29 +30,33 @@ func (a *API) chat(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, err, g.Model)
 		return
 	}
-	c := call{id: newID("chatcmpl-"), created: a.cfg.Now().Unix(), model: g.Model}
+	c := call{id: newID("chatcmpl-"), created: a.cfg.Now().Unix(), model: g.Model, logprobs: g.Logprobs}
 	a.serve(w, r, epChat, g, gen, c, chatFormat{})
 }
 
 // chatFormat builds chat.completion and chat.completion.chunk bodies.
 type chatFormat struct{}
 
-func (chatFormat) chunk(c call, delta openai.ChatDelta, reason *string) openai.ChatChunk {
+func (chatFormat) chunk(c call, delta openai.ChatDelta, reason *string, lps []generate.Logprob) openai.ChatChunk {
+	choice := openai.ChatChunkChoice{Delta: delta, FinishReason: reason}
+	if len(lps) > 0 {
+		choice.Logprobs = chatLogprobs(lps)
+	}
 	return openai.ChatChunk{ID: c.id, Object: openai.ObjectChatCompletionChunk, Created: c.created, Model: c.model,
-		Choices: []openai.ChatChunkChoice{{Delta: delta, FinishReason: reason}}}
+		Choices: []openai.ChatChunkChoice{choice}}
 }
 
 func (f chatFormat) start(c call) any {
 	empty := ""
-	return f.chunk(c, openai.ChatDelta{Role: "assistant", Content: &empty}, nil)
+	return f.chunk(c, openai.ChatDelta{Role: "assistant", Content: &empty}, nil, nil)
 }
 
-func (f chatFormat) delta(c call, text string) any {
-	return f.chunk(c, openai.ChatDelta{Content: &text}, nil)
+func (f chatFormat) delta(c call, text string, lps []generate.Logprob) any {
+	return f.chunk(c, openai.ChatDelta{Content: &text}, nil, lps)
 }
 
-func (f chatFormat) finish(c call, reason string) any {
-	return f.chunk(c, openai.ChatDelta{}, &reason)
+func (f chatFormat) finish(c call, reason string, lps []generate.Logprob) any {
+	return f.chunk(c, openai.ChatDelta{}, &reason, lps)
 }
 
 func (chatFormat) usage(c call, u openai.Usage) any {
@@ -59,8 +64,11 @@ func (chatFormat) usage(c call, u openai.Usage) any {
 		Choices: []openai.ChatChunkChoice{}, Usage: &u}
 }
 
-func (chatFormat) whole(c call, text, reason string, u openai.Usage) any {
+func (chatFormat) whole(c call, text, reason string, lps []generate.Logprob, u openai.Usage) any {
+	choice := openai.ChatChoice{Message: openai.AssistantReply{Role: "assistant", Content: text}, FinishReason: reason}
+	if c.logprobs {
+		choice.Logprobs = chatLogprobs(lps)
+	}
 	return openai.ChatCompletion{ID: c.id, Object: openai.ObjectChatCompletion, Created: c.created, Model: c.model,
-		Choices: []openai.ChatChoice{{Message: openai.AssistantReply{Role: "assistant", Content: text}, FinishReason: reason}},
-		Usage:   &u}
+		Choices: []openai.ChatChoice{choice}, Usage: &u}
 }

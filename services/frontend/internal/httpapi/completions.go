@@ -4,6 +4,7 @@ import (
 	"net/http"
 
 	"switchyard.dev/services/frontend/internal/catalog"
+	"switchyard.dev/services/frontend/internal/generate"
 	"switchyard.dev/services/frontend/internal/openai"
 )
 
@@ -28,30 +29,47 @@ func (a *API) completions(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, err, g.Model)
 		return
 	}
-	c := call{id: newID("cmpl-"), created: a.cfg.Now().Unix(), model: g.Model}
-	a.serve(w, r, epCompletions, g, gen, c, completionFormat{})
+	c := call{id: newID("cmpl-"), created: a.cfg.Now().Unix(), model: g.Model, logprobs: g.Logprobs}
+	a.serve(w, r, epCompletions, g, gen, c, &completionFormat{})
 }
 
 // completionFormat builds text_completion bodies; chunks have the same
-// shape as the whole response.
-type completionFormat struct{}
+// shape as the whole response. It counts the text_offset of a stream's
+// tokens across chunks, so it serves one response.
+type completionFormat struct{ offsets textOffsets }
 
-func (completionFormat) body(c call, text string, reason *string, u *openai.Usage) openai.Completion {
-	choices := []openai.CompletionChoice{{Text: text, FinishReason: reason}}
+func (f *completionFormat) body(c call, text string, reason *string, lp *openai.CompletionLogprobs, u *openai.Usage) openai.Completion {
+	choices := []openai.CompletionChoice{{Text: text, FinishReason: reason, Logprobs: lp}}
 	if u != nil && reason == nil {
 		choices = []openai.CompletionChoice{}
 	}
 	return openai.Completion{ID: c.id, Object: openai.ObjectTextCompletion, Created: c.created, Model: c.model, Choices: choices, Usage: u}
 }
 
-func (completionFormat) start(call) any { return nil }
+// chunkLogprobs are a chunk's entries; null when it has none.
+func (f *completionFormat) chunkLogprobs(lps []generate.Logprob) *openai.CompletionLogprobs {
+	if len(lps) == 0 {
+		return nil
+	}
+	return f.offsets.completionLogprobs(lps)
+}
 
-func (f completionFormat) delta(c call, text string) any { return f.body(c, text, nil, nil) }
+func (*completionFormat) start(call) any { return nil }
 
-func (f completionFormat) finish(c call, reason string) any { return f.body(c, "", &reason, nil) }
+func (f *completionFormat) delta(c call, text string, lps []generate.Logprob) any {
+	return f.body(c, text, nil, f.chunkLogprobs(lps), nil)
+}
 
-func (f completionFormat) usage(c call, u openai.Usage) any { return f.body(c, "", nil, &u) }
+func (f *completionFormat) finish(c call, reason string, lps []generate.Logprob) any {
+	return f.body(c, "", &reason, f.chunkLogprobs(lps), nil)
+}
 
-func (f completionFormat) whole(c call, text, reason string, u openai.Usage) any {
-	return f.body(c, text, &reason, &u)
+func (f *completionFormat) usage(c call, u openai.Usage) any { return f.body(c, "", nil, nil, &u) }
+
+func (f *completionFormat) whole(c call, text, reason string, lps []generate.Logprob, u openai.Usage) any {
+	var lp *openai.CompletionLogprobs
+	if c.logprobs {
+		lp = f.offsets.completionLogprobs(lps)
+	}
+	return f.body(c, text, &reason, lp, &u)
 }

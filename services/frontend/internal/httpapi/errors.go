@@ -7,11 +7,13 @@ import (
 	"math"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"connectrpc.com/connect"
 
 	"switchyard.dev/services/frontend/internal/catalog"
+	"switchyard.dev/services/frontend/internal/generate"
 	"switchyard.dev/services/frontend/internal/openai"
 	"switchyard.dev/services/frontend/internal/upstream"
 )
@@ -33,6 +35,8 @@ func apiError(err error, model string) *openai.Error {
 		return openai.ModelNotFound(model)
 	case errors.Is(err, upstream.ErrNoRouter):
 		return openai.Unavailable(retryAfter, "No router is available; retry shortly.")
+	case errors.Is(err, generate.ErrWorkerContract):
+		return &openai.Error{Status: http.StatusBadGateway, Type: openai.TypeServer, Message: "Upstream error: the worker's reply was malformed."}
 	case errors.Is(err, context.DeadlineExceeded):
 		return &openai.Error{Status: http.StatusGatewayTimeout, Type: openai.TypeServer, Code: "timeout", Message: "The request timed out."}
 	}
@@ -46,12 +50,22 @@ func apiError(err error, model string) *openai.Error {
 	case connect.CodeNotFound:
 		return openai.ModelNotFound(model)
 	case connect.CodeInvalidArgument, connect.CodeOutOfRange, connect.CodeFailedPrecondition:
-		return openai.Invalid("", "%s", ce.Message())
+		return openai.Invalid(workerParam(ce.Message()), "%s", ce.Message())
 	case connect.CodeDeadlineExceeded:
 		return &openai.Error{Status: http.StatusGatewayTimeout, Type: openai.TypeServer, Code: "timeout", Message: "The request timed out upstream."}
 	default:
 		return &openai.Error{Status: http.StatusBadGateway, Type: openai.TypeServer, Message: fmt.Sprintf("Upstream error: %s.", ce.Code())}
 	}
+}
+
+// workerParam names the parameter a worker's rejection is about, where
+// it can tell: a worker that cannot compute logprobs (the sim executor)
+// says so.
+func workerParam(msg string) string {
+	if strings.Contains(msg, "logprob") {
+		return "logprobs"
+	}
+	return ""
 }
 
 // fail answers with err, which must happen before anything was written.

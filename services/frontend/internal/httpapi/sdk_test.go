@@ -121,3 +121,81 @@ func TestSDKErrors(t *testing.T) {
 		})
 	}
 }
+
+// Logprobs read through the SDK's typed fields, as a client sees them.
+func TestSDKLogprobs(t *testing.T) {
+	t.Parallel()
+	s := newStack(t, stackConfig{workers: []fakemesh.WorkerConfig{{ID: "w", Batch: 2}}})
+	c := sdkClient(s, "unused")
+	params := openai.ChatCompletionNewParams{
+		Model:     "tiny",
+		Messages:  []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Hi")},
+		MaxTokens: openai.Int(12), Logprobs: openai.Bool(true), TopLogprobs: openai.Int(2),
+	}
+	check := func(t *testing.T, how string, content []openai.ChatCompletionTokenLogprob) {
+		t.Helper()
+		if len(content) != 12 {
+			t.Fatalf("%s: %d entries", how, len(content))
+		}
+		for k, e := range content {
+			p := chatPromptLen + k
+			b := fakemesh.Script[p]
+			top := e.TopLogprobs
+			if e.Token != string(b) || len(e.Bytes) != 1 || e.Bytes[0] != int64(b) || e.Logprob != float64(fakemesh.Logprob(p)) ||
+				len(top) != 2 || top[0].Token != e.Token || top[0].Logprob != e.Logprob || top[1].Token != "0" || top[1].Logprob != e.Logprob-1 {
+				t.Fatalf("%s: entry %d = %+v", how, k, e)
+			}
+		}
+	}
+	got, err := c.Chat.Completions.New(t.Context(), params)
+	if err != nil {
+		t.Fatal(err)
+	}
+	check(t, "whole", got.Choices[0].Logprobs.Content)
+	if got.Choices[0].Logprobs.Refusal != nil {
+		t.Fatalf("refusal %+v", got.Choices[0].Logprobs.Refusal)
+	}
+
+	stream := c.Chat.Completions.NewStreaming(t.Context(), params)
+	var acc openai.ChatCompletionAccumulator
+	for stream.Next() {
+		if !acc.AddChunk(stream.Current()) {
+			t.Fatal("the accumulator refused a chunk")
+		}
+	}
+	if err := stream.Err(); err != nil {
+		t.Fatal(err)
+	}
+	check(t, "streamed", acc.Choices[0].Logprobs.Content)
+	if acc.Choices[0].Message.Content != got.Choices[0].Message.Content {
+		t.Fatalf("streamed %q, whole %q", acc.Choices[0].Message.Content, got.Choices[0].Message.Content)
+	}
+
+	// Completions: logprobs=0 decodes as empty top_logprobs maps.
+	for _, n := range []int64{0, 3} {
+		comp, err := c.Completions.New(t.Context(), openai.CompletionNewParams{
+			Model: "tiny", Prompt: openai.CompletionNewParamsPromptUnion{OfString: openai.String("Hello")}, MaxTokens: openai.Int(5), Logprobs: openai.Int(n),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		lp := comp.Choices[0].Logprobs
+		if len(lp.Tokens) != 5 || len(lp.TokenLogprobs) != 5 || len(lp.TextOffset) != 5 || len(lp.TopLogprobs) != 5 ||
+			lp.Tokens[0] != "p" || lp.TokenLogprobs[0] != float64(fakemesh.Logprob(6)) || lp.TextOffset[4] != 4 {
+			t.Fatalf("logprobs=%d: %+v", n, lp)
+		}
+		for k, m := range lp.TopLogprobs {
+			if want := float64(fakemesh.Logprob(6 + k)); len(m) != int(n) || n > 0 && (m[lp.Tokens[k]] != want || m["0"] != want-1) {
+				t.Fatalf("logprobs=%d: top %v", n, lp.TopLogprobs)
+			}
+		}
+	}
+
+	sim := newStack(t, stackConfig{workers: []fakemesh.WorkerConfig{{ID: "sim", NoLogprobs: true}}})
+	simClient := sdkClient(sim, "unused")
+	_, err = simClient.Chat.Completions.New(t.Context(), params)
+	var apiErr *openai.Error
+	if !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusBadRequest || apiErr.Param != "logprobs" {
+		t.Fatalf("sim worker: %v", err)
+	}
+}

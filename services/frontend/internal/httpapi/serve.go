@@ -15,15 +15,19 @@ type call struct {
 	id      string
 	created int64
 	model   string
+	// logprobs: the request asked for them, so a whole response has a
+	// logprobs object even without tokens.
+	logprobs bool
 }
 
-// format builds an endpoint's response bodies.
+// format builds an endpoint's response bodies. lps are the logprob
+// entries of the tokens the body carries (none without logprobs).
 type format interface {
 	start(c call) any // first chunk, or nil
-	delta(c call, text string) any
-	finish(c call, reason string) any
+	delta(c call, text string, lps []generate.Logprob) any
+	finish(c call, reason string, lps []generate.Logprob) any
 	usage(c call, u openai.Usage) any
-	whole(c call, text, reason string, u openai.Usage) any
+	whole(c call, text, reason string, lps []generate.Logprob, u openai.Usage) any
 }
 
 // serve runs a prepared generation and writes the response.
@@ -43,13 +47,15 @@ func (a *API) serve(w http.ResponseWriter, r *http.Request, endpoint string, g o
 		res, err = a.stream(ctx, w, r, req, c, f, g.IncludeUsage, tm)
 	} else {
 		var text strings.Builder
+		var lps []generate.Logprob
 		res, err = a.cfg.Generator.Run(ctx, req, func(d generate.Delta) error {
 			tm.observe(d)
 			text.WriteString(d.Text)
+			lps = append(lps, d.Logprobs...)
 			return nil
 		})
 		if err == nil {
-			writeJSON(w, http.StatusOK, f.whole(c, text.String(), res.Finish, usage(res)))
+			writeJSON(w, http.StatusOK, f.whole(c, text.String(), res.Finish, lps, usage(res)))
 		} else if r.Context().Err() == nil {
 			a.fail(w, r, err, req.Model)
 		}
@@ -64,7 +70,9 @@ func (a *API) serve(w http.ResponseWriter, r *http.Request, endpoint string, g o
 }
 
 // stream writes server-sent events. Headers go out with the first text, so
-// a failure before it is still an ordinary error response.
+// a failure before it is still an ordinary error response. The logprob
+// entries of tokens whose text is held back go with the next chunk that
+// has text, or with the finish chunk.
 func (a *API) stream(ctx context.Context, w http.ResponseWriter, r *http.Request, req generate.Request, c call, f format, includeUsage bool, tm *timing) (generate.Result, error) {
 	sse := newSSE(w)
 	begin := func() error {
@@ -77,15 +85,19 @@ func (a *API) stream(ctx context.Context, w http.ResponseWriter, r *http.Request
 		}
 		return nil
 	}
+	var held []generate.Logprob
 	res, err := a.cfg.Generator.Run(ctx, req, func(d generate.Delta) error {
 		tm.observe(d)
+		held = append(held, d.Logprobs...)
 		if d.Text == "" {
 			return nil
 		}
 		if err := begin(); err != nil {
 			return err
 		}
-		return sse.event(f.delta(c, d.Text))
+		ev := f.delta(c, d.Text, held)
+		held = held[:0]
+		return sse.event(ev)
 	})
 	switch {
 	case err != nil && !sse.started:
@@ -104,7 +116,7 @@ func (a *API) stream(ctx context.Context, w http.ResponseWriter, r *http.Request
 	if err := begin(); err != nil {
 		return res, err
 	}
-	_ = sse.event(f.finish(c, res.Finish))
+	_ = sse.event(f.finish(c, res.Finish, held))
 	if includeUsage {
 		_ = sse.event(f.usage(c, usage(res)))
 	}

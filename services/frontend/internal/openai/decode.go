@@ -17,6 +17,9 @@ const (
 	MaxStopTokenIDs  = 64
 	MaxSessionIDLen  = 256
 	maxTokenIDPrompt = math.MaxUint32
+
+	MaxTopLogprobs        = 20 // chat top_logprobs, as OpenAI
+	MaxCompletionLogprobs = 5  // completions logprobs, as OpenAI
 )
 
 // Generation is a decoded and range-checked request, in the units the
@@ -38,6 +41,12 @@ type Generation struct {
 	Stream         bool
 	IncludeUsage   bool
 	Hints          Extension
+
+	// Logprobs asks for each output token's log probability; TopLogprobs
+	// (only with Logprobs) for that many most likely tokens at each
+	// position.
+	Logprobs    bool
+	TopLogprobs int
 }
 
 // DecodeChat decodes and checks a chat completion request. Every error is
@@ -57,11 +66,8 @@ func DecodeChat(data []byte) (*ChatRequest, Generation, error) {
 		}
 		g.MaxTokens, g.MaxTokensParam = int(*req.MaxCompletionTokens), "max_completion_tokens"
 	}
-	if req.Logprobs != nil && *req.Logprobs {
-		return nil, Generation{}, Unsupported("logprobs", "logprobs are not supported")
-	}
-	if req.TopLogprobs != nil && *req.TopLogprobs != 0 {
-		return nil, Generation{}, Unsupported("top_logprobs", "top_logprobs are not supported")
+	if err := req.checkLogprobs(&g); err != nil {
+		return nil, Generation{}, err
 	}
 	if err := checkMessages(req.Messages); err != nil {
 		return nil, Generation{}, err
@@ -82,9 +88,13 @@ func DecodeCompletion(data []byte) (*CompletionRequest, Generation, error) {
 	if err != nil {
 		return nil, Generation{}, err
 	}
+	if n := req.Logprobs; n != nil {
+		if *n < 0 || *n > MaxCompletionLogprobs {
+			return nil, Generation{}, Invalid("logprobs", "logprobs must be in [0, %d], got %d.", MaxCompletionLogprobs, *n)
+		}
+		g.Logprobs, g.TopLogprobs = true, int(*n)
+	}
 	switch {
-	case req.Logprobs != nil && *req.Logprobs != 0:
-		return nil, Generation{}, Unsupported("logprobs", "logprobs are not supported")
 	case req.Echo:
 		return nil, Generation{}, Unsupported("echo", "echo is not supported")
 	case req.BestOf != nil && *req.BestOf != 1:
@@ -96,6 +106,24 @@ func DecodeCompletion(data []byte) (*CompletionRequest, Generation, error) {
 		return nil, Generation{}, err
 	}
 	return &req, g, nil
+}
+
+// checkLogprobs checks the chat logprobs fields as OpenAI does:
+// top_logprobs in [0, 20], and non-zero only with logprobs=true.
+func (r *ChatRequest) checkLogprobs(g *Generation) error {
+	g.Logprobs = r.Logprobs != nil && *r.Logprobs
+	if r.TopLogprobs == nil {
+		return nil
+	}
+	top := *r.TopLogprobs
+	if top < 0 || top > MaxTopLogprobs {
+		return Invalid("top_logprobs", "top_logprobs must be in [0, %d], got %d.", MaxTopLogprobs, top)
+	}
+	if top > 0 && !g.Logprobs {
+		return Invalid("top_logprobs", "top_logprobs needs logprobs set to true.")
+	}
+	g.TopLogprobs = int(top)
+	return nil
 }
 
 func unmarshal(data []byte, v any) error {

@@ -3,6 +3,7 @@ package openai
 import (
 	"errors"
 	"net/http"
+	"strings"
 	"testing"
 )
 
@@ -57,7 +58,35 @@ func TestDecodeChat(t *testing.T) {
 		{name: "top_p zero", body: `{"model":"m","top_p":0,"messages":[{"role":"user","content":"x"}]}`, param: "top_p"},
 		{name: "max_tokens zero", body: `{"model":"m","max_tokens":0,"messages":[{"role":"user","content":"x"}]}`, param: "max_tokens"},
 		{name: "n", body: `{"model":"m","n":2,"messages":[{"role":"user","content":"x"}]}`, param: "n"},
-		{name: "logprobs", body: `{"model":"m","logprobs":true,"messages":[{"role":"user","content":"x"}]}`, param: "logprobs"},
+		{name: "logprobs", body: `{"model":"m","logprobs":true,"messages":[{"role":"user","content":"x"}]}`, ok: true,
+			check: func(t *testing.T, _ *ChatRequest, g Generation) {
+				if !g.Logprobs || g.TopLogprobs != 0 {
+					t.Errorf("logprobs %v top %d", g.Logprobs, g.TopLogprobs)
+				}
+			}},
+		{name: "top_logprobs 20", body: `{"model":"m","logprobs":true,"top_logprobs":20,"messages":[{"role":"user","content":"x"}]}`, ok: true,
+			check: func(t *testing.T, _ *ChatRequest, g Generation) {
+				if !g.Logprobs || g.TopLogprobs != 20 {
+					t.Errorf("logprobs %v top %d", g.Logprobs, g.TopLogprobs)
+				}
+			}},
+		{name: "logprobs off", body: `{"model":"m","logprobs":false,"top_logprobs":0,"messages":[{"role":"user","content":"x"}]}`, ok: true,
+			check: func(t *testing.T, _ *ChatRequest, g Generation) {
+				if g.Logprobs || g.TopLogprobs != 0 {
+					t.Errorf("logprobs %v top %d", g.Logprobs, g.TopLogprobs)
+				}
+			}},
+		{name: "logprobs null", body: `{"model":"m","logprobs":null,"top_logprobs":null,"messages":[{"role":"user","content":"x"}]}`, ok: true,
+			check: func(t *testing.T, _ *ChatRequest, g Generation) {
+				if g.Logprobs || g.TopLogprobs != 0 {
+					t.Errorf("logprobs %v top %d", g.Logprobs, g.TopLogprobs)
+				}
+			}},
+		{name: "top_logprobs without logprobs", body: `{"model":"m","top_logprobs":2,"messages":[{"role":"user","content":"x"}]}`, param: "top_logprobs"},
+		{name: "top_logprobs with logprobs false", body: `{"model":"m","logprobs":false,"top_logprobs":2,"messages":[{"role":"user","content":"x"}]}`, param: "top_logprobs"},
+		{name: "top_logprobs 21", body: `{"model":"m","logprobs":true,"top_logprobs":21,"messages":[{"role":"user","content":"x"}]}`, param: "top_logprobs"},
+		{name: "top_logprobs negative", body: `{"model":"m","logprobs":true,"top_logprobs":-1,"messages":[{"role":"user","content":"x"}]}`, param: "top_logprobs"},
+		{name: "logprobs not bool", body: `{"model":"m","logprobs":1,"messages":[{"role":"user","content":"x"}]}`, param: "logprobs"},
 		{name: "empty stop", body: `{"model":"m","stop":[""],"messages":[{"role":"user","content":"x"}]}`, param: "stop"},
 		{name: "stream_options without stream", body: `{"model":"m","stream_options":{"include_usage":true},"messages":[{"role":"user","content":"x"}]}`, param: "stream_options"},
 		{name: "penalty", body: `{"model":"m","presence_penalty":1,"messages":[{"role":"user","content":"x"}]}`, param: "presence_penalty"},
@@ -89,6 +118,8 @@ func TestDecodeCompletion(t *testing.T) {
 		texts  int
 		tokens int
 		param  string
+		// logprobs is the Generation's TopLogprobs, or -1 for no logprobs.
+		logprobs int
 	}{
 		{name: "string", body: `{"model":"m","prompt":"once"}`, texts: 1},
 		{name: "one string list", body: `{"model":"m","prompt":["once"]}`, texts: 1},
@@ -101,13 +132,19 @@ func TestDecodeCompletion(t *testing.T) {
 		{name: "negative id", body: `{"model":"m","prompt":[-1]}`, param: "prompt"},
 		{name: "mixed list", body: `{"model":"m","prompt":[1,"a"]}`, param: "prompt"},
 		{name: "echo", body: `{"model":"m","prompt":"a","echo":true}`, param: "echo"},
-		{name: "logprobs", body: `{"model":"m","prompt":"a","logprobs":2}`, param: "logprobs"},
+		{name: "logprobs 2", body: `{"model":"m","prompt":"a","logprobs":2}`, texts: 1, logprobs: 2},
+		{name: "logprobs 0", body: `{"model":"m","prompt":"a","logprobs":0}`, texts: 1, logprobs: 0},
+		{name: "logprobs 5", body: `{"model":"m","prompt":"a","logprobs":5}`, texts: 1, logprobs: 5},
+		{name: "logprobs null", body: `{"model":"m","prompt":"a","logprobs":null}`, texts: 1, logprobs: -1},
+		{name: "logprobs 6", body: `{"model":"m","prompt":"a","logprobs":6}`, param: "logprobs"},
+		{name: "logprobs negative", body: `{"model":"m","prompt":"a","logprobs":-1}`, param: "logprobs"},
+		{name: "logprobs bool", body: `{"model":"m","prompt":"a","logprobs":true}`, param: "logprobs"},
 		{name: "best_of", body: `{"model":"m","prompt":"a","best_of":3}`, param: "best_of"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			r, _, err := DecodeCompletion([]byte(tc.body))
+			r, g, err := DecodeCompletion([]byte(tc.body))
 			if tc.param != "" {
 				var apiErr *Error
 				if !errors.As(err, &apiErr) || apiErr.Status != http.StatusBadRequest || apiErr.Param != tc.param {
@@ -120,6 +157,9 @@ func TestDecodeCompletion(t *testing.T) {
 			}
 			if len(r.Prompt.Texts) != tc.texts || len(r.Prompt.Tokens) != tc.tokens {
 				t.Fatalf("prompt %+v", r.Prompt)
+			}
+			if want := tc.logprobs >= 0 && strings.Contains(tc.body, "logprobs"); g.Logprobs != want || want && g.TopLogprobs != tc.logprobs {
+				t.Fatalf("logprobs %v top %d, want %d", g.Logprobs, g.TopLogprobs, tc.logprobs)
 			}
 		})
 	}

@@ -12,6 +12,8 @@ var fuzzSeeds = []string{
 	`{"model":"m","prompt":[[1,2]],"stream":true,"stream_options":{"include_usage":true}}`,
 	`{"model":"m","prompt":"x","temperature":0.5,"top_p":0.9,"seed":-4,"switchyard":{"priority":1}}`,
 	`{"model":"m","prompt":[1,2],"stop_token_ids":[2],"top_k":-1}`,
+	`{"model":"m","messages":[{"role":"user","content":"hi"}],"logprobs":true,"top_logprobs":3}`,
+	`{"model":"m","prompt":"x","logprobs":5}`,
 	`{`, `[]`, `null`, ``,
 }
 
@@ -26,7 +28,8 @@ func checkDecoded(t *testing.T, g Generation, err error) {
 		return
 	}
 	if g.Model == "" || g.Temperature < 0 || g.Temperature > 2 || g.TopP <= 0 || g.TopP > 1 ||
-		g.MaxTokens < 0 || g.MaxTokens > MaxTokensLimit || len(g.Stop) > MaxStop {
+		g.MaxTokens < 0 || g.MaxTokens > MaxTokensLimit || len(g.Stop) > MaxStop ||
+		g.TopLogprobs < 0 || g.TopLogprobs > MaxTopLogprobs || g.TopLogprobs > 0 && !g.Logprobs {
 		t.Fatalf("out of range: %+v", g)
 	}
 	for _, s := range g.Stop {

@@ -66,9 +66,11 @@ type ChatRequest struct {
 	// MaxCompletionTokens is the newer name of max_tokens; it wins when both
 	// are set.
 	MaxCompletionTokens *int64 `json:"max_completion_tokens,omitempty"`
-	// Logprobs must be false (not implemented).
+	// Logprobs returns the log probability of each output token in
+	// choices[].logprobs.content. Workers of the sim executor reject it.
 	Logprobs *bool `json:"logprobs,omitempty"`
-	// TopLogprobs must be absent or 0 (not implemented).
+	// TopLogprobs in [0, 20] also returns that many most likely tokens at
+	// each position; non-zero needs logprobs=true.
 	TopLogprobs *int64 `json:"top_logprobs,omitempty"`
 }
 
@@ -88,7 +90,10 @@ type CompletionRequest struct {
 	// Prompt is a string, a list of one string, a list of token ids, or a
 	// list of one list of token ids.
 	Prompt Prompt `json:"prompt"`
-	// Logprobs must be absent or 0 (not implemented).
+	// Logprobs in [0, 5] returns each output token's log probability and
+	// that many most likely tokens at each position in
+	// choices[].logprobs; absent or null is off. Workers of the sim
+	// executor reject it.
 	Logprobs *int64 `json:"logprobs,omitempty"`
 	// Echo must be false (not implemented).
 	Echo bool `json:"echo,omitempty"`

@@ -41,7 +41,7 @@ type ChatChoice struct {
 	Index        int            `json:"index"`
 	Message      AssistantReply `json:"message"`
 	FinishReason string         `json:"finish_reason"`
-	Logprobs     *struct{}      `json:"logprobs"`
+	Logprobs     *ChatLogprobs  `json:"logprobs"`
 }
 
 // AssistantReply is the generated message.
@@ -63,10 +63,10 @@ type ChatChunk struct {
 
 // ChatChunkChoice is the choice of one chunk.
 type ChatChunkChoice struct {
-	Index        int       `json:"index"`
-	Delta        ChatDelta `json:"delta"`
-	FinishReason *string   `json:"finish_reason"`
-	Logprobs     *struct{} `json:"logprobs"`
+	Index        int           `json:"index"`
+	Delta        ChatDelta     `json:"delta"`
+	FinishReason *string       `json:"finish_reason"`
+	Logprobs     *ChatLogprobs `json:"logprobs"`
 }
 
 // ChatDelta is the new part of the assistant message.
@@ -89,10 +89,10 @@ type Completion struct {
 // CompletionChoice is one completion choice. In chunks FinishReason is null
 // until the last one.
 type CompletionChoice struct {
-	Index        int       `json:"index"`
-	Text         string    `json:"text"`
-	FinishReason *string   `json:"finish_reason"`
-	Logprobs     *struct{} `json:"logprobs"`
+	Index        int                 `json:"index"`
+	Text         string              `json:"text"`
+	FinishReason *string             `json:"finish_reason"`
+	Logprobs     *CompletionLogprobs `json:"logprobs"`
 }
 
 // ModelList is the response of GET /v1/models.
