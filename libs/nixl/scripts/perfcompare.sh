@@ -29,10 +29,11 @@ perftest() {
 	wait "$srv" 2>/dev/null || true
 }
 
-# ours TLS SIZENAME ONESIDED BENCH -> MB/s, in perftest's pattern (window W,
-# one buffer; nixltest.PerftestWindow must equal W). BENCH UCX runs both
-# agents in one process, UCXTwoProcess puts the target in a child process,
-# as ucx_perftest does.
+# ours TLS SIZENAME ONESIDED BENCH -> MB/s, in perftest's pattern (one
+# buffer, nixltest.PerftestWindow transfers in flight). W is perftest's
+# warm-up count (-w), not a window: perftest keeps its default
+# outstanding-send limit (-O). BENCH UCX runs both agents in one process,
+# UCXTwoProcess puts the target in a child process, as ucx_perftest does.
 ours() {
 	UCX_TLS=$1 NIXL_UCX_ONE_SIDED=$3 "$bin" -test.run '^$' -test.bench "^Benchmark$4\$/^Perftest\$/^$2\$" -test.benchtime "$BENCHTIME" |
 		awk '/^Benchmark/ {for (i = 1; i <= NF; i++) if ($i == "MB/s") print $(i-1)}'
