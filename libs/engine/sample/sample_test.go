@@ -2,6 +2,7 @@ package sample
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"slices"
 	"testing"
@@ -144,5 +145,23 @@ func TestLogprobs(t *testing.T) {
 		if err := p.Validate(); !errors.Is(err, ErrInvalid) {
 			t.Errorf("Validate(%+v) = %v", p, err)
 		}
+	}
+}
+
+// BenchmarkLogprobs is the cost of recording a position's logprobs (and
+// top alternatives) over a 32,000-token vocabulary, beside plain greedy.
+func BenchmarkLogprobs(b *testing.B) {
+	logits := make([]float32, 32000)
+	for i := range logits {
+		logits[i] = float32(i%977) / 97
+	}
+	for _, p := range []Params{{}, {Logprobs: true}, {Logprobs: true, TopLogprobs: 5}, {Logprobs: true, TopLogprobs: 20}} {
+		b.Run(fmt.Sprintf("top=%d,on=%v", p.TopLogprobs, p.Logprobs), func(b *testing.B) {
+			s := New(p, 1)
+			for b.Loop() {
+				s.Sample(logits)
+				s.TakeLogprob()
+			}
+		})
 	}
 }
