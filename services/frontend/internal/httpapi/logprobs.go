@@ -63,7 +63,7 @@ func (o *textOffsets) completionLogprobs(lps []generate.Logprob) *openai.Complet
 		out.Tokens[i] = tokenText(lp.Token.Bytes)
 		out.TokenLogprobs[i] = finite(lp.Token.Logprob)
 		out.TextOffset[i] = o.next(lp.Token.Bytes)
-		top := make(openai.LogprobMap, 0, len(lp.Top))
+		top := make(openai.LogprobMap, 0, len(lp.Top)+1)
 		for _, t := range lp.Top {
 			// Distinct tokens can share a text (a byte fallback and a
 			// merged token, or two stray bytes): the first, most likely,
@@ -71,6 +71,11 @@ func (o *textOffsets) completionLogprobs(lps []generate.Logprob) *openai.Complet
 			if text := tokenText(t.Bytes); !hasToken(top, text) {
 				top = append(top, openai.TokenValue{Token: text, Logprob: finite(t.Logprob)})
 			}
+		}
+		// As OpenAI and vLLM do, the sampled token is listed too when it
+		// is not among the most likely (and alone with logprobs 0).
+		if !hasToken(top, out.Tokens[i]) {
+			top = append(top, openai.TokenValue{Token: out.Tokens[i], Logprob: out.TokenLogprobs[i]})
 		}
 		out.TopLogprobs[i] = top
 	}

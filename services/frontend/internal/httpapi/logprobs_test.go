@@ -163,6 +163,9 @@ func completionWant(promptLen, n, top int) openai.CompletionLogprobs {
 		for _, a := range e.TopLogprobs {
 			m = append(m, openai.TokenValue{Token: a.Token, Logprob: a.Logprob})
 		}
+		if top == 0 { // the sampled token alone
+			m = append(m, openai.TokenValue{Token: e.Token, Logprob: e.Logprob})
+		}
 		w.TopLogprobs = append(w.TopLogprobs, m)
 		w.TextOffset = append(w.TextOffset, chars)
 		if e.Bytes[0]&0xC0 != 0x80 {
@@ -181,8 +184,8 @@ func TestCompletionLogprobs(t *testing.T) {
 			t.Parallel()
 			req := `{"model":"tiny","prompt":"Hello","max_tokens":80,"logprobs":` + strconv.Itoa(top)
 			b := body(t, s.post(t, "/v1/completions", req+`}`))
-			if top == 0 && !strings.Contains(string(b), `"top_logprobs":[{},{},`) {
-				t.Fatalf("logprobs=0: top_logprobs are not empty objects: %s", b)
+			if top == 0 && !strings.Contains(string(b), `"top_logprobs":[{"p":-3},{"o":-3.5},`) {
+				t.Fatalf("logprobs=0: top_logprobs do not hold the sampled tokens alone: %s", b)
 			}
 			var got openai.Completion
 			if err := json.Unmarshal(b, &got); err != nil {
