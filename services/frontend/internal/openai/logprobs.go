@@ -52,7 +52,8 @@ type CompletionLogprobs struct {
 	// TokenLogprobs are the tokens' log probabilities.
 	TokenLogprobs []float32 `json:"token_logprobs"`
 	// TopLogprobs map the logprobs most likely tokens at each position to
-	// their log probabilities; an empty object with logprobs=0.
+	// their log probabilities, then the sampled token when it is not among
+	// them (alone with logprobs=0).
 	TopLogprobs []LogprobMap `json:"top_logprobs"`
 	// TextOffset is where each token starts in the completion text, in
 	// characters (code points) from the start of the whole completion,
