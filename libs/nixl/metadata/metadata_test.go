@@ -144,8 +144,13 @@ func FuzzDecode(f *testing.F) {
 		if err != nil {
 			t.Fatalf("decoded value does not re-encode: %v", err)
 		}
-		if !bytes.Equal(again, blob) {
+		// Encode writes the current version; a version 1 blob (still
+		// decoded) comes back as the same value, not the same bytes.
+		if blob[4] == Version && !bytes.Equal(again, blob) {
 			t.Fatalf("re-encoding differs")
+		}
+		if back, err := Decode(again); err != nil || !reflect.DeepEqual(back, a) {
+			t.Fatalf("re-encoded value decodes to %+v, %v; want %+v", back, err, a)
 		}
 	})
 }
