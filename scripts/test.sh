@@ -47,15 +47,13 @@ go vet -tags ucx "${ucx_pkgs[@]}"
 # internal assertion when a peer closes mid-rendezvous over tcp (a double
 # completion in uct's tcp transport, "uct_iface.h ... comp->count > 0";
 # upstream fixed flush/discard races of this kind after 1.13, see
-# docs/development.md). Seen once in many runs of the PeerClosed contract
-# case. That signature alone, an abort inside libucs with its backtrace, is
-# rerun once and said loudly; any other failure, or the same abort twice,
-# fails the run.
+# docs/development.md, with a second such assertion seen). That signature
+# alone, an abort inside libucs with its backtrace, is rerun, at most twice,
+# and said loudly; any other failure, or the abort three times, fails the
+# run.
 ucx_log=$(mktemp)
 trap 'rm -f "$ucx_log"' EXIT
 ucx_test() { go test -race -count=1 -tags ucx -timeout 10m "${ucx_pkgs[@]}" 2>&1 | tee "$ucx_log"; return "${PIPESTATUS[0]}"; }
-# Up to two reruns, only for libucx aborting on its own assertion
-# (docs/development.md); any other failure fails at once.
 for attempt in 1 2 3; do
   ucx_test && break
   if [ "$attempt" -lt 3 ] && grep -q "Assertion .* failed" "$ucx_log" && grep -q "libucs.so.*ucs_fatal_error" "$ucx_log"; then

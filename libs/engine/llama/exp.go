@@ -7,9 +7,9 @@ import (
 )
 
 // expf32 returns e^x rounded to float32. It evaluates in float64
-// (package fastexp) with a relative error near 1e-15, so after rounding it
+// (package fastexp, relative error below 2e-14), so after rounding it
 // equals float32(math.Exp(float64(x))) except in cases rarer than one in
-// 10^7 (a value within 1e-15 of a float32 rounding boundary), at about a
+// 10^6 (a value that close to a float32 rounding boundary), at about a
 // third of the cost. Softmax and SwiGLU call it thousands of times per
 // token.
 func expf32(x float32) float32 {

@@ -191,16 +191,17 @@ func (e *Executor) classifier(logits, xs []float32, m int) {
 	}
 	st := e.clsStrips
 	parts := max(1, min(e.threads, st.count()/minStripsPerThread))
+	share := func(part int) { st.mul(logits, xs, m, part*st.count()/parts, (part+1)*st.count()/parts) }
 	switch {
 	case parts == 1:
-		st.mul(logits, xs, m, 0, st.count())
+		share(0)
 	case e.s.crew != nil:
 		parts = e.s.crew.size
-		e.s.crew.run(func(part int) { st.mul(logits, xs, m, part*st.count()/parts, (part+1)*st.count()/parts) })
+		e.s.crew.run(share)
 	default:
 		var wg sync.WaitGroup
 		for part := range parts {
-			wg.Go(func() { st.mul(logits, xs, m, part*st.count()/parts, (part+1)*st.count()/parts) })
+			wg.Go(func() { share(part) })
 		}
 		wg.Wait()
 	}

@@ -114,7 +114,7 @@ func (m *merged) follow(ctx context.Context, role string, ch <-chan []Instance) 
 		err := fmt.Errorf("discovery: watch %s ended early", role)
 		for {
 			failures++
-			if failures == 1 || failures%10 == 0 {
+			if LogRetry(failures) {
 				m.log.Warn("discovery watch failed; watching again", "role", role, "failures", failures, "err", err)
 			}
 			if !SleepCtx(ctx, RetryDelay(failures, rewatchMaxDelay)) {

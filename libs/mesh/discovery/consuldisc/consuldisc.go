@@ -217,7 +217,7 @@ func (r *Registry) Watch(ctx context.Context, role string) (<-chan []discovery.I
 			ins, next, err := r.query(ctx, role, index)
 			if err != nil {
 				failures++
-				if failures == 1 || failures%10 == 0 {
+				if discovery.LogRetry(failures) {
 					r.cfg.Logger.Warn("consul watch failed", "role", role, "failures", failures, "err", err)
 				}
 				index = 0

@@ -52,7 +52,7 @@ func (g *registration) reconcile(ownerCtx, loopCtx context.Context) {
 		}
 		if err := g.sync(loopCtx); err != nil {
 			failures++
-			if failures == 1 || failures%10 == 0 {
+			if discovery.LogRetry(failures) {
 				log.Warn("consul registration out of sync; retrying", "failures", failures, "err", err)
 			}
 			wait = discovery.RetryDelay(failures, g.r.cfg.MaxBackoff)

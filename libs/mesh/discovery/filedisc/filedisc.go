@@ -199,7 +199,7 @@ func (g *registration) renew(ownerCtx, loopCtx context.Context) {
 		g.mu.Unlock()
 		if err != nil {
 			failures++
-			if failures == 1 || failures%10 == 0 {
+			if discovery.LogRetry(failures) {
 				g.r.cfg.Logger.Warn("discovery lease renewal failed", "id", g.rec.ID, "failures", failures, "err", err)
 			}
 		} else {

@@ -42,6 +42,7 @@ type worker struct {
 	active      []pending
 	reqs        []C.uintptr_t // reap's buffers for nx_check_all
 	sts         []C.ucs_status_t
+	finished    []finished // reap's buffer of completions to run
 	quit        bool
 	poll        func() bool // progress; receive notifications and WRITE headers
 	failures    int32       // nx_failures when checkFailed last ran
@@ -192,15 +193,11 @@ func (w *worker) reap() bool {
 	if C.nx_check_all(&w.reqs[0], C.int(n), &w.sts[0]) == 0 {
 		return false
 	}
-	type result struct {
-		done func(status)
-		st   status
-	}
-	var finished []result
+	done := w.finished[:0]
 	keep := w.active[:0]
 	for i, p := range w.active {
 		if st := status(w.sts[i]); st != statusInProgress {
-			finished = append(finished, result{p.done, st})
+			done = append(done, finished{p.done, st})
 			continue
 		}
 		keep = append(keep, p)
@@ -208,11 +205,19 @@ func (w *worker) reap() bool {
 	clear(w.active[len(keep):])
 	w.active = keep
 	// Completions may post more work, so run them once active is
-	// consistent.
-	for _, f := range finished {
+	// consistent. They never reap, so the buffer is not reused under them.
+	for _, f := range done {
 		f.done(f.st)
 	}
+	clear(done) // drop the closures until the next reap
+	w.finished = done[:0]
 	return true
+}
+
+// finished is a request that reap saw end, with its status.
+type finished struct {
+	done func(status)
+	st   status
 }
 
 // shutdown runs destroy, drains what it started, and frees the worker.

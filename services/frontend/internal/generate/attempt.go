@@ -80,6 +80,9 @@ func (st *state) consume(msg *workerv1.GenerateResponse, emit func(Delta) error)
 		return true, fmt.Errorf("%w: %d logprob entries for %d tokens", ErrWorkerContract, len(msg.GetLogprobs()), len(ids))
 	}
 	var lps []Logprob
+	if wantLogprobs {
+		lps = make([]Logprob, 0, len(ids))
+	}
 	for i, id := range ids {
 		if wantLogprobs {
 			lps = append(lps, st.logprob(id, msg.GetLogprobs()[i]))
@@ -127,7 +130,11 @@ func (st *state) logprob(id uint32, lp *workerv1.TokenLogprob) Logprob {
 	if top := lp.GetTop(); len(top) > 0 {
 		out.Top = make([]TokenLogprob, len(top))
 		for i, t := range top {
-			out.Top[i] = TokenLogprob{ID: t.GetTokenId(), Bytes: tok.Piece(prev, t.GetTokenId()), Logprob: t.GetLogprob()}
+			b := out.Token.Bytes // the sampled token is usually among them
+			if t.GetTokenId() != id {
+				b = tok.Piece(prev, t.GetTokenId())
+			}
+			out.Top[i] = TokenLogprob{ID: t.GetTokenId(), Bytes: b, Logprob: t.GetLogprob()}
 		}
 	}
 	return out

@@ -58,11 +58,14 @@ func apiError(err error, model string) *openai.Error {
 	}
 }
 
+// noLogprobs is the text of the engine's ErrNoLogprobs, with which a
+// worker that cannot compute logprobs (the sim executor) rejects them.
+const noLogprobs = "logprobs need an executor that computes logits"
+
 // workerParam names the parameter a worker's rejection is about, where
-// it can tell: a worker that cannot compute logprobs (the sim executor)
-// says so.
+// it can tell.
 func workerParam(msg string) string {
-	if strings.Contains(msg, "logprob") {
+	if strings.Contains(msg, noLogprobs) {
 		return "logprobs"
 	}
 	return ""

@@ -153,7 +153,7 @@ func watchWorkers(ctx context.Context, reg discovery.Registry, log *slog.Logger,
 	return discovery.WatchRoles(ctx, reg, log, roles, func(latest map[string][]discovery.Instance) {
 		dec, pre := latest[discovery.RoleDecode], latest[discovery.RolePrefill]
 		router.SetWorkers(dec, pre)
-		if len(latest) == len(roles) && ctx.Err() == nil {
+		if len(latest) == len(roles) { // WatchRoles never calls after ctx ends
 			in.Sync(ctx, followed(dec, pre, approxAll))
 		}
 	})
