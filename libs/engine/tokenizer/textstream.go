@@ -1,14 +1,18 @@
 package tokenizer
 
-import "strings"
+import (
+	"strings"
+	"unicode/utf8"
+)
 
 // TextStream turns generated tokens into text deltas. It holds back the
 // bytes of an incomplete UTF-8 code point and, when stop strings are set,
 // the last len(longest stop)-1 bytes, which might begin a stop string that
-// the next token completes. Bytes that can never form UTF-8 (a stray
-// continuation byte, a lead byte followed by ASCII, 0xFF) are emitted as
-// U+FFFD, as other servers' detokenizers do: text leaves the engine as valid
-// UTF-8, which protobuf string fields and JSON require.
+// the next token completes. Each byte that can never form UTF-8 (a stray
+// continuation byte, a lead byte followed by ASCII, 0xFF) is emitted as one
+// U+FFFD, as encoding/json writes it: text leaves the engine as valid UTF-8,
+// which protobuf string fields and JSON require, and the frontend's
+// completions text_offset counts characters the same way.
 // The engine and the frontend both use it, so that text decoded by either
 // (the frontend re-decodes to keep a migrated request seamless) is identical.
 // It is not safe for concurrent use.
@@ -67,4 +71,11 @@ func (t *TextStream) Flush() string {
 	return validUTF8(s)
 }
 
-func validUTF8(s string) string { return strings.ToValidUTF8(s, "\uFFFD") }
+// validUTF8 replaces each byte of s that is not UTF-8 with U+FFFD (not each
+// run of them, as strings.ToValidUTF8 does).
+func validUTF8(s string) string {
+	if utf8.ValidString(s) {
+		return s
+	}
+	return string([]rune(s))
+}

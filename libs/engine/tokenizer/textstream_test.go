@@ -26,6 +26,8 @@ func TestStream(t *testing.T) {
 		{name: "stop", text: "one END two", stops: []string{"END"}, want: "one ", stopped: true},
 		{name: "earliest stop wins", text: "abcXYZ", stops: []string{"XYZ", "c"}, want: "ab", stopped: true},
 		{name: "partial stop at end flushed", text: "abEN", stops: []string{"END"}, want: "abEN"},
+		// A cut character: each byte that is no UTF-8 is one U+FFFD.
+		{name: "malformed run", text: "\xe2\x9cAB\xff", want: "\uFFFD\uFFFDAB\uFFFD"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -33,21 +33,25 @@ type textOffsets struct {
 }
 
 // next returns the offset of the token with bytes piece and moves past it.
+// Every character that begins in the held bytes comes before the token;
+// held bytes still incomplete count as one (they are the start of a
+// character, unless a later byte shows them malformed).
 func (o *textOffsets) next(piece []byte) int {
-	at := o.chars
-	if len(o.partial) > 0 {
-		at++
-	}
+	at, held := o.chars, len(o.partial)
 	b := append(o.partial, piece...)
-	for len(b) > 0 {
-		if !utf8.FullRune(b) {
-			break
+	off := 0
+	for utf8.FullRune(b[off:]) {
+		if off < held {
+			at++
 		}
-		_, size := utf8.DecodeRune(b)
-		b = b[size:]
+		_, size := utf8.DecodeRune(b[off:])
+		off += size
 		o.chars++
 	}
-	o.partial = append(o.partial[:0:0], b...)
+	if off < held {
+		at++
+	}
+	o.partial = append(o.partial[:0:0], b[off:]...)
 	return at
 }
 

@@ -10,7 +10,9 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
+	"switchyard.dev/libs/engine/tokenizer"
 	"switchyard.dev/services/frontend/internal/fakemesh"
 	"switchyard.dev/services/frontend/internal/openai"
 )
@@ -334,6 +336,8 @@ func TestTextOffsets(t *testing.T) {
 		{name: "whole characters", pieces: []string{"Ü", "✓x", "y"}, want: []int{0, 1, 3}},
 		// Bytes that are no UTF-8 count as one character each.
 		{name: "stray bytes", pieces: []string{"\xff", "\xc3", "a", "\x9c"}, want: []int{0, 1, 2, 3}},
+		// A character cut short: two U+FFFD, then "AB".
+		{name: "cut character", pieces: []string{"\xe2", "\x9c", "A", "B"}, want: []int{0, 1, 2, 3}},
 	}
 	for _, tc := range tests {
 		var o textOffsets
@@ -343,6 +347,35 @@ func TestTextOffsets(t *testing.T) {
 		}
 		if !slices.Equal(got, tc.want) {
 			t.Errorf("%s: offsets %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestTextOffsetsMatchText: with one byte a token, each token's offset
+// points at its own character in the text TextStream makes, malformed
+// bytes included (each is one U+FFFD there too).
+func TestTextOffsetsMatchText(t *testing.T) {
+	t.Parallel()
+	tok, err := tokenizer.NewBytes(300)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, text := range []string{"\xe2\x9cAB", "a\xffb\xc3", "Ü\xe2\x9c\x93\x9c!", "\xf0\x9f\x99x"} {
+		ts := tokenizer.NewTextStream(tok, tokenizer.BOS, nil)
+		var o textOffsets
+		var out strings.Builder
+		var offs []int
+		for _, id := range tok.Encode(text, false, false) {
+			offs = append(offs, o.next(tok.Piece(tokenizer.BOS, id)))
+			s, _ := ts.Push(id)
+			out.WriteString(s)
+		}
+		out.WriteString(ts.Flush())
+		runes := []rune(out.String())
+		for i, c := range []byte(text) {
+			if c < utf8.RuneSelf && (offs[i] >= len(runes) || runes[offs[i]] != rune(c)) {
+				t.Errorf("%q: byte %d (%q) at offset %d of %q", text, i, c, offs[i], out.String())
+			}
 		}
 	}
 }
