@@ -3,12 +3,20 @@
 # nixl ucx backend's WRITE bandwidth benchmark, in one run, per transport.
 # Numbers from a loaded machine drop 5-20x: compare only within one run.
 #
-#   libs/nixl/scripts/perfcompare.sh   # W=10 BENCHTIME=1s ROUNDS=3; perftest iterations
+#   libs/nixl/scripts/perfcompare.sh   # W=10 BENCHTIME=1s ROUNDS=3 TLSES="tcp sm"
+#                                      # SIZES="64KiB 1MiB 16MiB"; perftest iterations
 #                                      # N64K=50000, N1=5000, N16=500 (~1 s each)
 #
 # tag_bw and our tagged WRITE run ROUNDS times, alternating, and the medians
 # are compared (one run of either swings by 30% on a shared 2-core VM);
 # put_bw and our one-sided put once each.
+#
+# "pinned" runs each side on a core of its own (taskset: server/target on
+# CPU 1, client/initiator on CPU 0), perftest and ours alike. ucx_perftest
+# is one thread per side; a Go process also runs its scheduler's threads,
+# and on a 2-core machine those took cycles from the other side's copy.
+# Pinned, Go's GOMAXPROCS follows the affinity mask (1), so both programs
+# run one core per side. Needs taskset and at least 2 CPUs (else "-").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 command -v ucx_perftest >/dev/null || { echo "ucx_perftest not found (apt-get install ucx-utils)" >&2; exit 1; }
@@ -29,6 +37,17 @@ perftest() {
 	wait "$srv" 2>/dev/null || true
 }
 
+# pinned perftest: as perftest, server on CPU 1, client on CPU 0
+pinned_perftest() {
+	PORT=$((PORT + 1))
+	UCX_TLS=$1 taskset -c 1 timeout 120 ucx_perftest -p "$PORT" >/dev/null 2>&1 &
+	local srv=$!
+	sleep 0.5
+	UCX_TLS=$1 taskset -c 0 timeout 120 ucx_perftest 127.0.0.1 -p "$PORT" -t "$2" -s "$3" -n "$4" -w "$W" 2>/dev/null |
+		awk '/^Final:/ {print $7}'
+	wait "$srv" 2>/dev/null || true
+}
+
 # ours TLS SIZENAME ONESIDED BENCH -> MB/s, in perftest's pattern (one
 # buffer, nixltest.PerftestWindow transfers in flight). W is perftest's
 # warm-up count (-w), not a window: perftest keeps its default
@@ -39,29 +58,47 @@ ours() {
 		awk '/^Benchmark/ {for (i = 1; i <= NF; i++) if ($i == "MB/s") print $(i-1)}'
 }
 
+# pinned_ours TLS SIZENAME: the two-process WRITE, target on CPU 1,
+# initiator on CPU 0
+pinned_ours() {
+	NIXL_UCX_BENCH_TARGET_CPUS=1 UCX_TLS=$1 taskset -c 0 "$bin" -test.run '^$' \
+		-test.bench "^BenchmarkUCXTwoProcess\$/^Perftest\$/^$2\$" -test.benchtime "$BENCHTIME" |
+		awk '/^Benchmark/ {for (i = 1; i <= NF; i++) if ($i == "MB/s") print $(i-1)}'
+}
+pin=0
+if command -v taskset >/dev/null && [ "$(nproc)" -ge 2 ]; then pin=1; fi
+
 pct() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.0f%%", 100 * a / b; else print "n/a" }'; }
 
 # median of the arguments (empty ones ignored)
 median() { printf '%s\n' "$@" | awk 'NF' | sort -g | awk '{v[NR] = $1} END { if (NR) print v[int((NR + 1) / 2)] }'; }
 
-printf '%-5s %-6s %12s %12s %12s %8s %8s %12s %12s %8s\n' TLS size perftest-tag tagged-1proc tagged-2proc '1p%tag' '2p%tag' perftest-put put-2proc '%put'
-for tls in tcp sm; do
-	for size in 64KiB 1MiB 16MiB; do
+printf '%-5s %-6s %12s %12s %12s %8s %8s %12s %12s %8s %12s %12s %8s\n' TLS size perftest-tag tagged-1proc tagged-2proc '1p%tag' '2p%tag' \
+	pinned-tag pinned-2proc 'pin%tag' perftest-put put-2proc '%put'
+for tls in ${TLSES:-tcp sm}; do
+	for size in ${SIZES:-64KiB 1MiB 16MiB}; do
 		case $size in
 		64KiB) bytes=65536 n=$N64K ;;
 		1MiB) bytes=1048576 n=$N1 ;;
 		16MiB) bytes=16777216 n=$N16 ;;
 		esac
-		tags=() ones=() twos=()
+		tags=() ones=() twos=() ptags=() ptwos=()
 		for _ in $(seq "$ROUNDS"); do
 			tags+=("$(perftest "$tls" tag_bw "$bytes" "$n")")
 			ones+=("$(ours "$tls" "$size" 0 UCX)")
 			twos+=("$(ours "$tls" "$size" 0 UCXTwoProcess)")
+			if [ "$pin" = 1 ]; then
+				ptags+=("$(pinned_perftest "$tls" tag_bw "$bytes" "$n")")
+				ptwos+=("$(pinned_ours "$tls" "$size")")
+			fi
 		done
 		tag=$(median "${tags[@]}") one=$(median "${ones[@]}") two=$(median "${twos[@]}")
+		ptag=$(median "${ptags[@]}") ptwo=$(median "${ptwos[@]}")
 		put=$(perftest "$tls" ucp_put_bw "$bytes" "$n")
 		oput=$(ours "$tls" "$size" 1 UCXTwoProcess)
-		printf '%-5s %-6s %12s %12s %12s %8s %8s %12s %12s %8s\n' "$tls" "$size" "${tag:-?}" "${one:-?}" "${two:-?}" \
-			"$(pct "${one:-0}" "${tag:-0}")" "$(pct "${two:-0}" "${tag:-0}")" "${put:-?}" "${oput:-?}" "$(pct "${oput:-0}" "${put:-0}")"
+		printf '%-5s %-6s %12s %12s %12s %8s %8s %12s %12s %8s %12s %12s %8s\n' "$tls" "$size" "${tag:-?}" "${one:-?}" "${two:-?}" \
+			"$(pct "${one:-0}" "${tag:-0}")" "$(pct "${two:-0}" "${tag:-0}")" \
+			"${ptag:--}" "${ptwo:--}" "$(pct "${ptwo:-0}" "${ptag:-0}")" \
+			"${put:-?}" "${oput:-?}" "$(pct "${oput:-0}" "${put:-0}")"
 	done
 done

@@ -33,9 +33,11 @@ func New(cfg Config) nixl.BackendFactory {
 		b := &Backend{env: env, w: w, peerErrs: !cfg.NoPeerErrHandling, oneSided: cfg.OneSidedWrite,
 			regs: map[nixl.RegionID]reg{}, conns: map[*conn]struct{}{},
 			incoming: map[*incoming]struct{}{}, replies: map[string]*conn{}}
+		b.rbuf = C.malloc(slotSize)
 		w.poll = b.poll
 		w.checkFailed = b.checkFailed
 		w.destroy = b.destroy
+		w.release = b.release
 		w.start()
 		var addrErr error
 		w.call(func() { b.addr, addrErr = workerAddress(w.w) })
@@ -70,7 +72,8 @@ type Backend struct {
 	conns    map[*conn]struct{}
 	incoming map[*incoming]struct{} // WRITEs this agent is the target of
 	replies  map[string]*conn       // endpoints to initiators, by address
-	hdr      []byte                 // pollHeaders' buffer
+	rbuf     unsafe.Pointer         // C buffer of slotSize: headers and notifications are received here
+	slots    []unsafe.Pointer       // free C buffers for WRITEs (getSlot)
 }
 
 // reg is a registered region.
@@ -191,6 +194,16 @@ func (b *Backend) destroy() {
 	}
 }
 
+// release frees the backend's C buffers once the worker is gone (WRITEs
+// still outstanding at destroy hand their slots back while it drains).
+func (b *Backend) release() {
+	for _, s := range b.slots {
+		C.free(s)
+	}
+	b.slots = nil
+	C.free(b.rbuf)
+}
+
 // deliver parses a notification: name length (1 byte), name, message.
 func (b *Backend) deliver(data []byte) {
 	if len(data) < 1 || len(data) < 1+int(data[0]) {
@@ -219,13 +232,18 @@ func (b *Backend) pollNotifs() {
 	for {
 		var buf unsafe.Pointer
 		var stag C.uint64_t
-		n := C.nx_tag_poll(b.w.w, notifTag, C.uint64_t(^uint64(0)), &buf, &stag)
+		n := C.nx_tag_poll(b.w.w, notifTag, C.uint64_t(^uint64(0)), b.rbuf, slotSize, &buf, &stag)
 		if n == -1 {
 			return
 		}
+		var data []byte
 		if n >= 0 {
-			data := C.GoBytes(buf, C.int(n))
+			data = C.GoBytes(buf, C.int(n))
+		}
+		if buf != b.rbuf {
 			C.free(buf)
+		}
+		if data != nil {
 			b.deliver(data)
 		}
 	}

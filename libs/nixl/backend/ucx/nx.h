@@ -141,15 +141,16 @@ static int nx_check_all(const uintptr_t *reqs, int n, ucs_status_t *st) {
 	return done;
 }
 
-// nx_tag_poll receives one pending message with the given tag into a
-// malloc'd buffer (*out; caller frees). Returns its length, -1 when none is
-// waiting, -2 on a receive error. Notifications are small, so waiting for
-// the receive to finish here is short.
-static ssize_t nx_tag_poll(ucp_worker_h w, uint64_t tag, uint64_t mask, void **out, uint64_t *sender_tag) {
+// nx_tag_poll receives one pending message with the given tag: into buf
+// when it fits in cap bytes (*out = buf), else into a malloc'd buffer
+// (*out; the caller frees it). Returns its length, -1 when none is
+// waiting, -2 on a receive error. Notifications and headers are small, so
+// waiting for the receive to finish here is short.
+static ssize_t nx_tag_poll(ucp_worker_h w, uint64_t tag, uint64_t mask, void *buf, size_t cap, void **out, uint64_t *sender_tag) {
 	ucp_tag_recv_info_t info;
 	ucp_tag_message_h msg = ucp_tag_probe_nb(w, tag, mask, 1, &info);
 	if (msg == NULL) return -1;
-	void *buf = malloc(info.length ? info.length : 1);
+	if (info.length > cap || buf == NULL) buf = malloc(info.length ? info.length : 1);
 	ucp_request_param_t p;
 	p.op_attr_mask = 0;
 	ucs_status_t st;
@@ -158,10 +159,19 @@ static ssize_t nx_tag_poll(ucp_worker_h w, uint64_t tag, uint64_t mask, void **o
 		while ((st = ucp_request_check_status(req)) == UCS_INPROGRESS) ucp_worker_progress(w);
 		ucp_request_free(req);
 	}
-	if (st != UCS_OK) { free(buf); return -2; }
 	*out = buf;
 	*sender_tag = info.sender_tag;
-	return (ssize_t)info.length;
+	return st == UCS_OK ? (ssize_t)info.length : -2;
+}
+
+// nx_acks are the ack messages, one per code: a target sends them from
+// here instead of allocating one per WRITE.
+static const uint64_t nx_acks[4] = {0, 1, 2, 3};
+
+static void *nx_send_ack(ucp_ep_h ep, int code, uint64_t tag, ucs_status_t *st) {
+	ucp_request_param_t p;
+	p.op_attr_mask = 0;
+	return nx_status(ucp_tag_send_nbx(ep, &nx_acks[code], 8, tag, &p), st);
 }
 
 // nx_wait sleeps until the worker has events, wakefd is readable, or

@@ -24,6 +24,11 @@ import (
 // of running tests: the other process of BenchmarkUCXTwoProcess.
 const targetEnv = "NIXL_UCX_BENCH_TARGET_BYTES"
 
+// targetCPUsEnv, when set, runs the target process under `taskset -c` on
+// those CPUs (scripts/perfcompare.sh pins each side to its own core, as
+// it pins ucx_perftest's server and client).
+const targetCPUsEnv = "NIXL_UCX_BENCH_TARGET_CPUS"
+
 // runTarget registers an arena of the given size, prints its agent's
 // metadata as one hex line and serves writes until stdin closes.
 func runTarget(size string) int {
@@ -70,6 +75,9 @@ func BenchmarkUCXTwoProcess(b *testing.B) {
 
 func benchTwoProcess(b *testing.B, size int) {
 	cmd := exec.Command(os.Args[0])
+	if cpus := os.Getenv(targetCPUsEnv); cpus != "" {
+		cmd = exec.Command("taskset", "-c", cpus, os.Args[0])
+	}
 	cmd.Env = append(os.Environ(), targetEnv+"="+strconv.Itoa(size))
 	cmd.Stderr = os.Stderr
 	stdin, err := cmd.StdinPipe()

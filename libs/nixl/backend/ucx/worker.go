@@ -48,6 +48,7 @@ type worker struct {
 	failures    int32       // nx_failures when checkFailed last ran
 	checkFailed func()
 	destroy     func()
+	release     func() // after the UCX worker is destroyed: free C memory
 }
 
 // pending is an outstanding request and what to do when it finishes.
@@ -239,6 +240,9 @@ func (w *worker) shutdown() {
 	w.active = nil
 	C.ucp_worker_destroy(w.w)
 	C.ucp_cleanup(w.ctx)
+	if w.release != nil {
+		w.release()
+	}
 	_ = syscall.Close(w.wakeR)
 	_ = syscall.Close(w.wakeW)
 	w.mu.Lock()

@@ -62,9 +62,37 @@ type wx struct {
 	left   int // requests not yet finished, +1 while posting
 	err    error
 	ack    request // the ack receive while it is outstanding
-	ackBuf unsafe.Pointer
-	hdrBuf unsafe.Pointer
-	gaveUp bool // the ack receive was canceled
+	slot   unsafe.Pointer // from Backend.getSlot: the ack, then the header
+	hdrBuf unsafe.Pointer // the header: in slot, or malloc'd when larger
+	gaveUp bool           // the ack receive was canceled
+}
+
+// slotSize is the size of the C buffers a WRITE takes its ack and header
+// from: 8 bytes of ack, then a header of up to ~200 descriptors (larger
+// ones are malloc'd). The backend keeps freed slots for the next WRITE, so
+// a WRITE makes no cgo call to allocate or free them.
+const (
+	slotSize     = 4096
+	maxFreeSlots = 256
+)
+
+// getSlot returns a C buffer of slotSize bytes (loop goroutine only).
+func (b *Backend) getSlot() unsafe.Pointer {
+	if n := len(b.slots); n > 0 {
+		s := b.slots[n-1]
+		b.slots = b.slots[:n-1]
+		return s
+	}
+	return C.malloc(slotSize)
+}
+
+// putSlot keeps s for reuse, or frees it beyond maxFreeSlots.
+func (b *Backend) putSlot(s unsafe.Pointer) {
+	if len(b.slots) < maxFreeSlots {
+		b.slots = append(b.slots, s)
+		return
+	}
+	C.free(s)
 }
 
 // postWrite issues a tagged WRITE (see above).
@@ -75,10 +103,9 @@ func (c *conn) postWrite(req *nixl.Request) {
 	dseq := c.dseq
 	c.dseq += uint32(len(req.Pairs))
 
-	x := &wx{c: c, req: req, left: 3 + len(req.Pairs)}
-	x.ackBuf = C.calloc(1, 8)
+	x := &wx{c: c, req: req, left: 3 + len(req.Pairs), slot: c.b.getSlot()}
 	var st C.ucs_status_t
-	r := C.nx_tag_recv(w.w, x.ackBuf, 8, C.uint64_t(tagAck|c.id|xseq), nil, &st)
+	r := C.nx_tag_recv(w.w, x.slot, 8, C.uint64_t(tagAck|c.id|xseq), nil, &st)
 	if status(st) == statusInProgress {
 		x.ack = request(r)
 		c.writes[x] = struct{}{}
@@ -88,14 +115,18 @@ func (c *conn) postWrite(req *nixl.Request) {
 		delete(c.writes, x)
 		if st != statusOK {
 			x.fail(c.gone(st.err()))
-		} else if code := *(*byte)(x.ackBuf); code != ackOK {
+		} else if code := *(*byte)(x.slot); code != ackOK {
 			x.fail(ackErr(code))
 		}
 		x.finish()
 	})
 
-	hdr := c.header(req, dseq)
-	x.hdrBuf = C.CBytes(hdr)
+	// The header is encoded straight into the slot when it fits.
+	in := unsafe.Add(x.slot, 8)
+	hdr := c.appendHeader(unsafe.Slice((*byte)(in), slotSize-8)[:0], req, dseq)
+	if x.hdrBuf = in; unsafe.Pointer(unsafe.SliceData(hdr)) != in {
+		x.hdrBuf = C.CBytes(hdr)
+	}
 	r = C.nx_tag_send_mem(c.ep, x.hdrBuf, C.size_t(len(hdr)), C.uint64_t(tagHdr|c.id|xseq), nil, &st)
 	w.watch(request(r), status(st), x.sent)
 	for i, p := range req.Pairs {
@@ -133,8 +164,10 @@ func (x *wx) finish() {
 	if x.left--; x.left > 0 {
 		return
 	}
-	C.free(x.ackBuf)
-	C.free(x.hdrBuf)
+	if x.hdrBuf != unsafe.Add(x.slot, 8) {
+		C.free(x.hdrBuf)
+	}
+	x.c.b.putSlot(x.slot)
 	x.req.Done(x.err)
 }
 
@@ -148,12 +181,12 @@ func ackErr(code byte) error {
 	return fmt.Errorf("ucx: %w: target failed to receive", nixl.ErrRemote)
 }
 
-// header encodes (little endian): u32 len, reply address; u32 first data
-// sequence number; u32 npairs; u8 len, initiator name; u8 has notif; u32
-// len, notif; npairs × {u32 region, u64 offset, u64 length}.
-func (c *conn) header(req *nixl.Request, dseq uint32) []byte {
+// appendHeader appends the header (little endian) to h: u32 len, reply
+// address; u32 first data sequence number; u32 npairs; u8 len, initiator
+// name; u8 has notif; u32 len, notif; npairs × {u32 region, u64 offset,
+// u64 length}.
+func (c *conn) appendHeader(h []byte, req *nixl.Request, dseq uint32) []byte {
 	self := c.b.env.Agent
-	h := make([]byte, 0, 4+len(c.b.addr)+8+1+len(self)+5+len(req.Notif)+20*len(req.Pairs))
 	h = binary.LittleEndian.AppendUint32(h, uint32(len(c.b.addr)))
 	h = append(h, c.b.addr...)
 	h = binary.LittleEndian.AppendUint32(h, dseq)
@@ -251,22 +284,21 @@ func (b *Backend) pollHeaders() {
 	for {
 		var buf unsafe.Pointer
 		var stag C.uint64_t
-		n := C.nx_tag_poll(b.w.w, C.uint64_t(tagHdr), C.uint64_t(classMask), &buf, &stag)
+		n := C.nx_tag_poll(b.w.w, C.uint64_t(tagHdr), C.uint64_t(classMask), b.rbuf, slotSize, &buf, &stag)
 		if n == -1 {
 			return
 		}
-		if n < 0 {
-			continue
+		if n >= 0 {
+			// Parsed in place: accept copies what it keeps.
+			if h, err := parseHeader(unsafe.Slice((*byte)(buf), int(n))); err != nil {
+				b.env.Logger.Warn("nixl ucx: dropping malformed write header", "len", n)
+			} else {
+				b.accept(uint64(stag), h)
+			}
 		}
-		// Parsed from a reused buffer: accept copies what it keeps.
-		b.hdr = append(b.hdr[:0], unsafe.Slice((*byte)(buf), int(n))...)
-		C.free(buf)
-		h, err := parseHeader(b.hdr)
-		if err != nil {
-			b.env.Logger.Warn("nixl ucx: dropping malformed write header", "len", n)
-			continue
+		if buf != b.rbuf {
+			C.free(buf)
 		}
-		b.accept(uint64(stag), h)
 	}
 }
 
@@ -346,12 +378,13 @@ func (in *incoming) finish() {
 	if in.reply == nil || in.reply.alive() != nil {
 		return
 	}
-	ack := C.calloc(1, 8)
-	*(*byte)(ack) = in.code
 	var st C.ucs_status_t
-	r := C.nx_tag_send_mem(in.reply.ep, ack, 8, C.uint64_t(in.ackTag), nil, &st)
-	b.w.watch(request(r), status(st), func(status) { C.free(ack) })
+	r := C.nx_send_ack(in.reply.ep, C.int(in.code), C.uint64_t(in.ackTag), &st)
+	b.w.watch(request(r), status(st), ignoreStatus)
 }
+
+// ignoreStatus is the completion of a request nobody waits for.
+func ignoreStatus(status) {}
 
 // cancel stops waiting for the rest of the data (the initiator is gone).
 func (in *incoming) cancel() {
