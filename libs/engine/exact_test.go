@@ -234,6 +234,8 @@ func TestLogprobs(t *testing.T) {
 
 	if _, err := start(t, Config{}, backends()[1].new(t)).Submit(t.Context(), req); !errors.Is(err, ErrNoLogprobs) || !errors.Is(err, ErrInvalidRequest) {
 		t.Fatalf("sim: Submit with logprobs = %v, want ErrNoLogprobs", err)
+	} else if f := InvalidField(err); f != "sampling.logprobs" {
+		t.Fatalf("sim: Submit with logprobs names field %q, want sampling.logprobs", f)
 	}
 	plain := run(t, start(t, Config{}, b.new(t)), Request{Prompt: p, Stop: req.Stop})
 	if plain.logprobs != nil {

@@ -96,6 +96,34 @@ var (
 	ErrNoLogprobs       error = &invalidError{"logprobs need an executor that computes logits"}
 )
 
+// FieldError names the field of the request a validation error is about,
+// as a path in a worker Generate request (switchyard.worker.v1, whose
+// fields mirror Request: "token_ids", "stop.max_tokens",
+// "stop.stop_token_ids", "stop.stop", "sampling", "sampling.logprobs"), so
+// an RPC layer can say which field was refused without matching the text.
+// A request's first token (disaggregated prefill) is "first_token".
+type FieldError struct {
+	Field string
+	Err   error
+}
+
+func (e *FieldError) Error() string { return e.Err.Error() }
+func (e *FieldError) Unwrap() error { return e.Err }
+
+// InvalidField returns the field an invalid request error is about, or ""
+// when err names none.
+func InvalidField(err error) string {
+	if fe, ok := errors.AsType[*FieldError](err); ok {
+		return fe.Field
+	}
+	return ""
+}
+
+// invalid wraps a validation error of r with the field it is about.
+func invalid(field string, format string, args ...any) error {
+	return &FieldError{Field: field, Err: fmt.Errorf(format, args...)}
+}
+
 // Engine state errors.
 var (
 	// ErrStopped is returned by Submit after Run returned, and carried by
@@ -114,35 +142,35 @@ func (e *Engine) validate(r *Request) error {
 	vocab := e.model.VocabSize
 	switch {
 	case len(r.Prompt) == 0:
-		return fmt.Errorf("request %q: %w", r.ID, ErrEmptyPrompt)
+		return invalid("token_ids", "request %q: %w", r.ID, ErrEmptyPrompt)
 	case len(r.Prompt) >= e.maxLen:
-		return fmt.Errorf("request %q: %w: %d tokens, the context holds %d (prompt and output)", r.ID, ErrPromptTooLong, len(r.Prompt), e.maxLen)
+		return invalid("token_ids", "request %q: %w: %d tokens, the context holds %d (prompt and output)", r.ID, ErrPromptTooLong, len(r.Prompt), e.maxLen)
 	case r.Stop.MaxTokens <= 0:
-		return fmt.Errorf("request %q: %w: got %d", r.ID, ErrInvalidMaxTokens, r.Stop.MaxTokens)
+		return invalid("stop.max_tokens", "request %q: %w: got %d", r.ID, ErrInvalidMaxTokens, r.Stop.MaxTokens)
 	}
 	for i, t := range r.Prompt {
 		if int(t) >= vocab {
-			return fmt.Errorf("request %q: %w: prompt[%d] = %d, vocabulary has %d", r.ID, ErrTokenOutOfRange, i, t, vocab)
+			return invalid("token_ids", "request %q: %w: prompt[%d] = %d, vocabulary has %d", r.ID, ErrTokenOutOfRange, i, t, vocab)
 		}
 	}
 	for _, t := range r.Stop.StopTokenIDs {
 		if int(t) >= vocab {
-			return fmt.Errorf("request %q: %w: stop token %d, vocabulary has %d", r.ID, ErrTokenOutOfRange, t, vocab)
+			return invalid("stop.stop_token_ids", "request %q: %w: stop token %d, vocabulary has %d", r.ID, ErrTokenOutOfRange, t, vocab)
 		}
 	}
 	for _, s := range r.Stop.StopStrings {
 		if s == "" {
-			return fmt.Errorf("request %q: %w: empty stop string", r.ID, ErrInvalidStop)
+			return invalid("stop.stop", "request %q: %w: empty stop string", r.ID, ErrInvalidStop)
 		}
 	}
 	if r.FirstToken != nil && int(*r.FirstToken) >= vocab {
-		return fmt.Errorf("request %q: %w: first token %d, vocabulary has %d", r.ID, ErrTokenOutOfRange, *r.FirstToken, vocab)
+		return invalid("first_token", "request %q: %w: first token %d, vocabulary has %d", r.ID, ErrTokenOutOfRange, *r.FirstToken, vocab)
 	}
 	if err := r.Sampling.Validate(); err != nil {
-		return fmt.Errorf("request %q: %w: %w", r.ID, ErrInvalidSampling, err)
+		return invalid("sampling", "request %q: %w: %w", r.ID, ErrInvalidSampling, err)
 	}
 	if r.Sampling.Logprobs && !e.model.Logits {
-		return fmt.Errorf("request %q: %w (model %q is simulated)", r.ID, ErrNoLogprobs, e.model.Name)
+		return invalid("sampling.logprobs", "request %q: %w (model %q is simulated)", r.ID, ErrNoLogprobs, e.model.Name)
 	}
 	return nil
 }

@@ -188,7 +188,7 @@ func finishError(err error) error {
 	case errors.Is(err, engine.ErrStopped):
 		return connect.NewError(connect.CodeUnavailable, fmt.Errorf("%w: %w", wire.ErrDraining, err))
 	case errors.Is(err, engine.ErrInvalidRequest):
-		return connect.NewError(connect.CodeInvalidArgument, err)
+		return wire.InvalidArgument(err)
 	}
 	return connect.NewError(connect.CodeInternal, err)
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"connectrpc.com/connect"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 
 	commonv1 "switchyard.dev/gen/switchyard/common/v1"
 	workerv1 "switchyard.dev/gen/switchyard/worker/v1"
@@ -99,22 +100,28 @@ func TestGenerateErrors(t *testing.T) {
 		req  *workerv1.GenerateRequest
 		code connect.Code
 		msg  string
+		// field is the GenerateRequest field the BadRequest detail
+		// names ("" for none).
+		field string
 	}{
-		{"empty prompt", genReq(nil, 4), connect.CodeInvalidArgument, "empty prompt"},
-		{"token out of vocabulary", genReq([]uint32{1, 512}, 4), connect.CodeInvalidArgument, "prompt[1] = 512, vocabulary has 512"},
-		{"max tokens zero", genReq([]uint32{1, 5}, 0), connect.CodeInvalidArgument, "max tokens must be positive: got 0"},
-		{"prompt too long", genReq(prompt(600, 3), 4), connect.CodeInvalidArgument, "prompt too long"},
-		{"bad top_p", &workerv1.GenerateRequest{Model: model, TokenIds: []uint32{1}, Sampling: &commonv1.SamplingParams{TopP: 2}, Stop: &commonv1.StopConditions{MaxTokens: 1}}, connect.CodeInvalidArgument, "top_p 2"},
-		{"empty stop string", &workerv1.GenerateRequest{Model: model, TokenIds: []uint32{1}, Stop: &commonv1.StopConditions{MaxTokens: 1, Stop: []string{""}}}, connect.CodeInvalidArgument, "empty stop string"},
-		{"wrong model", &workerv1.GenerateRequest{Model: "llama-70b", TokenIds: []uint32{1}, Stop: &commonv1.StopConditions{MaxTokens: 1}}, connect.CodeNotFound, `model "llama-70b" is not served by this worker (it serves "sim-test")`},
-		{"no model", &workerv1.GenerateRequest{TokenIds: []uint32{1}, Stop: &commonv1.StopConditions{MaxTokens: 1}}, connect.CodeInvalidArgument, "model is required"},
-		{"logprobs from the sim", &workerv1.GenerateRequest{Model: model, TokenIds: []uint32{1}, Sampling: &commonv1.SamplingParams{Logprobs: true}, Stop: &commonv1.StopConditions{MaxTokens: 1}}, connect.CodeInvalidArgument, "logprobs need an executor that computes logits"},
-		{"top_logprobs over 20", &workerv1.GenerateRequest{Model: model, TokenIds: []uint32{1}, Sampling: &commonv1.SamplingParams{Logprobs: true, TopLogprobs: 21}, Stop: &commonv1.StopConditions{MaxTokens: 1}}, connect.CodeInvalidArgument, "top_logprobs 21"},
+		{"empty prompt", genReq(nil, 4), connect.CodeInvalidArgument, "empty prompt", "token_ids"},
+		{"token out of vocabulary", genReq([]uint32{1, 512}, 4), connect.CodeInvalidArgument, "prompt[1] = 512, vocabulary has 512", "token_ids"},
+		{"max tokens zero", genReq([]uint32{1, 5}, 0), connect.CodeInvalidArgument, "max tokens must be positive: got 0", "stop.max_tokens"},
+		{"prompt too long", genReq(prompt(600, 3), 4), connect.CodeInvalidArgument, "prompt too long", "token_ids"},
+		{"bad top_p", &workerv1.GenerateRequest{Model: model, TokenIds: []uint32{1}, Sampling: &commonv1.SamplingParams{TopP: 2}, Stop: &commonv1.StopConditions{MaxTokens: 1}}, connect.CodeInvalidArgument, "top_p 2", "sampling"},
+		{"empty stop string", &workerv1.GenerateRequest{Model: model, TokenIds: []uint32{1}, Stop: &commonv1.StopConditions{MaxTokens: 1, Stop: []string{""}}}, connect.CodeInvalidArgument, "empty stop string", "stop.stop"},
+		{"wrong model", &workerv1.GenerateRequest{Model: "llama-70b", TokenIds: []uint32{1}, Stop: &commonv1.StopConditions{MaxTokens: 1}}, connect.CodeNotFound, `model "llama-70b" is not served by this worker (it serves "sim-test")`, ""},
+		{"no model", &workerv1.GenerateRequest{TokenIds: []uint32{1}, Stop: &commonv1.StopConditions{MaxTokens: 1}}, connect.CodeInvalidArgument, "model is required", ""},
+		{"logprobs from the sim", &workerv1.GenerateRequest{Model: model, TokenIds: []uint32{1}, Sampling: &commonv1.SamplingParams{Logprobs: true}, Stop: &commonv1.StopConditions{MaxTokens: 1}}, connect.CodeInvalidArgument, "logprobs need an executor that computes logits", "sampling.logprobs"},
+		{"top_logprobs over 20", &workerv1.GenerateRequest{Model: model, TokenIds: []uint32{1}, Sampling: &commonv1.SamplingParams{Logprobs: true, TopLogprobs: 21}, Stop: &commonv1.StopConditions{MaxTokens: 1}}, connect.CodeInvalidArgument, "top_logprobs 21", "sampling"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			_, _, err := generate(t, f.client, tc.req)
 			assertCode(t, err, tc.code, tc.msg)
+			if got := badRequestField(err); got != tc.field {
+				t.Errorf("BadRequest field = %q; want %q", got, tc.field)
+			}
 		})
 	}
 }
@@ -128,6 +135,22 @@ func assertCode(t *testing.T, err error, code connect.Code, msg string) {
 	if msg != "" && (!errors.As(err, &ce) || !contains(ce.Message(), msg)) {
 		t.Fatalf("err = %v; want message containing %q", err, msg)
 	}
+}
+
+// badRequestField is the field of err's google.rpc.BadRequest detail.
+func badRequestField(err error) string {
+	ce, ok := errors.AsType[*connect.Error](err)
+	if !ok {
+		return ""
+	}
+	for _, d := range ce.Details() {
+		if v, derr := d.Value(); derr == nil {
+			if br, ok := v.(*errdetails.BadRequest); ok && len(br.GetFieldViolations()) > 0 {
+				return br.GetFieldViolations()[0].GetField()
+			}
+		}
+	}
+	return ""
 }
 
 func contains(s, sub string) bool {

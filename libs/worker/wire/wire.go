@@ -11,6 +11,7 @@ import (
 	"math"
 
 	"connectrpc.com/connect"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 
 	commonv1 "switchyard.dev/gen/switchyard/common/v1"
 	workerv1 "switchyard.dev/gen/switchyard/worker/v1"
@@ -50,13 +51,30 @@ func SamplingProto(p sample.Params) *commonv1.SamplingParams {
 func SubmitError(ctx context.Context, err error) error {
 	switch {
 	case errors.Is(err, engine.ErrInvalidRequest):
-		return connect.NewError(connect.CodeInvalidArgument, err)
+		return InvalidArgument(err)
 	case errors.Is(err, engine.ErrStopped):
 		return connect.NewError(connect.CodeUnavailable, fmt.Errorf("%w: %w", ErrDraining, err))
 	case ctx.Err() != nil:
 		return ContextError(ctx, err)
 	}
 	return connect.NewError(connect.CodeInternal, fmt.Errorf("submit: %w", err))
+}
+
+// InvalidArgument is InvalidArgument for an invalid request. When the
+// engine named the refused field (engine.FieldError) it carries a
+// google.rpc.BadRequest detail with that field's path in GenerateRequest,
+// so a caller can tell which parameter to blame without parsing the text.
+func InvalidArgument(err error) *connect.Error {
+	ce := connect.NewError(connect.CodeInvalidArgument, err)
+	if field := engine.InvalidField(err); field != "" {
+		d, derr := connect.NewErrorDetail(&errdetails.BadRequest{FieldViolations: []*errdetails.BadRequest_FieldViolation{
+			{Field: field, Description: err.Error()},
+		}})
+		if derr == nil {
+			ce.AddDetail(d)
+		}
+	}
+	return ce
 }
 
 // ContextError maps an error caused by ctx ending.

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 
 	workerv1 "switchyard.dev/gen/switchyard/worker/v1"
 	"switchyard.dev/gen/switchyard/worker/v1/workerv1connect"
@@ -142,9 +143,23 @@ func (w *Worker) Generate(ctx context.Context, req *connect.Request[workerv1.Gen
 		return connect.NewError(connect.CodeInvalidArgument, errors.New("wrong model"))
 	}
 	if w.cfg.NoLogprobs && m.GetSampling().GetLogprobs() {
-		return connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("request %q: logprobs need an executor that computes logits (model %q is simulated)", m.GetRequestId(), w.cfg.Model))
+		err := fmt.Errorf("request %q: logprobs need an executor that computes logits (model %q is simulated)", m.GetRequestId(), w.cfg.Model)
+		return fieldError(err, "sampling.logprobs")
 	}
 	return w.recite(ctx, m, st)
+}
+
+// fieldError is InvalidArgument with a google.rpc.BadRequest detail naming
+// field, as a real worker answers (libs/worker/wire.InvalidArgument).
+func fieldError(err error, field string) *connect.Error {
+	ce := connect.NewError(connect.CodeInvalidArgument, err)
+	d, derr := connect.NewErrorDetail(&errdetails.BadRequest{FieldViolations: []*errdetails.BadRequest_FieldViolation{
+		{Field: field, Description: err.Error()},
+	}})
+	if derr == nil {
+		ce.AddDetail(d)
+	}
+	return ce
 }
 
 // recite sends the script from the prompt's end, Batch tokens a message.

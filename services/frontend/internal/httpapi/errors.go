@@ -7,10 +7,10 @@ import (
 	"math"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 
 	"connectrpc.com/connect"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 
 	"switchyard.dev/services/frontend/internal/catalog"
 	"switchyard.dev/services/frontend/internal/generate"
@@ -50,7 +50,7 @@ func apiError(err error, model string) *openai.Error {
 	case connect.CodeNotFound:
 		return openai.ModelNotFound(model)
 	case connect.CodeInvalidArgument, connect.CodeOutOfRange, connect.CodeFailedPrecondition:
-		return openai.Invalid(workerParam(ce.Message()), "%s", ce.Message())
+		return openai.Invalid(workerParam(ce), "%s", ce.Message())
 	case connect.CodeDeadlineExceeded:
 		return &openai.Error{Status: http.StatusGatewayTimeout, Type: openai.TypeServer, Code: "timeout", Message: "The request timed out upstream."}
 	default:
@@ -58,15 +58,33 @@ func apiError(err error, model string) *openai.Error {
 	}
 }
 
-// noLogprobs is the text of the engine's ErrNoLogprobs, with which a
-// worker that cannot compute logprobs (the sim executor) rejects them.
-const noLogprobs = "logprobs need an executor that computes logits"
+// workerParams maps the GenerateRequest fields a worker names in its
+// rejections (a google.rpc.BadRequest detail) to the OpenAI parameter
+// behind them. A worker without logits (the sim executor) refuses
+// sampling.logprobs, for example. Fields with no single OpenAI parameter
+// (the prompt's token ids are "messages" or "prompt") are left unnamed.
+var workerParams = map[string]string{
+	"sampling.logprobs": "logprobs",
+	"stop.max_tokens":   "max_tokens",
+	"stop.stop":         "stop",
+}
 
-// workerParam names the parameter a worker's rejection is about, where
-// it can tell.
-func workerParam(msg string) string {
-	if strings.Contains(msg, noLogprobs) {
-		return "logprobs"
+// workerParam names the parameter a worker's rejection is about, from the
+// field its error detail names; "" when it names none we know. (Workers
+// before 0.3.0 send no detail: the message still says what was wrong.)
+func workerParam(ce *connect.Error) string {
+	for _, d := range ce.Details() {
+		v, err := d.Value()
+		if err != nil {
+			continue
+		}
+		if br, ok := v.(*errdetails.BadRequest); ok {
+			for _, fv := range br.GetFieldViolations() {
+				if p, ok := workerParams[fv.GetField()]; ok {
+					return p
+				}
+			}
+		}
 	}
 	return ""
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"connectrpc.com/connect"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 
 	"switchyard.dev/services/frontend/internal/auth"
 	"switchyard.dev/services/frontend/internal/fakemesh"
@@ -18,6 +19,7 @@ type errCase struct {
 	status           int
 	typ, param, code string
 	retryAfter       bool
+	noParam          bool // param must be null
 }
 
 func checkError(t *testing.T, resp *http.Response, tc errCase) {
@@ -30,6 +32,9 @@ func checkError(t *testing.T, resp *http.Response, tc errCase) {
 	}
 	if tc.param != "" && (e.Param == nil || *e.Param != tc.param) {
 		t.Fatalf("param %v, want %q", e.Param, tc.param)
+	}
+	if tc.noParam && e.Param != nil {
+		t.Fatalf("param %q, want none", *e.Param)
 	}
 	if tc.code != "" && (e.Code == nil || *e.Code != tc.code) {
 		t.Fatalf("code %v, want %q", e.Code, tc.code)
@@ -83,6 +88,14 @@ func TestUpstreamErrors(t *testing.T) {
 		{name: "router says unknown model", route: connect.NewError(connect.CodeNotFound, errors.New("no")), want: errCase{status: 404, typ: openai.TypeInvalidRequest, code: "model_not_found"}},
 		{name: "worker rejects", cfg: stackConfig{workers: []fakemesh.WorkerConfig{{ID: "w", GenerateErr: connect.NewError(connect.CodeInvalidArgument, errors.New("bad seed"))}}},
 			want: errCase{status: 400, typ: openai.TypeInvalidRequest}},
+		// A worker names the refused field in a BadRequest detail; the
+		// parameter is the OpenAI one behind it.
+		{name: "worker refuses logprobs", cfg: stackConfig{workers: []fakemesh.WorkerConfig{{ID: "w", GenerateErr: fieldError(t, "sampling.logprobs", "logprobs need an executor that computes logits")}}},
+			want: errCase{status: 400, typ: openai.TypeInvalidRequest, param: "logprobs"}},
+		{name: "worker refuses max tokens", cfg: stackConfig{workers: []fakemesh.WorkerConfig{{ID: "w", GenerateErr: fieldError(t, "stop.max_tokens", "too many")}}},
+			want: errCase{status: 400, typ: openai.TypeInvalidRequest, param: "max_tokens"}},
+		{name: "worker refuses a field with no OpenAI name", cfg: stackConfig{workers: []fakemesh.WorkerConfig{{ID: "w", GenerateErr: fieldError(t, "token_ids", "prompt too long")}}},
+			want: errCase{status: 400, typ: openai.TypeInvalidRequest, noParam: true}},
 		{name: "worker keeps dying", cfg: stackConfig{workers: []fakemesh.WorkerConfig{{ID: "w", DieAfter: 0, GenerateErr: connect.NewError(connect.CodeUnavailable, errors.New("gone"))}}},
 			want: unavailable},
 	}
@@ -98,6 +111,19 @@ func TestUpstreamErrors(t *testing.T) {
 			}
 		})
 	}
+}
+
+// fieldError is a worker's InvalidArgument naming field in a
+// google.rpc.BadRequest detail, as libs/worker/wire sends it.
+func fieldError(t *testing.T, field, msg string) *connect.Error {
+	t.Helper()
+	ce := connect.NewError(connect.CodeInvalidArgument, errors.New(msg))
+	d, err := connect.NewErrorDetail(&errdetails.BadRequest{FieldViolations: []*errdetails.BadRequest_FieldViolation{{Field: field, Description: msg}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ce.AddDetail(d)
+	return ce
 }
 
 func TestAuthAndRateLimit(t *testing.T) {
