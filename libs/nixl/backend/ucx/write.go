@@ -61,7 +61,7 @@ type wx struct {
 	req    *nixl.Request
 	left   int // requests not yet finished, +1 while posting
 	err    error
-	ack    request // the ack receive while it is outstanding
+	ack    request        // the ack receive while it is outstanding
 	slot   unsafe.Pointer // from Backend.getSlot: the ack, then the header
 	hdrBuf unsafe.Pointer // the header: in slot, or malloc'd when larger
 	gaveUp bool           // the ack receive was canceled
