@@ -12,8 +12,9 @@ import (
 	"switchyard.dev/gen/switchyard/router/v1/routerv1connect"
 )
 
-// reportTimeout bounds one Report (or, against an old router, the single
-// calls of one batch).
+// reportTimeout bounds each call: one Report, or against an old router
+// one single PrefillDone or Release (so a backlog of single calls does not
+// share one deadline and lose its tail).
 const reportTimeout = 2 * time.Second
 
 // maxReportIDs is the most ids one Report carries (router.proto).
@@ -91,12 +92,13 @@ func (rep *reporter) send() {
 // Failures are logged, not retried: the router also expires load on its
 // own.
 func (rep *reporter) deliver(done, released []string, legacy bool) {
-	ctx, cancel := context.WithTimeout(context.Background(), reportTimeout)
-	defer cancel()
 	for !legacy && len(done)+len(released) > 0 {
 		d := done[:min(len(done), maxReportIDs)]
 		r := released[:min(len(released), maxReportIDs-len(d))]
-		_, err := rep.client.Report(ctx, connect.NewRequest(&routerv1.ReportRequest{PrefillDoneRequestIds: d, ReleasedRequestIds: r}))
+		err := withTimeout(func(ctx context.Context) error {
+			_, err := rep.client.Report(ctx, connect.NewRequest(&routerv1.ReportRequest{PrefillDoneRequestIds: d, ReleasedRequestIds: r}))
+			return err
+		})
 		if connect.CodeOf(err) == connect.CodeUnimplemented {
 			rep.log.Info("router replica has no Report; sending single reports", "router", rep.url)
 			rep.mu.Lock()
@@ -111,15 +113,28 @@ func (rep *reporter) deliver(done, released []string, legacy bool) {
 		done, released = done[len(d):], released[len(r):]
 	}
 	for _, id := range done {
-		if _, err := rep.client.PrefillDone(ctx, connect.NewRequest(&routerv1.PrefillDoneRequest{RequestId: id})); err != nil {
+		if err := withTimeout(func(ctx context.Context) error {
+			_, err := rep.client.PrefillDone(ctx, connect.NewRequest(&routerv1.PrefillDoneRequest{RequestId: id}))
+			return err
+		}); err != nil {
 			rep.log.Debug("prefill-done report failed", "router", rep.url, "request_id", id, "err", err)
 		}
 	}
 	for _, id := range released {
-		if _, err := rep.client.Release(ctx, connect.NewRequest(&routerv1.ReleaseRequest{RequestId: id})); err != nil {
+		if err := withTimeout(func(ctx context.Context) error {
+			_, err := rep.client.Release(ctx, connect.NewRequest(&routerv1.ReleaseRequest{RequestId: id}))
+			return err
+		}); err != nil {
 			rep.log.Debug("release failed", "router", rep.url, "request_id", id, "err", err)
 		}
 	}
+}
+
+// withTimeout runs one report call under its own reportTimeout.
+func withTimeout(call func(context.Context) error) error {
+	ctx, cancel := context.WithTimeout(context.Background(), reportTimeout)
+	defer cancel()
+	return call(ctx)
 }
 
 // flush waits until every queued report was sent (or failed), or ctx ends.
