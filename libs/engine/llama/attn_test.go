@@ -157,8 +157,19 @@ func TestSIMDAttentionSelected(t *testing.T) {
 		t.Fatal(err)
 	}
 	bind(t, g, 8)
-	if g.simd {
+	if g.simd || g.simdExp {
 		t.Fatal("KernelGo must keep run.c's loops")
+	}
+	// A block size the attention kernels cannot take: attention falls
+	// back to the loops, SwiGLU keeps the SIMD exponentials (the same
+	// arithmetic as at block size 16).
+	o, err := NewTinyRandom(Stories260K, 7, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bindBlockSize(t, o, 64, 4)
+	if o.simd || o.simdExp != hasFMAKernel {
+		t.Fatalf("block size 4: simd = %v, simdExp = %v; want false, %v", o.simd, o.simdExp, hasFMAKernel)
 	}
 }
 

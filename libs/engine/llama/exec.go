@@ -43,10 +43,14 @@ type Executor struct {
 	// for it (strips.go); nil otherwise.
 	packed    []layerStrips
 	clsStrips *strips
-	// simd: the AVX2+FMA kernels run attention, softmax and SwiGLU's
-	// exponentials (attn_amd64.s); set by Bind when the strip kernel is in
-	// use (packed) and the head size and block size allow.
+	// simd: the AVX2+FMA kernels run attention and its softmax
+	// (attn_amd64.s); set by Bind when the strip kernel is in use (packed)
+	// and the head size and block size allow.
 	simd bool
+	// simdExp: SwiGLU's exponentials take the AVX2+FMA expf8, whenever the
+	// strip kernel is in use: unlike attention it needs no particular head
+	// or block size, so SwiGLU is the same arithmetic at every block size.
+	simdExp bool
 
 	s scratch
 }
@@ -71,6 +75,7 @@ func New(m *Model, tok tokenizer.Tokenizer, opts Options) (*Executor, error) {
 	e.cos, e.sin = ropeTables(m.Config)
 	if opts.Kernel == KernelSIMD && hasFMAKernel {
 		e.packed, e.clsStrips = packLayers(m)
+		e.simdExp = true
 	}
 	return e, nil
 }
