@@ -173,8 +173,8 @@ func TestSIMDAttentionSelected(t *testing.T) {
 	}
 }
 
-// TestAttentionSIMDMatchesLoops runs attentionSIMD and the plain loops of
-// attention over the same random paged K/V for several head sizes, GQA
+// TestAttentionSIMDMatchesLoops runs attend with the SIMD kernels and with
+// the plain loops over the same random paged K/V for several head sizes, GQA
 // groupings, block sizes and positions (every partial-block length), and
 // requires the same outputs to within float32 rounding of differently
 // ordered sums.
@@ -214,8 +214,8 @@ func TestAttentionSIMDMatchesLoops(t *testing.T) {
 		want, got := make([]float32, c.Dim), make([]float32, c.Dim)
 		for l := range c.NLayers {
 			for pos := range c.SeqLen {
-				e.attention(want, q, att, blocks, l, pos)
-				e.attentionSIMD(got, q, att, blocks, l, pos)
+				e.attend(want, q, att, blocks, l, pos, false)
+				e.attend(got, q, att, blocks, l, pos, true)
 				for i := range want {
 					if d := math.Abs(float64(got[i] - want[i])); d > 1e-5+1e-4*math.Abs(float64(want[i])) {
 						t.Fatalf("%+v layer %d pos %d: out[%d] = %v, loops %v", tc, l, pos, i, got[i], want[i])

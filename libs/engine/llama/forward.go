@@ -111,12 +111,8 @@ func (e *Executor) attendFFN(b *executor.Batch, l, r0, r1 int, att []float32) {
 	s, w, c := &e.s, &e.m.Weights, e.c
 	n, d, h := r1-r0, c.Dim, c.HiddenDim
 	ps := e.strips(l)
-	attend := e.attention
-	if e.simd {
-		attend = e.attentionSIMD
-	}
 	for r := r0; r < r1; r++ {
-		attend(s.xb[r*d:(r+1)*d], s.q[r*d:(r+1)*d], att, b.Items[s.item[r]].Blocks, l, s.pos[r])
+		e.attend(s.xb[r*d:(r+1)*d], s.q[r*d:(r+1)*d], att, b.Items[s.item[r]].Blocks, l, s.pos[r], e.simd)
 	}
 	x, xb, xb2 := s.x[r0*d:r1*d], s.xb[r0*d:r1*d], s.xb2[r0*d:r1*d]
 	hb, hb2 := s.hb[r0*h:r1*h], s.hb2[r0*h:r1*h]
@@ -228,66 +224,59 @@ func (e *Executor) rope(q, k []float32, pos int) {
 	}
 }
 
-// attention writes the multi-head attention output for one token at pos,
+// attend writes the multi-head attention output for one token at pos,
 // reading every earlier position's K and V from the paged cache one block
-// at a time (positions in a block are KVDim floats apart).
-func (e *Executor) attention(out, q, att []float32, blocks []int, l, pos int) {
-	c, bs := e.c, e.blockSize
-	hs, kvd := c.HeadSize(), c.KVDim()
-	group := c.NHeads / c.NKVHeads
-	scale := float32(math.Sqrt(float64(hs)))
-	att = att[:pos+1]
-	kOff, vOff := l*2*bs*kvd, (l*2+1)*bs*kvd
-	for h := range c.NHeads {
-		qh := q[h*hs : (h+1)*hs]
-		head := (h / group) * hs
-		for t0 := 0; t0 <= pos; t0 += bs {
-			n := min(bs, pos+1-t0)
-			base := blocks[t0/bs]*e.blockFloats + kOff + head
-			scores(att[t0:t0+n], qh, e.kv[base:base+(n-1)*kvd+hs], kvd, scale)
-		}
-		e.softmax(att)
-		oh := out[h*hs : (h+1)*hs]
-		clear(oh)
-		for t0 := 0; t0 <= pos; t0 += bs {
-			n := min(bs, pos+1-t0)
-			base := blocks[t0/bs]*e.blockFloats + vOff + head
-			weighted(oh, att[t0:t0+n], e.kv[base:base+(n-1)*kvd+hs], kvd)
-		}
-	}
-}
-
-// attentionSIMD is attention with the AVX2 kernels (attn_amd64.s): eight
-// positions' scores at a time, a vectorized softmax, and the weighted sum
-// of V rows eight dimensions at a time. att must hold roundUp8(pos+1)
-// floats. Every result depends only on the query and the cached K/V, as
-// in attention, but the sums are not in run.c's order.
-func (e *Executor) attentionSIMD(out, q, att []float32, blocks []int, l, pos int) {
+// at a time (positions in a block are KVDim floats apart). Without simd it
+// runs run.c's loops (sums in its order). With simd it takes the AVX2
+// kernels (attn_amd64.s): eight positions' scores at a time, a vectorized
+// softmax, and the weighted sum of V rows eight dimensions at a time; att
+// must then hold roundUp8(pos+1) floats, and every result still depends
+// only on the query and the cached K/V, but the sums are not in run.c's
+// order. The walk over heads and blocks is shared; simd picks the kernels
+// per block (a branch the CPU predicts, against a kernel call).
+func (e *Executor) attend(out, q, att []float32, blocks []int, l, pos int, simd bool) {
 	c, bs := e.c, e.blockSize
 	hs, kvd := c.HeadSize(), c.KVDim()
 	group := c.NHeads / c.NKVHeads
 	scale := float32(math.Sqrt(float64(hs)))
 	n := pos + 1
-	padded := roundUp8(n)
+	padded := n
+	if simd {
+		padded = roundUp8(n)
+	}
 	att = att[:padded]
 	kOff, vOff := l*2*bs*kvd, (l*2+1)*bs*kvd
 	for h := range c.NHeads {
 		qh := q[h*hs : (h+1)*hs]
 		head := (h / group) * hs
 		for t0 := 0; t0 < n; t0 += bs {
+			m := min(bs, n-t0)
 			base := blocks[t0/bs]*e.blockFloats + kOff + head
-			scores8(&att[t0], &qh[0], hs, &e.kv[base], kvd, roundUp8(min(bs, n-t0))/8, scale)
+			if simd {
+				scores8(&att[t0], &qh[0], hs, &e.kv[base], kvd, roundUp8(m)/8, scale)
+			} else {
+				scores(att[t0:t0+m], qh, e.kv[base:base+(m-1)*kvd+hs], kvd, scale)
+			}
 		}
-		for i := n; i < padded; i++ { // scores of rows past the end
-			att[i] = float32(math.Inf(-1))
+		if simd {
+			for i := n; i < padded; i++ { // scores of rows past the end
+				att[i] = float32(math.Inf(-1))
+			}
+			expf8(&att[0], padded, 1, -max8(&att[0], padded))
+			div8(&att[0], padded, sum8(&att[0], padded))
+		} else {
+			e.softmax(att)
 		}
-		expf8(&att[0], padded, 1, -max8(&att[0], padded))
-		div8(&att[0], padded, sum8(&att[0], padded))
 		oh := out[h*hs : (h+1)*hs]
 		clear(oh)
 		for t0 := 0; t0 < n; t0 += bs {
+			m := min(bs, n-t0)
 			base := blocks[t0/bs]*e.blockFloats + vOff + head
-			weighted8(&oh[0], &att[t0], min(bs, n-t0), &e.kv[base], kvd, hs)
+			if simd {
+				weighted8(&oh[0], &att[t0], m, &e.kv[base], kvd, hs)
+			} else {
+				weighted(oh, att[t0:t0+m], e.kv[base:base+(m-1)*kvd+hs], kvd)
+			}
 		}
 	}
 }
