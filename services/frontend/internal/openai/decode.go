@@ -81,7 +81,7 @@ func DecodeChat(data []byte) (*ChatRequest, Generation, error) {
 // need n>1-style multiplexing of streams, which this server does not do).
 func DecodeCompletion(data []byte) (*CompletionRequest, Generation, error) {
 	var req CompletionRequest
-	if err := unmarshal(data, &req); err != nil {
+	if err := decodeCompletionBody(data, &req); err != nil {
 		return nil, Generation{}, err
 	}
 	g, err := req.Params.check()

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"math"
 	"strings"
 )
 
@@ -118,7 +119,11 @@ type Prompt struct {
 	Tokens [][]int64
 }
 
-// UnmarshalJSON implements json.Unmarshaler.
+// UnmarshalJSON implements json.Unmarshaler. Token-id prompts take a
+// direct scan (tokenIDs): they are the large ones (100k ids are ~650 KB of
+// JSON), and encoding/json spent ~50 ms of CPU on one through reflection.
+// Anything the scan does not take goes through encoding/json, which gives
+// the errors.
 func (p *Prompt) UnmarshalJSON(data []byte) error {
 	*p = Prompt{}
 	data = bytes.TrimSpace(data)
@@ -133,21 +138,28 @@ func (p *Prompt) UnmarshalJSON(data []byte) error {
 		p.Texts = []string{s}
 		return nil
 	}
-	var raw []json.RawMessage
-	if err := json.Unmarshal(data, &raw); err != nil {
-		return err
+	if len(data) == 0 || data[0] != '[' {
+		var ids []int64 // not an array: encoding/json names the type error
+		return json.Unmarshal(data, &ids)
 	}
-	if len(raw) == 0 {
+	first := bytes.TrimLeft(data[1:], " \t\r\n")
+	switch {
+	case len(first) > 0 && first[0] == ']':
 		p.Texts = []string{}
 		return nil
-	}
-	first := bytes.TrimSpace(raw[0])
-	switch {
 	case len(first) > 0 && first[0] == '"':
 		return json.Unmarshal(data, &p.Texts)
 	case len(first) > 0 && first[0] == '[':
+		if ids, rest, ok := tokenIDs(data[1:]); ok && isEnd(rest) {
+			p.Tokens = [][]int64{ids}
+			return nil
+		}
 		return json.Unmarshal(data, &p.Tokens)
 	default:
+		if ids, rest, ok := tokenIDs(data); ok && len(bytes.TrimSpace(rest)) == 0 {
+			p.Tokens = [][]int64{ids}
+			return nil
+		}
 		var ids []int64
 		if err := json.Unmarshal(data, &ids); err != nil {
 			return err
@@ -155,6 +167,90 @@ func (p *Prompt) UnmarshalJSON(data []byte) error {
 		p.Tokens = [][]int64{ids}
 		return nil
 	}
+}
+
+// tokenIDs scans a JSON array of integers at the start of data (after
+// optional whitespace) and returns them with the bytes after the array. It
+// takes only what encoding/json would decode into []int64 with the same
+// values: integers without fraction or exponent, no leading zeros, in
+// int64 range. Anything else reports !ok, and the caller lets encoding/json
+// decode (and reject) it.
+func tokenIDs(data []byte) (ids []int64, rest []byte, ok bool) {
+	i := skipSpace(data, 0)
+	if i == len(data) || data[i] != '[' {
+		return nil, nil, false
+	}
+	i = skipSpace(data, i+1)
+	if i < len(data) && data[i] == ']' {
+		return []int64{}, data[i+1:], true
+	}
+	// Every number but the last is followed by a comma: size the slice
+	// once (commas after the array only make it larger than needed).
+	ids = make([]int64, 0, bytes.Count(data[i:], []byte{','})+1)
+	for {
+		v, j, ok := jsonInt(data, i)
+		if !ok {
+			return nil, nil, false
+		}
+		ids = append(ids, v)
+		i = skipSpace(data, j)
+		if i == len(data) {
+			return nil, nil, false
+		}
+		switch data[i] {
+		case ',':
+			i = skipSpace(data, i+1)
+		case ']':
+			return ids, data[i+1:], true
+		default:
+			return nil, nil, false
+		}
+	}
+}
+
+// jsonInt parses a JSON integer at data[i:], returning its value and the
+// index after it; !ok for anything else (fraction, exponent, leading zero,
+// overflow, not a number).
+func jsonInt(data []byte, i int) (int64, int, bool) {
+	neg := i < len(data) && data[i] == '-'
+	if neg {
+		i++
+	}
+	start := i
+	var v uint64
+	for i < len(data) && data[i] >= '0' && data[i] <= '9' {
+		if v > (math.MaxUint64-9)/10 {
+			return 0, 0, false
+		}
+		v = v*10 + uint64(data[i]-'0')
+		i++
+	}
+	switch n := i - start; {
+	case n == 0, n > 1 && data[start] == '0':
+		return 0, 0, false
+	case i < len(data) && (data[i] == '.' || data[i] == 'e' || data[i] == 'E'):
+		return 0, 0, false
+	case !neg && v > math.MaxInt64, neg && v > 1<<63:
+		return 0, 0, false
+	}
+	if neg {
+		return -int64(v), i, true // -(1<<63) wraps to itself: MinInt64
+	}
+	return int64(v), i, true
+}
+
+func skipSpace(data []byte, i int) int {
+	for i < len(data) && (data[i] == ' ' || data[i] == '\t' || data[i] == '\n' || data[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// isEnd reports whether rest closes a one-element outer array: "]" and
+// whitespace only.
+func isEnd(rest []byte) bool {
+	rest = bytes.TrimSpace(rest)
+	return len(rest) == 1 && rest[0] == ']'
 }
 
 // JSONSchema describes the alternatives for the OpenAPI document.
