@@ -122,9 +122,11 @@ echo "bench: bin/loadtest ${args[*]} ${LOADTEST_ARGS:-}"
 rc=0
 bin/loadtest "${args[@]}" ${LOADTEST_ARGS:-} || rc=$?
 # The services' own counters, read before they stop: per-worker prompt and
-# prefix-hit tokens and preemptions, the router's decisions and matches.
+# prefix-hit tokens and preemptions, the router's decisions and matches,
+# the frontend's own TTFT and latency histograms.
 mkdir -p "$OUT/metrics"
 curl -fsS "http://127.0.0.1:$BASE_PORT/metrics" >"$OUT/metrics/router-0.txt" 2>/dev/null || true
+curl -fsS "http://127.0.0.1:$PORT/metrics" >"$OUT/metrics/frontend.txt" 2>/dev/null || true
 for i in $(seq 0 $((DECODE - 1))); do
   curl -fsS "http://127.0.0.1:$((BASE_PORT + 200 + i))/metrics" >"$OUT/metrics/decode-$i.txt" 2>/dev/null || true
 done
