@@ -176,22 +176,120 @@ func (t *BPE) appendCodePoints(tokens []uint32, text string) []uint32 {
 	return tokens
 }
 
+// merge applies run.c's merges: while some adjacent pair's concatenation is
+// in the vocabulary with a score above -1e10, merge the pair with the
+// highest score, the leftmost of equals. run.c rescans every pair after
+// each merge, O(n²) in the text's length (a 1 MB prompt was hours of CPU).
+// Here each pair is scored once, when it forms, into a heap ordered by
+// (score, leftmost), and a popped pair counts only if both of its symbols
+// are still there, side by side, with the ids it was scored for: the same
+// merges in the same order, in O(n log n). TestMergeMatchesRunC and
+// FuzzMerge hold it to run.c's loop.
 func (t *BPE) merge(tokens []uint32) []uint32 {
+	n := len(tokens)
+	if n < 2 {
+		return tokens
+	}
+	next := make([]int32, n) // -1 past the end; -2 merged away
+	prev := make([]int32, n)
+	for i := range n {
+		next[i], prev[i] = int32(i+1), int32(i-1)
+	}
+	next[n-1] = -1
 	buf := make([]byte, 0, 2*max(t.maxLen, 1)+2)
+	var h pairHeap
+	score := func(l, r int32) {
+		buf = append(append(buf[:0], t.Vocab(tokens[l])...), t.Vocab(tokens[r])...)
+		if id, ok := t.index[string(buf)]; ok && t.scores[id] > -1e10 { // run.c's floor; NaN never wins
+			h.push(pair{score: t.scores[id], left: l, right: r, leftID: tokens[l], rightID: tokens[r], id: id})
+		}
+	}
+	for i := range int32(n - 1) {
+		score(i, i+1)
+	}
+	for len(h) > 0 {
+		p := h.pop()
+		if next[p.left] != p.right || tokens[p.left] != p.leftID || tokens[p.right] != p.rightID {
+			continue // stale: a neighbour merged since it was scored
+		}
+		tokens[p.left] = p.id
+		after := next[p.right]
+		next[p.right] = -2
+		next[p.left] = after
+		if after >= 0 {
+			prev[after] = p.left
+			score(p.left, after)
+		}
+		if before := prev[p.left]; before >= 0 {
+			score(before, p.left)
+		}
+	}
+	out := tokens[:0]
+	for i := int32(0); i >= 0; i = next[i] {
+		out = append(out, tokens[i]) // len(out) <= i: reads stay ahead of writes
+	}
+	return out
+}
+
+// pair is a mergeable adjacent pair, scored when it formed.
+type pair struct {
+	score           float32
+	left, right     int32 // symbol positions (in the text's order)
+	leftID, rightID uint32
+	id              uint32 // the merged token
+}
+
+// pairHeap is a max-heap by score, then leftmost: run.c's choice.
+type pairHeap []pair
+
+func (h pairHeap) less(i, j int) bool {
+	if h[i].score != h[j].score {
+		return h[i].score > h[j].score
+	}
+	return h[i].left < h[j].left
+}
+
+func (h *pairHeap) push(p pair) {
+	*h = append(*h, p)
+	h.up(len(*h) - 1)
+}
+
+func (h *pairHeap) pop() pair {
+	old := *h
+	top := old[0]
+	last := len(old) - 1
+	old[0] = old[last]
+	*h = old[:last]
+	h.down(0)
+	return top
+}
+
+func (h pairHeap) up(i int) {
+	for i > 0 {
+		parent := (i - 1) / 2
+		if !h.less(i, parent) {
+			return
+		}
+		h[i], h[parent] = h[parent], h[i]
+		i = parent
+	}
+}
+
+func (h pairHeap) down(i int) {
 	for {
-		best, bestID, bestIdx := float32(-1e10), uint32(0), -1
-		for i := 0; i+1 < len(tokens); i++ {
-			buf = append(append(buf[:0], t.Vocab(tokens[i])...), t.Vocab(tokens[i+1])...)
-			id, ok := t.index[string(buf)]
-			if ok && t.scores[id] > best {
-				best, bestID, bestIdx = t.scores[id], id, i
-			}
+		l := 2*i + 1
+		if l >= len(h) {
+			return
 		}
-		if bestIdx < 0 {
-			return tokens
+		best := l
+		if r := l + 1; r < len(h) && h.less(r, l) {
+			best = r
 		}
-		tokens[bestIdx] = bestID
-		tokens = append(tokens[:bestIdx+1], tokens[bestIdx+2:]...)
+		if !h.less(best, i) {
+			return
+		}
+		h[i], h[best] = h[best], h[i]
+		i = best
 	}
 }
 
