@@ -18,7 +18,8 @@ type BPE struct {
 	vocab    []string
 	scores   []float32
 	index    map[string]uint32
-	maxLen   int
+	maxLen   int // the header's max_token_length
+	longest  int // the longest piece, in bytes (MaxPieceBytes)
 	bytePick [256][]byte
 }
 
@@ -66,6 +67,7 @@ func ParseBPE(data []byte, vocabSize int) (*BPE, error) {
 		off += n
 		t.vocab = append(t.vocab, s)
 		t.scores = append(t.scores, score)
+		t.longest = max(t.longest, n)
 		if _, dup := t.index[s]; !dup {
 			t.index[s] = uint32(i) // first wins, like bsearch over a stable sort
 		}
@@ -78,6 +80,13 @@ func ParseBPE(data []byte, vocabSize int) (*BPE, error) {
 
 // VocabSize implements Tokenizer.
 func (t *BPE) VocabSize() int { return len(t.vocab) }
+
+// MaxPieceBytes is the length of the longest piece. Every token of an
+// encoded text stands for at most that many of its bytes (a merged token's
+// piece is its two parts' pieces joined; a byte fallback "<0xXX>" stands
+// for one), so n bytes of text encode to at least n/MaxPieceBytes tokens:
+// a caller can refuse a text too long for a context without encoding it.
+func (t *BPE) MaxPieceBytes() int { return t.longest }
 
 // BOS implements Tokenizer.
 func (t *BPE) BOS() uint32 { return BOS }

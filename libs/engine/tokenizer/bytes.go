@@ -45,6 +45,10 @@ func (b *Bytes) Piece(_, token uint32) []byte {
 // VocabSize implements Tokenizer.
 func (b *Bytes) VocabSize() int { return b.vocab }
 
+// MaxPieceBytes is 1: every token stands for one byte of text (see
+// BPE.MaxPieceBytes).
+func (b *Bytes) MaxPieceBytes() int { return 1 }
+
 // BOS implements Tokenizer.
 func (b *Bytes) BOS() uint32 { return BOS }
 

@@ -106,3 +106,37 @@ func BenchmarkEncodeLong(b *testing.B) {
 		tok.Encode(text, true, false)
 	}
 }
+
+// TestMaxPieceBytesBound: n bytes of text never encode to fewer than
+// n/MaxPieceBytes tokens (the frontend refuses longer texts by it).
+func TestMaxPieceBytesBound(t *testing.T) {
+	t.Parallel()
+	stories, err := LoadBPEFile(filepath.Join(testmodel.Stories(t), "tok512.bin"), 512)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bytesTok, err := NewBytes(512)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := rand.New(rand.NewPCG(9, 10))
+	texts := []string{"", "a", strings.Repeat("the ", 300), strings.Repeat("Once upon a time ", 50), "naïve 日本 🙂"}
+	for range 30 {
+		b := make([]byte, r.IntN(500))
+		for i := range b {
+			b[i] = byte(r.IntN(256))
+		}
+		texts = append(texts, string(b))
+	}
+	for _, tok := range []interface {
+		Tokenizer
+		MaxPieceBytes() int
+	}{stories, bytesTok} {
+		for _, text := range texts {
+			n := len(tok.Encode(text, false, false))
+			if bound := (len(text) + tok.MaxPieceBytes() - 1) / tok.MaxPieceBytes(); n < bound {
+				t.Fatalf("%T: %q encodes to %d tokens, under the bound %d", tok, text, n, bound)
+			}
+		}
+	}
+}

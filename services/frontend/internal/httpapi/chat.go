@@ -25,7 +25,7 @@ func (a *API) chat(w http.ResponseWriter, r *http.Request) {
 		msgs[i] = chattmpl.Message{Role: m.Role, Content: m.Content.Text}
 	}
 	text := a.cfg.Templates.For(g.Model)(msgs)
-	gen, err := a.prepare(r.Context(), g, func(m *catalog.Model) ([]uint32, error) { return m.Encode(text), nil })
+	gen, err := a.prepare(r.Context(), g, func(m *catalog.Model) ([]uint32, error) { return textPrompt(text, m, g) })
 	if err != nil {
 		a.fail(w, r, err, g.Model)
 		return

@@ -23,7 +23,7 @@ func (a *API) completions(w http.ResponseWriter, r *http.Request) {
 		if len(req.Prompt.Tokens) == 1 {
 			return tokenPrompt(req.Prompt.Tokens[0], m)
 		}
-		return m.Encode(req.Prompt.Texts[0]), nil
+		return textPrompt(req.Prompt.Texts[0], m, g)
 	})
 	if err != nil {
 		a.fail(w, r, err, g.Model)

@@ -149,3 +149,33 @@ func TestAuthAndRateLimit(t *testing.T) {
 	}
 	r.Body.Close()
 }
+
+// A long text past the context is refused by its length in bytes, before
+// it is tokenized, with the same code and a bound instead of a count; a
+// short one is still counted exactly.
+func TestTextPastContextRefusedUntokenized(t *testing.T) {
+	t.Parallel()
+	s := newStack(t, stackConfig{workers: []fakemesh.WorkerConfig{{ID: "w1", Context: 64}}})
+	long := strings.Repeat("ab", quickCountBytes/2+1)
+	for _, body := range []string{
+		`{"model":"tiny","prompt":"` + long + `"}`,
+		`{"model":"tiny","messages":[{"role":"user","content":"` + long + `"}]}`,
+	} {
+		path := "/v1/completions"
+		if strings.Contains(body, "messages") {
+			path = "/v1/chat/completions"
+		}
+		resp := s.post(t, path, body)
+		var e openai.ErrorBody
+		decode(t, resp, &e)
+		if resp.StatusCode != 400 || e.Error.Code == nil || *e.Error.Code != "context_length_exceeded" || !strings.Contains(e.Error.Message, "at least") {
+			t.Fatalf("%s: %d %+v", path, resp.StatusCode, e.Error)
+		}
+	}
+	resp := s.post(t, "/v1/completions", `{"model":"tiny","prompt":"abc","max_tokens":61}`)
+	var e openai.ErrorBody
+	decode(t, resp, &e)
+	if resp.StatusCode != 400 || !strings.Contains(e.Error.Message, "4 in the prompt") {
+		t.Fatalf("exact count: %d %+v", resp.StatusCode, e.Error)
+	}
+}

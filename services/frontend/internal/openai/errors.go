@@ -103,6 +103,18 @@ func ContextTooLong(context, prompt, maxTokens int, param string) *Error {
 	return &Error{Status: http.StatusBadRequest, Type: TypeInvalidRequest, Param: param, Code: CodeContextLength, Message: msg}
 }
 
+// PromptTooLong is ContextTooLong for a text prompt refused before it was
+// tokenized: its length in tokens is known only to be at least atLeast.
+func PromptTooLong(context, atLeast, bytes, maxTokens int, param string) *Error {
+	msg := fmt.Sprintf("This model's maximum context length is %d tokens. However, your prompt of %d bytes is at least %d tokens", context, bytes, atLeast)
+	if maxTokens > 0 {
+		msg += fmt.Sprintf(", and %d more were requested for the completion. Please reduce the prompt or %s.", maxTokens, param)
+	} else {
+		msg += ", which leaves no room for a completion. Please reduce the prompt."
+	}
+	return &Error{Status: http.StatusBadRequest, Type: TypeInvalidRequest, Param: param, Code: CodeContextLength, Message: msg}
+}
+
 // Unavailable is a 503 asking the client to retry after d.
 func Unavailable(d time.Duration, format string, args ...any) *Error {
 	return &Error{Status: http.StatusServiceUnavailable, Type: TypeServer, Code: CodeServiceUnavailable, RetryAfter: d, Message: fmt.Sprintf(format, args...)}
