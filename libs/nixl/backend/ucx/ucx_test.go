@@ -3,6 +3,7 @@
 package ucx_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"os"
@@ -128,5 +129,63 @@ func TestWriteRejectedByTarget(t *testing.T) {
 	}
 	if got := target.GetNotifs(); len(got) != 2 {
 		t.Errorf("notifications: got %d, want 2 (rejected writes notify nothing)", len(got))
+	}
+}
+
+// TestManyWritesInFlight posts more WRITEs at once than the backend keeps
+// free C slots for (maxFreeSlots), each to its own place, three rounds
+// with new bytes each: every WRITE lands with its own bytes while the
+// backend takes slots from its free list, mallocs the rest, and frees the
+// surplus as they finish.
+func TestManyWritesInFlight(t *testing.T) {
+	const n, size = 600, 256
+	node := func(name string) (*nixl.Agent, nixl.RegionID, []byte) {
+		a, err := nixl.NewAgent(nixl.Config{Name: name, Backends: []nixl.BackendFactory{ucx.New(ucx.Config{})}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ar, err := arena.Map(n * size)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = a.Close(); _ = ar.Close() })
+		id, err := a.RegisterMemory(ar.Bytes())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a, id, ar.Bytes()[:n*size]
+	}
+	init, lid, src := node("init")
+	target, rid, dst := node("target")
+	blob, err := target.Metadata()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := init.LoadRemoteMetadata(blob); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	xs := make([]*nixl.Xfer, n)
+	for round := range 3 {
+		for i := range src {
+			src[i] = byte(i*7 + i/size + round*31)
+		}
+		for i := range xs {
+			d := nixl.Desc{Offset: uint64(i * size), Len: size}
+			local, remote := d, d
+			local.Region, remote.Region = lid, rid
+			if xs[i], err = init.Post(nixl.XferRequest{Op: nixl.Write, Peer: "target", Local: []nixl.Desc{local}, Remote: []nixl.Desc{remote}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for i, x := range xs {
+			if err := x.Wait(ctx); err != nil {
+				t.Fatalf("round %d, write %d: %v", round, i, err)
+			}
+		}
+		if !bytes.Equal(dst, src) {
+			t.Fatalf("round %d: target bytes differ from the source", round)
+		}
 	}
 }
