@@ -184,9 +184,14 @@ func tokenIDs(data []byte) (ids []int64, rest []byte, ok bool) {
 	if i < len(data) && data[i] == ']' {
 		return []int64{}, data[i+1:], true
 	}
-	// Every number but the last is followed by a comma: size the slice
-	// once (commas after the array only make it larger than needed).
-	ids = make([]int64, 0, bytes.Count(data[i:], []byte{','})+1)
+	// A flat array of integers ends at the first ']': size the slice once
+	// by its commas (not the whole body's, which a long string elsewhere
+	// could fill with commas to make this allocate 8 bytes for each).
+	end := bytes.IndexByte(data[i:], ']')
+	if end < 0 {
+		return nil, nil, false
+	}
+	ids = make([]int64, 0, bytes.Count(data[i:i+end], []byte{','})+1)
 	for {
 		v, j, ok := jsonInt(data, i)
 		if !ok {

@@ -187,3 +187,13 @@ func TestSplitTokenPrompt(t *testing.T) {
 		}
 	}
 }
+
+// tokenIDs sizes its slice by the array's own commas, not by commas later
+// in the body (a long string of them must not make it allocate more).
+func TestTokenIDsCapacity(t *testing.T) {
+	t.Parallel()
+	ids, _, ok := tokenIDs([]byte(`[1, 2, 3], "x":"` + strings.Repeat(",", 1<<16) + `"`))
+	if !ok || len(ids) != 3 || cap(ids) != 3 {
+		t.Fatalf("ids %v ok %v cap %d; want 3 ids, capacity 3", ids, ok, cap(ids))
+	}
+}
