@@ -66,30 +66,34 @@ func TestContractSharedMemory(t *testing.T) {
 	nixltest.Run(t, shm, nixltest.Caps{Backend: ucx.Name, NoPeerFailure: true})
 }
 
+// agentWithArena starts a ucx agent named name with an arena of at least
+// size bytes registered; both close with the test.
+func agentWithArena(t *testing.T, name string, size int) (*nixl.Agent, nixl.RegionID, []byte) {
+	t.Helper()
+	a, err := nixl.NewAgent(nixl.Config{Name: name, Backends: []nixl.BackendFactory{ucx.New(ucx.Config{})}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ar, err := arena.Map(size)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = a.Close(); _ = ar.Close() })
+	id, err := a.RegisterMemory(ar.Bytes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a, id, ar.Bytes()
+}
+
 // TestWriteRejectedByTarget: a tagged WRITE is checked against the
 // target's registrations (the initiator here trusts lying metadata); the
 // rejected data, eager or rendezvous sized, is drained and the connection
 // keeps working. OneSidedWrite keeps put semantics (not checked remotely).
 func TestWriteRejectedByTarget(t *testing.T) {
 	const size = 4 << 20
-	node := func(name string) (*nixl.Agent, nixl.RegionID) {
-		a, err := nixl.NewAgent(nixl.Config{Name: name, Backends: []nixl.BackendFactory{ucx.New(ucx.Config{})}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ar, err := arena.Map(size)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = a.Close(); _ = ar.Close() })
-		id, err := a.RegisterMemory(ar.Bytes())
-		if err != nil {
-			t.Fatal(err)
-		}
-		return a, id
-	}
-	init, lid := node("init")
-	target, rid := node("target")
+	init, lid, _ := agentWithArena(t, "init", size)
+	target, rid, _ := agentWithArena(t, "target", size)
 	blob, err := target.Metadata()
 	if err != nil {
 		t.Fatal(err)
@@ -139,24 +143,9 @@ func TestWriteRejectedByTarget(t *testing.T) {
 // surplus as they finish.
 func TestManyWritesInFlight(t *testing.T) {
 	const n, size = 600, 256
-	node := func(name string) (*nixl.Agent, nixl.RegionID, []byte) {
-		a, err := nixl.NewAgent(nixl.Config{Name: name, Backends: []nixl.BackendFactory{ucx.New(ucx.Config{})}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ar, err := arena.Map(n * size)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = a.Close(); _ = ar.Close() })
-		id, err := a.RegisterMemory(ar.Bytes())
-		if err != nil {
-			t.Fatal(err)
-		}
-		return a, id, ar.Bytes()[:n*size]
-	}
-	init, lid, src := node("init")
-	target, rid, dst := node("target")
+	init, lid, src := agentWithArena(t, "init", n*size)
+	target, rid, dst := agentWithArena(t, "target", n*size)
+	src, dst = src[:n*size], dst[:n*size]
 	blob, err := target.Metadata()
 	if err != nil {
 		t.Fatal(err)
