@@ -197,3 +197,25 @@ func TestTokenIDsCapacity(t *testing.T) {
 		t.Fatalf("ids %v ok %v cap %d; want 3 ids, capacity 3", ids, ok, cap(ids))
 	}
 }
+
+// A token-id completion decodes without a per-id allocation: the split
+// took it (encoding/json made one RawMessage per id, ~10,000 here).
+func TestDecodeCompletionTokenIDsAllocs(t *testing.T) {
+	var sb strings.Builder
+	sb.WriteString(`{"model":"m","max_tokens":2,"prompt":[`)
+	for i := range 10_000 {
+		if i > 0 {
+			sb.WriteString(",")
+		}
+		sb.WriteString(strconv.Itoa(i % 32000))
+	}
+	sb.WriteString("]}")
+	body := []byte(sb.String())
+	if n := testing.AllocsPerRun(5, func() {
+		if _, _, err := DecodeCompletion(body); err != nil {
+			t.Fatal(err)
+		}
+	}); n > 100 {
+		t.Fatalf("%.0f allocations for 10,000 ids; the token-id split was not taken", n)
+	}
+}
