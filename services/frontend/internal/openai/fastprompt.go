@@ -125,38 +125,43 @@ func stringSpan(body []byte, i int) (int, int, bool) {
 }
 
 // skipValue returns the index after the JSON value at body[i], without
-// validating it (encoding/json validates what is not the prompt).
+// validating it (encoding/json validates what is not the prompt). It looks
+// at each byte once: a string to its closing quote, an object or array to
+// its matching bracket, anything else up to the first delimiter.
 func skipValue(body []byte, i int) (int, bool) {
-	depth := 0
-	for i < len(body) {
-		switch c := body[i]; c {
-		case '"':
-			_, end, ok := stringSpan(body, i)
-			if !ok {
-				return 0, false
+	if i == len(body) {
+		return 0, false
+	}
+	switch body[i] {
+	case '"':
+		_, end, ok := stringSpan(body, i)
+		return end, ok
+	case '{', '[':
+		depth := 0
+		for i < len(body) {
+			switch body[i] {
+			case '"':
+				_, end, ok := stringSpan(body, i)
+				if !ok {
+					return 0, false
+				}
+				i = end
+				continue
+			case '{', '[':
+				depth++
+			case '}', ']':
+				if depth--; depth == 0 {
+					return i + 1, true
+				}
 			}
-			i = end
-		case '{', '[':
-			depth++
-			i++
-		case '}', ']':
-			if depth == 0 {
-				return i, true
-			}
-			depth--
-			i++
-		case ',':
-			if depth == 0 {
-				return i, true
-			}
-			i++
-		default:
 			i++
 		}
-		if depth == 0 {
-			if j := skipSpace(body, i); j < len(body) && (body[j] == ',' || body[j] == '}' || body[j] == ']') {
-				return i, true
-			}
+		return 0, false
+	}
+	for ; i < len(body); i++ {
+		switch body[i] {
+		case ',', '}', ']', ' ', '\t', '\n', '\r':
+			return i, true
 		}
 	}
 	return 0, false

@@ -139,8 +139,8 @@ func (p *Prompt) UnmarshalJSON(data []byte) error {
 		return nil
 	}
 	if len(data) == 0 || data[0] != '[' {
-		var ids []int64 // not an array: encoding/json names the type error
-		return json.Unmarshal(data, &ids)
+		var raw []json.RawMessage // not an array: encoding/json's type error, as before
+		return json.Unmarshal(data, &raw)
 	}
 	first := bytes.TrimLeft(data[1:], " \t\r\n")
 	switch {

@@ -59,7 +59,7 @@ func TestPromptTokenIDs(t *testing.T) {
 		var got Prompt
 		gotErr := json.Unmarshal([]byte(in), &got)
 		want, wantErr := decodePromptSlow([]byte(in))
-		if (gotErr != nil) != (wantErr != nil) {
+		if (gotErr != nil) != (wantErr != nil) || gotErr != nil && gotErr.Error() != wantErr.Error() {
 			t.Errorf("%s: err %v, encoding/json %v", in, gotErr, wantErr)
 			continue
 		}
@@ -102,7 +102,7 @@ func FuzzPromptTokenIDs(f *testing.F) {
 		var got Prompt
 		gotErr := json.Unmarshal(data, &got)
 		want, wantErr := decodePromptSlow(data)
-		if (gotErr != nil) != (wantErr != nil) {
+		if (gotErr != nil) != (wantErr != nil) || gotErr != nil && gotErr.Error() != wantErr.Error() {
 			t.Fatalf("%q: err %v, encoding/json %v", data, gotErr, wantErr)
 		}
 		if gotErr == nil && !reflect.DeepEqual(got, want) {
@@ -217,5 +217,40 @@ func TestDecodeCompletionTokenIDsAllocs(t *testing.T) {
 		}
 	}); n > 100 {
 		t.Fatalf("%.0f allocations for 10,000 ids; the token-id split was not taken", n)
+	}
+}
+
+// skipValue stops at the first delimiter after a scalar and at the
+// matching bracket, so a long run of whitespace costs one pass (it once
+// rescanned the run from every byte: a 4 MiB body was an hour of CPU).
+func TestSkipValue(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		in   string
+		want int // -1: !ok
+	}{
+		{`1` + strings.Repeat(" ", 1<<20) + `2}`, 1},
+		{`true,`, 4},
+		{`"a\"b",`, 6},
+		{`{"x":[1,{"y":"]"}]} ,`, 19},
+		{`[[],[]]`, 7},
+		{`"open`, -1},
+		{`[1,2`, -1},
+		{`123`, -1},
+	} {
+		got, ok := skipValue([]byte(tc.in), 0)
+		if !ok {
+			got = -1
+		}
+		if got != tc.want {
+			t.Errorf("skipValue(%.20q) = %d, want %d", tc.in, got, tc.want)
+		}
+	}
+	// The body the old scan took quadratically still decodes to
+	// encoding/json's own error.
+	body := []byte(`{"a":1` + strings.Repeat(" ", 1<<20) + `2}`)
+	var fast, slow CompletionRequest
+	if fastErr, slowErr := decodeCompletionBody(body, &fast), unmarshal(body, &slow); fastErr == nil || fastErr.Error() != slowErr.Error() {
+		t.Fatalf("err %v, encoding/json %v", fastErr, slowErr)
 	}
 }
