@@ -75,17 +75,31 @@ func ParseBPE(data []byte, vocabSize int) (*BPE, error) {
 	for b := range 256 {
 		t.bytePick[b] = []byte{byte(b)}
 	}
+	// MaxPieceBytes bounds the text a token stands for only when every
+	// byte fallback has a piece of its own: an empty one (or a missing
+	// one, in a vocabulary under 259 entries) would merge with its
+	// neighbours and stand for bytes its piece does not show.
+	for id := ByteOffset; id < ByteOffset+256; id++ {
+		if int(id) >= len(t.vocab) || t.vocab[id] == "" {
+			t.longest = 0
+			break
+		}
+	}
 	return t, nil
 }
 
 // VocabSize implements Tokenizer.
 func (t *BPE) VocabSize() int { return len(t.vocab) }
 
-// MaxPieceBytes is the length of the longest piece. Every token of an
-// encoded text stands for at most that many of its bytes (a merged token's
-// piece is its two parts' pieces joined; a byte fallback "<0xXX>" stands
-// for one), so n bytes of text encode to at least n/MaxPieceBytes tokens:
-// a caller can refuse a text too long for a context without encoding it.
+// MaxPieceBytes is the length of the longest piece, or 0 when it bounds
+// nothing (a byte fallback with no piece of its own). Every token of an
+// encoded text stands for at most that many of its bytes: a merged token's
+// piece is its two parts' pieces joined, a byte fallback "<0xXX>" stands
+// for one byte, and BOS and the leading space stand for none (they may
+// merge with the text, which only makes the merged token's piece longer).
+// So n bytes of text encode to at least n/MaxPieceBytes tokens, BOS
+// included, and a caller can refuse a text too long for a context without
+// encoding it.
 func (t *BPE) MaxPieceBytes() int { return t.longest }
 
 // BOS implements Tokenizer.

@@ -40,15 +40,12 @@ func checkMerge(t *testing.T, tok *BPE, text string) {
 	}
 }
 
-// TestMergeMatchesRunC: stories260K's tokenizer, the test vocabulary, and a
-// vocabulary where every merge scores the same (ties decided by position
-// alone), over texts of many shapes.
+// TestMergeMatchesRunC: the test vocabulary, a vocabulary where every
+// merge scores the same (ties decided by position alone), and
+// stories260K's tokenizer when ../shared has it, over texts of many
+// shapes.
 func TestMergeMatchesRunC(t *testing.T) {
 	t.Parallel()
-	stories, err := LoadBPEFile(filepath.Join(testmodel.Stories(t), "tok512.bin"), 512)
-	if err != nil {
-		t.Fatal(err)
-	}
 	pieces, scores := miniVocab()
 	mini, err := ParseBPE(buildBPE(pieces, scores), len(pieces))
 	if err != nil {
@@ -59,9 +56,18 @@ func TestMergeMatchesRunC(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	readme, _ := os.ReadFile(filepath.Join(testmodel.Stories(t), "README.md"))
+	toks := []*BPE{mini, ties}
+	texts := []string{"", "a", "ab", "aaaaaaa", "abababab", " ab ab abc", "Once upon a time, there was a little girl.", "naïve 日本 🙂"}
+	if dir := testmodel.Find(testmodel.Stories260K); dir != "" {
+		stories, err := LoadBPEFile(filepath.Join(dir, "tok512.bin"), 512)
+		if err != nil {
+			t.Fatal(err)
+		}
+		toks = append(toks, stories)
+		readme, _ := os.ReadFile(filepath.Join(dir, "README.md"))
+		texts = append(texts, string(readme))
+	}
 	r := rand.New(rand.NewPCG(7, 8))
-	texts := []string{"", "a", "ab", "aaaaaaa", "abababab", " ab ab abc", "Once upon a time, there was a little girl.", "naïve 日本 🙂", string(readme)}
 	for range 50 {
 		var b strings.Builder
 		for range r.IntN(200) {
@@ -69,7 +75,7 @@ func TestMergeMatchesRunC(t *testing.T) {
 		}
 		texts = append(texts, b.String())
 	}
-	for _, tok := range []*BPE{stories, mini, ties} {
+	for _, tok := range toks {
 		for _, text := range texts {
 			checkMerge(t, tok, text)
 		}
@@ -108,19 +114,35 @@ func BenchmarkEncodeLong(b *testing.B) {
 }
 
 // TestMaxPieceBytesBound: n bytes of text never encode to fewer than
-// n/MaxPieceBytes tokens (the frontend refuses longer texts by it).
+// n/MaxPieceBytes tokens, BOS included (the frontend refuses longer texts
+// by it), also where BOS merges with the text; a vocabulary whose byte
+// fallbacks have no pieces states no bound.
 func TestMaxPieceBytesBound(t *testing.T) {
 	t.Parallel()
-	stories, err := LoadBPEFile(filepath.Join(testmodel.Stories(t), "tok512.bin"), 512)
-	if err != nil {
-		t.Fatal(err)
-	}
 	bytesTok, err := NewBytes(512)
 	if err != nil {
 		t.Fatal(err)
 	}
+	pieces, scores := miniVocab()
+	// BOS merges with the leading space and the text ("<s> ", "<s> a"),
+	// so it stands for no token of its own.
+	bosMerge, err := ParseBPE(buildBPE(append(pieces, "<s> ", "<s> a", "aa", "aaaa", "aaaaaaaa"), append(scores, 10, 9, 8, 7, 6)), len(pieces)+5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	toks := []interface {
+		Tokenizer
+		MaxPieceBytes() int
+	}{bytesTok, bosMerge}
+	if dir := testmodel.Find(testmodel.Stories260K); dir != "" {
+		stories, err := LoadBPEFile(filepath.Join(dir, "tok512.bin"), 512)
+		if err != nil {
+			t.Fatal(err)
+		}
+		toks = append(toks, stories)
+	}
 	r := rand.New(rand.NewPCG(9, 10))
-	texts := []string{"", "a", strings.Repeat("the ", 300), strings.Repeat("Once upon a time ", 50), "naïve 日本 🙂"}
+	texts := []string{"", "a", strings.Repeat("a", 16385), strings.Repeat("the ", 300), strings.Repeat("Once upon a time ", 50), "naïve 日本 🙂"}
 	for range 30 {
 		b := make([]byte, r.IntN(500))
 		for i := range b {
@@ -128,15 +150,24 @@ func TestMaxPieceBytesBound(t *testing.T) {
 		}
 		texts = append(texts, string(b))
 	}
-	for _, tok := range []interface {
-		Tokenizer
-		MaxPieceBytes() int
-	}{stories, bytesTok} {
+	for _, tok := range toks {
+		if tok.MaxPieceBytes() <= 0 {
+			t.Fatalf("%T states no bound", tok)
+		}
 		for _, text := range texts {
-			n := len(tok.Encode(text, false, false))
+			n := len(tok.Encode(text, true, false))
 			if bound := (len(text) + tok.MaxPieceBytes() - 1) / tok.MaxPieceBytes(); n < bound {
-				t.Fatalf("%T: %q encodes to %d tokens, under the bound %d", tok, text, n, bound)
+				t.Fatalf("%T: %.30q (%d bytes) encodes to %d tokens, under the bound %d", tok, text, len(text), n, bound)
 			}
 		}
+	}
+	// Byte fallbacks without pieces: a vocabulary of 3 control tokens and
+	// "x" (ids 3+ are byte tokens with no piece) states no bound.
+	small, err := ParseBPE(buildBPE([]string{"<unk>", "<s>", "</s>", "x"}, []float32{0, 0, 0, 1}), 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if small.MaxPieceBytes() != 0 {
+		t.Fatalf("a vocabulary without byte pieces states a bound of %d", small.MaxPieceBytes())
 	}
 }
