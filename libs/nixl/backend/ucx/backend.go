@@ -74,6 +74,7 @@ type Backend struct {
 	replies  map[string]*conn       // endpoints to initiators, by address
 	rbuf     unsafe.Pointer         // C buffer of slotSize: headers and notifications are received here
 	slots    []unsafe.Pointer       // free C buffers for WRITEs (getSlot)
+	cbufs    []unsafe.Pointer       // C buffers to free after the UCX worker is destroyed
 }
 
 // reg is a registered region.
@@ -200,7 +201,10 @@ func (b *Backend) release() {
 	for _, s := range b.slots {
 		C.free(s)
 	}
-	b.slots = nil
+	for _, p := range b.cbufs {
+		C.free(p)
+	}
+	b.slots, b.cbufs = nil, nil
 	C.free(b.rbuf)
 }
 

@@ -32,7 +32,7 @@ type worker struct {
 
 	mu      sync.Mutex
 	cmds    []func()
-	stopped bool
+	stopped bool // written under mu by the loop goroutine, which may read it without
 	// sleeping: the loop is (about to be) in nx_wait, so do must write
 	// to the wake pipe; otherwise the loop finds the command on its own.
 	sleeping bool

@@ -86,13 +86,26 @@ func (b *Backend) getSlot() unsafe.Pointer {
 	return C.malloc(slotSize)
 }
 
-// putSlot keeps s for reuse, or frees it beyond maxFreeSlots.
+// putSlot keeps s for reuse, or frees it beyond maxFreeSlots. While the
+// worker shuts down it only keeps it: a WRITE that UCX never finished is
+// ended before the UCX worker is destroyed, and its requests may still
+// point into the slot until then (release frees it after).
 func (b *Backend) putSlot(s unsafe.Pointer) {
-	if len(b.slots) < maxFreeSlots {
+	if len(b.slots) < maxFreeSlots || b.w.stopped {
 		b.slots = append(b.slots, s)
 		return
 	}
 	C.free(s)
+}
+
+// freeCBuf frees a malloc'd buffer a request used, or, while the worker
+// shuts down, keeps it for release (see putSlot).
+func (b *Backend) freeCBuf(p unsafe.Pointer) {
+	if b.w.stopped {
+		b.cbufs = append(b.cbufs, p)
+		return
+	}
+	C.free(p)
 }
 
 // postWrite issues a tagged WRITE (see above).
@@ -165,7 +178,7 @@ func (x *wx) finish() {
 		return
 	}
 	if x.hdrBuf != unsafe.Add(x.slot, 8) {
-		C.free(x.hdrBuf)
+		x.c.b.freeCBuf(x.hdrBuf)
 	}
 	x.c.b.putSlot(x.slot)
 	x.req.Done(x.err)
@@ -370,7 +383,7 @@ func (in *incoming) finish() {
 		release()
 	}
 	if in.scratch != nil {
-		C.free(in.scratch)
+		b.freeCBuf(in.scratch)
 	}
 	if in.code == ackOK && in.hasNtf {
 		b.env.Notify(in.from, in.notif)
