@@ -13,8 +13,9 @@ import (
 )
 
 // reportTimeout bounds each call: one Report, or against an old router
-// one single PrefillDone or Release (so a backlog of single calls does not
-// share one deadline and lose its tail).
+// one single PrefillDone or Release (a backlog of single calls does not
+// share one deadline; after one times out, the rest of its batch is
+// dropped, see dropRest).
 const reportTimeout = 2 * time.Second
 
 // maxReportIDs is the most ids one Report carries (router.proto).
@@ -112,22 +113,41 @@ func (rep *reporter) deliver(done, released []string, legacy bool) {
 		}
 		done, released = done[len(d):], released[len(r):]
 	}
-	for _, id := range done {
-		if err := withTimeout(func(ctx context.Context) error {
+	for i, id := range done {
+		err := withTimeout(func(ctx context.Context) error {
 			_, err := rep.client.PrefillDone(ctx, connect.NewRequest(&routerv1.PrefillDoneRequest{RequestId: id}))
 			return err
-		}); err != nil {
-			rep.log.Debug("prefill-done report failed", "router", rep.url, "request_id", id, "err", err)
+		})
+		if rep.dropRest(err, "prefill-done", id, len(done)-i-1+len(released)) {
+			return
 		}
 	}
-	for _, id := range released {
-		if err := withTimeout(func(ctx context.Context) error {
+	for i, id := range released {
+		err := withTimeout(func(ctx context.Context) error {
 			_, err := rep.client.Release(ctx, connect.NewRequest(&routerv1.ReleaseRequest{RequestId: id}))
 			return err
-		}); err != nil {
-			rep.log.Debug("release failed", "router", rep.url, "request_id", id, "err", err)
+		})
+		if rep.dropRest(err, "release", id, len(released)-i-1) {
+			return
 		}
 	}
+}
+
+// dropRest logs a failed single report and says whether to drop the rest
+// of the batch: after a call that timed out or found the replica
+// unavailable, the others would wait as long each (a backlog of n would
+// take n timeouts), and the router expires load it is not told about.
+func (rep *reporter) dropRest(err error, kind, id string, rest int) bool {
+	if err == nil {
+		return false
+	}
+	code := connect.CodeOf(err)
+	if rest == 0 || code != connect.CodeDeadlineExceeded && code != connect.CodeUnavailable {
+		rep.log.Debug(kind+" report failed", "router", rep.url, "request_id", id, "err", err)
+		return false
+	}
+	rep.log.Debug(kind+" report failed; dropping the rest of the batch", "router", rep.url, "request_id", id, "err", err, "dropped", rest)
+	return true
 }
 
 // withTimeout runs one report call under its own reportTimeout.

@@ -223,3 +223,26 @@ func TestReportsToOldRouter(t *testing.T) {
 		t.Fatalf("prefill-done %v, released %v, reports %d", done, rel, fr.Reports())
 	}
 }
+
+// TestReportDropRest: against an old router, a single report that timed
+// out or found the replica unavailable drops the rest of its batch (each
+// would wait as long); other failures, or the last call, do not.
+func TestReportDropRest(t *testing.T) {
+	t.Parallel()
+	rep := newReporter(nil, "http://router", slog.New(slog.DiscardHandler))
+	for _, tc := range []struct {
+		err  error
+		rest int
+		want bool
+	}{
+		{nil, 5, false},
+		{connect.NewError(connect.CodeDeadlineExceeded, errors.New("slow")), 5, true},
+		{connect.NewError(connect.CodeUnavailable, errors.New("gone")), 5, true},
+		{connect.NewError(connect.CodeUnavailable, errors.New("gone")), 0, false},
+		{connect.NewError(connect.CodeNotFound, errors.New("unknown id")), 5, false},
+	} {
+		if got := rep.dropRest(tc.err, "release", "id", tc.rest); got != tc.want {
+			t.Errorf("dropRest(%v, rest %d) = %v, want %v", tc.err, tc.rest, got, tc.want)
+		}
+	}
+}
