@@ -49,7 +49,7 @@ func (t *TextStream) Push(token uint32) (emit string, stopped bool) {
 		}
 		if at >= 0 {
 			t.pending = t.pending[:0]
-			return validUTF8(s[:at]), true
+			return ValidUTF8(s[:at]), true
 		}
 	}
 	cut := min(len(t.pending)-t.hold, ValidUTF8Prefix(t.pending))
@@ -59,7 +59,7 @@ func (t *TextStream) Push(token uint32) (emit string, stopped bool) {
 	if cut <= 0 {
 		return "", false
 	}
-	emit = validUTF8(string(t.pending[:cut]))
+	emit = ValidUTF8(string(t.pending[:cut]))
 	t.pending = append(t.pending[:0], t.pending[cut:]...)
 	return emit, false
 }
@@ -68,12 +68,12 @@ func (t *TextStream) Push(token uint32) (emit string, stopped bool) {
 func (t *TextStream) Flush() string {
 	s := string(t.pending)
 	t.pending = t.pending[:0]
-	return validUTF8(s)
+	return ValidUTF8(s)
 }
 
-// validUTF8 replaces each byte of s that is not UTF-8 with U+FFFD (not each
-// run of them, as strings.ToValidUTF8 does).
-func validUTF8(s string) string {
+// ValidUTF8 replaces each byte of s that is not UTF-8 with U+FFFD (not each
+// run of them, as strings.ToValidUTF8 does), as encoding/json writes it.
+func ValidUTF8(s string) string {
 	if utf8.ValidString(s) {
 		return s
 	}

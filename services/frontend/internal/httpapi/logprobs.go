@@ -4,6 +4,7 @@ import (
 	"math"
 	"unicode/utf8"
 
+	"switchyard.dev/libs/engine/tokenizer"
 	"switchyard.dev/services/frontend/internal/generate"
 	"switchyard.dev/services/frontend/internal/openai"
 )
@@ -96,13 +97,8 @@ func hasToken(m openai.LogprobMap, text string) bool {
 }
 
 // tokenText is b as a string, each byte that is no UTF-8 replaced by
-// U+FFFD, as encoding/json would.
-func tokenText(b []byte) string {
-	if utf8.Valid(b) {
-		return string(b)
-	}
-	return string([]rune(string(b)))
-}
+// U+FFFD, as the text of the stream is (tokenizer.ValidUTF8).
+func tokenText(b []byte) string { return tokenizer.ValidUTF8(string(b)) }
 
 // byteList is b as JSON numbers; never nil, so no bytes is [].
 func byteList(b []byte) []int {
