@@ -26,24 +26,18 @@ bin=$(mktemp -d)/ucx.test
 trap 'rm -rf "$(dirname "$bin")"' EXIT
 go test -c -tags ucx -o "$bin" ./backend/ucx
 
+# Pinning: with PIN=1 the server/target runs on CPU 1 and the client/
+# initiator on CPU 0 (see the top of this file).
+srv_cpu() { if [ "${PIN:-0}" = 1 ]; then taskset -c 1 "$@"; else "$@"; fi; }
+cli_cpu() { if [ "${PIN:-0}" = 1 ]; then taskset -c 0 "$@"; else "$@"; fi; }
+
 # perftest TLS TEST BYTES ITERATIONS -> overall MB/s
 perftest() {
 	PORT=$((PORT + 1))
-	UCX_TLS=$1 timeout 120 ucx_perftest -p "$PORT" >/dev/null 2>&1 &
+	UCX_TLS=$1 srv_cpu timeout 120 ucx_perftest -p "$PORT" >/dev/null 2>&1 &
 	local srv=$!
 	sleep 0.5
-	UCX_TLS=$1 timeout 120 ucx_perftest 127.0.0.1 -p "$PORT" -t "$2" -s "$3" -n "$4" -w "$W" 2>/dev/null |
-		awk '/^Final:/ {print $7}'
-	wait "$srv" 2>/dev/null || true
-}
-
-# pinned perftest: as perftest, server on CPU 1, client on CPU 0
-pinned_perftest() {
-	PORT=$((PORT + 1))
-	UCX_TLS=$1 taskset -c 1 timeout 120 ucx_perftest -p "$PORT" >/dev/null 2>&1 &
-	local srv=$!
-	sleep 0.5
-	UCX_TLS=$1 taskset -c 0 timeout 120 ucx_perftest 127.0.0.1 -p "$PORT" -t "$2" -s "$3" -n "$4" -w "$W" 2>/dev/null |
+	UCX_TLS=$1 cli_cpu timeout 120 ucx_perftest 127.0.0.1 -p "$PORT" -t "$2" -s "$3" -n "$4" -w "$W" 2>/dev/null |
 		awk '/^Final:/ {print $7}'
 	wait "$srv" 2>/dev/null || true
 }
@@ -52,17 +46,13 @@ pinned_perftest() {
 # buffer, nixltest.PerftestWindow transfers in flight). W is perftest's
 # warm-up count (-w), not a window: perftest keeps its default
 # outstanding-send limit (-O). BENCH UCX runs both agents in one process,
-# UCXTwoProcess puts the target in a child process, as ucx_perftest does.
+# UCXTwoProcess puts the target in a child process, as ucx_perftest does
+# (pinned with PIN=1: the child through NIXL_UCX_BENCH_TARGET_CPUS).
 ours() {
-	UCX_TLS=$1 NIXL_UCX_ONE_SIDED=$3 "$bin" -test.run '^$' -test.bench "^Benchmark$4\$/^Perftest\$/^$2\$" -test.benchtime "$BENCHTIME" |
-		awk '/^Benchmark/ {for (i = 1; i <= NF; i++) if ($i == "MB/s") print $(i-1)}'
-}
-
-# pinned_ours TLS SIZENAME: the two-process WRITE, target on CPU 1,
-# initiator on CPU 0
-pinned_ours() {
-	NIXL_UCX_BENCH_TARGET_CPUS=1 UCX_TLS=$1 taskset -c 0 "$bin" -test.run '^$' \
-		-test.bench "^BenchmarkUCXTwoProcess\$/^Perftest\$/^$2\$" -test.benchtime "$BENCHTIME" |
+	local target=
+	if [ "${PIN:-0}" = 1 ]; then target=1; fi
+	UCX_TLS=$1 NIXL_UCX_ONE_SIDED=$3 NIXL_UCX_BENCH_TARGET_CPUS=$target cli_cpu "$bin" -test.run '^$' \
+		-test.bench "^Benchmark$4\$/^Perftest\$/^$2\$" -test.benchtime "$BENCHTIME" |
 		awk '/^Benchmark/ {for (i = 1; i <= NF; i++) if ($i == "MB/s") print $(i-1)}'
 }
 pin=0
@@ -88,8 +78,8 @@ for tls in ${TLSES:-tcp sm}; do
 			ones+=("$(ours "$tls" "$size" 0 UCX)")
 			twos+=("$(ours "$tls" "$size" 0 UCXTwoProcess)")
 			if [ "$pin" = 1 ]; then
-				ptags+=("$(pinned_perftest "$tls" tag_bw "$bytes" "$n")")
-				ptwos+=("$(pinned_ours "$tls" "$size")")
+				ptags+=("$(PIN=1 perftest "$tls" tag_bw "$bytes" "$n")")
+				ptwos+=("$(PIN=1 ours "$tls" "$size" 0 UCXTwoProcess)")
 			fi
 		done
 		tag=$(median "${tags[@]}") one=$(median "${ones[@]}") two=$(median "${twos[@]}")

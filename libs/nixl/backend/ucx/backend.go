@@ -10,6 +10,7 @@ int nx_failures;
 import "C"
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"unsafe"
@@ -233,22 +234,27 @@ func (b *Backend) poll() bool {
 
 // pollNotifs receives waiting notifications.
 func (b *Backend) pollNotifs() {
+	// deliver keeps the message (Notify queues it): a copy of the buffer.
+	b.drainTagged(notifTag, ^uint64(0), func(msg []byte, _ uint64) { b.deliver(bytes.Clone(msg)) })
+}
+
+// drainTagged receives every waiting message whose tag matches tag under
+// mask and hands each to handle, in b.rbuf when it fits there (handle must
+// copy what it keeps), then frees a larger one. Messages UCX failed to
+// receive are dropped.
+func (b *Backend) drainTagged(tag, mask uint64, handle func(msg []byte, senderTag uint64)) {
 	for {
 		var buf unsafe.Pointer
 		var stag C.uint64_t
-		n := C.nx_tag_poll(b.w.w, notifTag, C.uint64_t(^uint64(0)), b.rbuf, slotSize, &buf, &stag)
+		n := C.nx_tag_poll(b.w.w, C.uint64_t(tag), C.uint64_t(mask), b.rbuf, slotSize, &buf, &stag)
 		if n == -1 {
 			return
 		}
-		var data []byte
 		if n >= 0 {
-			data = C.GoBytes(buf, C.int(n))
+			handle(unsafe.Slice((*byte)(buf), int(n)), uint64(stag))
 		}
 		if buf != b.rbuf {
 			C.free(buf)
-		}
-		if data != nil {
-			b.deliver(data)
 		}
 	}
 }

@@ -294,25 +294,14 @@ type incoming struct {
 
 // pollHeaders accepts waiting WRITE headers.
 func (b *Backend) pollHeaders() {
-	for {
-		var buf unsafe.Pointer
-		var stag C.uint64_t
-		n := C.nx_tag_poll(b.w.w, C.uint64_t(tagHdr), C.uint64_t(classMask), b.rbuf, slotSize, &buf, &stag)
-		if n == -1 {
-			return
+	// Parsed in place: accept copies what it keeps.
+	b.drainTagged(tagHdr, classMask, func(msg []byte, stag uint64) {
+		if h, err := parseHeader(msg); err != nil {
+			b.env.Logger.Warn("nixl ucx: dropping malformed write header", "len", len(msg))
+		} else {
+			b.accept(stag, h)
 		}
-		if n >= 0 {
-			// Parsed in place: accept copies what it keeps.
-			if h, err := parseHeader(unsafe.Slice((*byte)(buf), int(n))); err != nil {
-				b.env.Logger.Warn("nixl ucx: dropping malformed write header", "len", n)
-			} else {
-				b.accept(uint64(stag), h)
-			}
-		}
-		if buf != b.rbuf {
-			C.free(buf)
-		}
-	}
+	})
 }
 
 // accept posts the receives of one incoming WRITE.
