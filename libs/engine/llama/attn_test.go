@@ -157,7 +157,7 @@ func TestSIMDAttentionSelected(t *testing.T) {
 		t.Fatal(err)
 	}
 	bind(t, g, 8)
-	if g.simd || g.simdExp {
+	if g.simd || g.simdExp() {
 		t.Fatal("KernelGo must keep run.c's loops")
 	}
 	// A block size the attention kernels cannot take: attention falls
@@ -168,8 +168,8 @@ func TestSIMDAttentionSelected(t *testing.T) {
 		t.Fatal(err)
 	}
 	bindBlockSize(t, o, 64, 4)
-	if o.simd || o.simdExp != hasFMAKernel {
-		t.Fatalf("block size 4: simd = %v, simdExp = %v; want false, %v", o.simd, o.simdExp, hasFMAKernel)
+	if o.simd || o.simdExp() != hasFMAKernel {
+		t.Fatalf("block size 4: simd = %v, simdExp = %v; want false, %v", o.simd, o.simdExp(), hasFMAKernel)
 	}
 }
 

@@ -47,13 +47,15 @@ type Executor struct {
 	// (attn_amd64.s); set by Bind when the strip kernel is in use (packed)
 	// and the head size and block size allow.
 	simd bool
-	// simdExp: SwiGLU's exponentials take the AVX2+FMA expf8, whenever the
-	// strip kernel is in use: unlike attention it needs no particular head
-	// or block size, so SwiGLU is the same arithmetic at every block size.
-	simdExp bool
 
 	s scratch
 }
+
+// simdExp reports whether SwiGLU's exponentials take the AVX2+FMA expf8:
+// whenever the strip kernel is in use. Unlike attention it needs no
+// particular head or block size, so SwiGLU is the same arithmetic at
+// every block size.
+func (e *Executor) simdExp() bool { return e.packed != nil }
 
 // New returns an executor for m that decodes with tok (which must cover the
 // model's vocabulary).
@@ -75,7 +77,6 @@ func New(m *Model, tok tokenizer.Tokenizer, opts Options) (*Executor, error) {
 	e.cos, e.sin = ropeTables(m.Config)
 	if opts.Kernel == KernelSIMD && hasFMAKernel {
 		e.packed, e.clsStrips = packLayers(m)
-		e.simdExp = true
 	}
 	return e, nil
 }

@@ -422,7 +422,7 @@ func (e *Executor) softmax(x []float32) {
 // swiglu computes hb = silu(hb) * hb2 with silu(v) = v / (1 + e^-v),
 // using tmp (same length) for the exponentials.
 func (e *Executor) swiglu(hb, hb2, tmp []float32) {
-	if e.simdExp {
+	if e.simdExp() {
 		copy(tmp, hb)
 		negExpSIMD(tmp)
 	} else {
