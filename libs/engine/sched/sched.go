@@ -235,9 +235,11 @@ func (s *Scheduler) scheduleShortest(p *Plan, budget, limit int) {
 			cands = append(cands, cand{q: q, key: s.agedKey(q, left)})
 		}
 	}
-	bs := s.kv.BlockSize()
-	for _, q := range s.waiting {
-		cands = append(cands, cand{q, s.agedKey(q, len(q.Tokens)-s.orderHit(q, bs))})
+	if len(s.running) < s.cfg.MaxRunning { // else none could be admitted
+		bs := s.kv.BlockSize()
+		for _, q := range s.waiting {
+			cands = append(cands, cand{q, s.agedKey(q, len(q.Tokens)-s.orderHit(q, bs))})
+		}
 	}
 	unplanned := func(q *Seq) *Seq {
 		for i := len(s.running) - 1; i >= 0; i-- {
@@ -264,10 +266,9 @@ func (s *Scheduler) scheduleShortest(p *Plan, budget, limit int) {
 			chunk, _ := s.grow(p, q, budget, limit, unplanned)
 			budget -= chunk
 		} else if admitting = admitting && len(p.Preempted) == 0; admitting {
-			// Probe again: admissions before this one may have evicted or
-			// referenced the blocks the ordering saw.
-			matched, evictable := s.kv.Probe(q.matchableHashes(bs))
-			chunk, ok := s.admitOne(p, q, matched, evictable, budget, limit)
+			// admitOne probes again: admissions before this one may have
+			// evicted or referenced the blocks the ordering saw.
+			chunk, ok := s.admitOne(p, q, budget, limit)
 			if admitting = ok; ok {
 				s.waiting, _ = remove(s.waiting, q)
 				budget -= chunk
@@ -368,11 +369,9 @@ func (s *Scheduler) addItem(p *Plan, q *Seq, chunk int) {
 // admit moves waiting sequences to running, head first, stopping at the
 // first that does not fit (strict FCFS within a priority).
 func (s *Scheduler) admit(p *Plan, budget, limit int) {
-	bs := s.kv.BlockSize()
 	for len(s.waiting) > 0 && budget > 0 {
 		q := s.waiting[0]
-		matched, evictable := s.kv.Probe(q.matchableHashes(bs))
-		chunk, ok := s.admitOne(p, q, matched, evictable, budget, limit)
+		chunk, ok := s.admitOne(p, q, budget, limit)
 		if !ok {
 			return
 		}
@@ -381,18 +380,20 @@ func (s *Scheduler) admit(p *Plan, budget, limit int) {
 	}
 }
 
-// admitOne moves waiting q, whose first matched blocks are cached
-// (evictable of them unreferenced, as kvcache.Manager.Probe says), to
-// running with its first chunk planned, and returns the chunk. It reports
-// false, leaving q waiting, when q does not fit now (running cap, free
-// blocks, watermark). A q that cannot fit even alone is planned as Failed
-// (chunk 0, true): the caller drops it from the waiting queue either way.
-func (s *Scheduler) admitOne(p *Plan, q *Seq, matched, evictable, budget, limit int) (int, bool) {
+// admitOne moves waiting q to running with its first chunk planned, and
+// returns the chunk. It probes the prefix cache for q's leading blocks
+// (kvcache.Manager.Probe), only once the running cap leaves room. It
+// reports false, leaving q waiting, when q does not fit now (running cap,
+// free blocks, watermark). A q that cannot fit even alone is planned as
+// Failed (chunk 0, true): the caller drops it from the waiting queue
+// either way.
+func (s *Scheduler) admitOne(p *Plan, q *Seq, budget, limit int) (int, bool) {
 	if len(s.running) >= s.cfg.MaxRunning {
 		return 0, false
 	}
 	bs := s.kv.BlockSize()
 	hashes := q.matchableHashes(bs)
+	matched, evictable := s.kv.Probe(hashes)
 	hit := matched * bs
 	chunk := capChunk(len(q.Tokens)-hit, budget, limit)
 	need := ceilDiv(hit+chunk, bs) - matched
