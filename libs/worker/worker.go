@@ -91,7 +91,7 @@ func Setup(ctx context.Context, rt *service.Runtime, cfg *Config) error {
 	mi := eng.ModelInfo()
 	publish(ctx, rt, cfg, mi, inv)
 
-	go run(ctx, eng, h, drainWindow(rt.Common.DrainTimeout), log, func() {
+	go run(ctx, eng, h, drainWindow(rt.Server.DrainTimeout()), log, func() {
 		_ = unregister()
 		_ = inv.Close()
 		tr.close(log)
@@ -125,9 +125,6 @@ func run(ctx context.Context, eng *engine.Engine, h *handler.Handler, window tim
 // drainWindow leaves the server a margin after the worker's drain, so
 // generations the engine ends still reach their clients as errors.
 func drainWindow(serverDrain time.Duration) time.Duration {
-	if serverDrain <= 0 {
-		serverDrain = 10 * time.Second // the server's default
-	}
 	return serverDrain - min(serverDrain/10, time.Second)
 }
 

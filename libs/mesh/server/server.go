@@ -114,6 +114,10 @@ func New(cfg Config) (*Server, error) {
 // use (interceptors, limits, recovery).
 func (s *Server) HandlerOptions() []connect.HandlerOption { return s.opts }
 
+// DrainTimeout is how long Serve lets requests finish on shutdown, the
+// default applied (so services size their own drains by it).
+func (s *Server) DrainTimeout() time.Duration { return s.cfg.DrainTimeout }
+
 // Mount adds a Connect handler as returned by a generated New...Handler.
 func (s *Server) Mount(path string, h http.Handler) {
 	s.mux.Handle(path, h)

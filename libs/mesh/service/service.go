@@ -164,7 +164,7 @@ func run(ctx context.Context, spec Spec, env Env, common config.Common, log *slo
 	}
 	err = srv.Serve(ctx)
 	if len(rt.drained) > 0 {
-		dctx, cancel := context.WithTimeout(context.Background(), max(common.DrainTimeout, time.Second))
+		dctx, cancel := context.WithTimeout(context.Background(), max(srv.DrainTimeout(), time.Second))
 		defer cancel()
 		for _, f := range rt.drained {
 			f(dctx)
