@@ -10,6 +10,7 @@ import (
 
 	workerv1 "switchyard.dev/gen/switchyard/worker/v1"
 	"switchyard.dev/gen/switchyard/worker/v1/workerv1connect"
+	"switchyard.dev/libs/mesh/discovery"
 	"switchyard.dev/libs/radix"
 )
 
@@ -53,7 +54,7 @@ func (f *follower) run(ctx context.Context) {
 		}
 		failures++
 		backoff = min(max(2*backoff, f.in.cfg.MinBackoff), f.in.cfg.MaxBackoff)
-		if failures == 1 || failures%10 == 0 {
+		if discovery.LogRetry(failures) {
 			log.Warn("kv events: stream ended, reconnecting", "err", err, "failures", failures, "retry_in", backoff)
 		}
 		t := time.NewTimer(backoff)

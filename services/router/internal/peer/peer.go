@@ -146,7 +146,7 @@ func (p *Pusher) noteResult(id string, err error) {
 		return
 	}
 	p.failed[id]++
-	if n := p.failed[id]; n == 1 || n%10 == 0 {
+	if n := p.failed[id]; discovery.LogRetry(n) {
 		p.log.Warn("pushing load events to peer router failed; dropped", "peer", id, "err", err, "failures", n)
 	}
 }

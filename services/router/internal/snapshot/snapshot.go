@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"switchyard.dev/libs/mesh/discovery"
 )
 
 // Store keeps one blob per key.
@@ -89,7 +91,7 @@ func (s *Saver) Run(ctx context.Context) {
 		}
 		if err := s.save(ctx); err != nil && ctx.Err() == nil {
 			failures++
-			if failures == 1 || failures%10 == 0 {
+			if discovery.LogRetry(failures) {
 				s.Logger.Warn("index snapshot failed; routing continues, retrying", "key", s.Key, "err", err, "failures", failures)
 			}
 		} else if err == nil && failures > 0 {
