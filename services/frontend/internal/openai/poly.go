@@ -120,7 +120,7 @@ type Prompt struct {
 }
 
 // UnmarshalJSON implements json.Unmarshaler. Token-id prompts take a
-// direct scan (tokenIDs): they are the large ones (100k ids are ~650 KB of
+// direct scan (promptIDs, as the body's split does): they are the large ones (100k ids are ~650 KB of
 // JSON), and encoding/json spent ~50 ms of CPU on one through reflection.
 // Anything the scan does not take goes through encoding/json, which gives
 // the errors.
@@ -149,24 +149,20 @@ func (p *Prompt) UnmarshalJSON(data []byte) error {
 		return nil
 	case len(first) > 0 && first[0] == '"':
 		return json.Unmarshal(data, &p.Texts)
-	case len(first) > 0 && first[0] == '[':
-		if ids, rest, ok := tokenIDs(data[1:]); ok && isEnd(rest) {
-			p.Tokens = [][]int64{ids}
-			return nil
-		}
-		return json.Unmarshal(data, &p.Tokens)
-	default:
-		if ids, rest, ok := tokenIDs(data); ok && len(bytes.TrimSpace(rest)) == 0 {
-			p.Tokens = [][]int64{ids}
-			return nil
-		}
-		var ids []int64
-		if err := json.Unmarshal(data, &ids); err != nil {
-			return err
-		}
+	}
+	if ids, end, ok := promptIDs(data, 0); ok && end == len(data) {
 		p.Tokens = [][]int64{ids}
 		return nil
 	}
+	if len(first) > 0 && first[0] == '[' {
+		return json.Unmarshal(data, &p.Tokens)
+	}
+	var ids []int64
+	if err := json.Unmarshal(data, &ids); err != nil {
+		return err
+	}
+	p.Tokens = [][]int64{ids}
+	return nil
 }
 
 // tokenIDs scans a JSON array of integers at the start of data (after
@@ -249,13 +245,6 @@ func skipSpace(data []byte, i int) int {
 		i++
 	}
 	return i
-}
-
-// isEnd reports whether rest closes a one-element outer array: "]" and
-// whitespace only.
-func isEnd(rest []byte) bool {
-	rest = bytes.TrimSpace(rest)
-	return len(rest) == 1 && rest[0] == ']'
 }
 
 // JSONSchema describes the alternatives for the OpenAPI document.
