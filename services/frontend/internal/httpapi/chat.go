@@ -30,7 +30,7 @@ func (a *API) chat(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, err, g.Model)
 		return
 	}
-	c := call{id: newID("chatcmpl-"), created: a.cfg.Now().Unix(), model: g.Model, logprobs: g.Logprobs}
+	c := call{id: newID("chatcmpl-"), created: a.cfg.Now().Unix()}
 	a.serve(w, r, epChat, g, gen, c, chatFormat{})
 }
 

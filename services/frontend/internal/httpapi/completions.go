@@ -29,7 +29,7 @@ func (a *API) completions(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, err, g.Model)
 		return
 	}
-	c := call{id: newID("cmpl-"), created: a.cfg.Now().Unix(), model: g.Model, logprobs: g.Logprobs}
+	c := call{id: newID("cmpl-"), created: a.cfg.Now().Unix()}
 	a.serve(w, r, epCompletions, g, gen, c, &completionFormat{})
 }
 

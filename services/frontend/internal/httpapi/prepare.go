@@ -38,10 +38,7 @@ func (a *API) prepare(ctx context.Context, g openai.Generation, prompt promptFun
 		return generate.Request{}, err
 	}
 	window := int(m.Info.GetContextLength())
-	switch {
-	case len(ids) >= window:
-		return generate.Request{}, openai.ContextTooLong(window, len(ids), g.MaxTokens, g.MaxTokensParam)
-	case g.MaxTokens > 0 && len(ids)+g.MaxTokens > window:
+	if !fits(window, len(ids), g.MaxTokens) {
 		return generate.Request{}, openai.ContextTooLong(window, len(ids), g.MaxTokens, g.MaxTokensParam)
 	}
 	maxTokens := g.MaxTokens
@@ -73,11 +70,17 @@ func (a *API) prepare(ctx context.Context, g openai.Generation, prompt promptFun
 func textPrompt(text string, m *catalog.Model, g openai.Generation) ([]uint32, error) {
 	window := int(m.Info.GetContextLength())
 	if len(text) > quickCountBytes {
-		if n := m.MinTokens(text); n >= window || g.MaxTokens > 0 && n+g.MaxTokens > window {
+		if n := m.MinTokens(text); !fits(window, n, g.MaxTokens) {
 			return nil, openai.PromptTooLong(window, n, len(text), g.MaxTokens, g.MaxTokensParam)
 		}
 	}
 	return m.Encode(text), nil
+}
+
+// fits is prepare's rule: a prompt of n tokens leaves room for at least
+// one completion token, and for maxTokens of them when they are asked for.
+func fits(window, n, maxTokens int) bool {
+	return n < window && (maxTokens == 0 || n+maxTokens <= window)
 }
 
 // quickCountBytes of text encode in a few milliseconds (BenchmarkEncodeLong:

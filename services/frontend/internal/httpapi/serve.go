@@ -10,7 +10,8 @@ import (
 	"switchyard.dev/services/frontend/internal/openai"
 )
 
-// call identifies one response: every chunk repeats these.
+// call identifies one response: every chunk repeats these. The endpoint
+// sets id and created; serve fills in the rest from the request.
 type call struct {
 	id      string
 	created int64
@@ -32,6 +33,7 @@ type format interface {
 
 // serve runs a prepared generation and writes the response.
 func (a *API) serve(w http.ResponseWriter, r *http.Request, endpoint string, g openai.Generation, req generate.Request, c call, f format) {
+	c.model, c.logprobs = g.Model, g.Logprobs
 	start := time.Now()
 	ctx := r.Context()
 	if a.cfg.RequestTimeout > 0 {
