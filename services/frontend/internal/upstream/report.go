@@ -37,7 +37,10 @@ type reporter struct {
 	released []string // released ids for the next Report
 	sending  bool
 	idle     chan struct{} // closed when sending ends
-	legacy   bool          // the replica has no Report: single calls
+
+	// legacy: the replica has no Report, so single calls. Only the sender
+	// goroutine uses it; senders follow one another through mu.
+	legacy bool
 }
 
 func newReporter(client routerv1connect.RouterServiceClient, url string, log *slog.Logger) *reporter {
@@ -67,7 +70,7 @@ func (rep *reporter) add(prefillDone bool, id string) {
 func (rep *reporter) send() {
 	for {
 		rep.mu.Lock()
-		done, released, legacy := rep.done, rep.released, rep.legacy
+		done, released := rep.done, rep.released
 		rep.done, rep.released = nil, nil
 		if len(done)+len(released) == 0 {
 			rep.sending = false
@@ -76,15 +79,7 @@ func (rep *reporter) send() {
 			return
 		}
 		rep.mu.Unlock()
-		rep.deliver(done, released, legacy)
-		rep.mu.Lock() // the batch is sent: its slices can take the next one
-		if rep.done == nil {
-			rep.done = done[:0]
-		}
-		if rep.released == nil {
-			rep.released = released[:0]
-		}
-		rep.mu.Unlock()
+		rep.deliver(done, released)
 	}
 }
 
@@ -92,8 +87,8 @@ func (rep *reporter) send() {
 // maxReportIDs ids, or as single calls to a replica without Report.
 // Failures are logged, not retried: the router also expires load on its
 // own.
-func (rep *reporter) deliver(done, released []string, legacy bool) {
-	for !legacy && len(done)+len(released) > 0 {
+func (rep *reporter) deliver(done, released []string) {
+	for !rep.legacy && len(done)+len(released) > 0 {
 		d := done[:min(len(done), maxReportIDs)]
 		r := released[:min(len(released), maxReportIDs-len(d))]
 		err := withTimeout(func(ctx context.Context) error {
@@ -102,10 +97,7 @@ func (rep *reporter) deliver(done, released []string, legacy bool) {
 		})
 		if connect.CodeOf(err) == connect.CodeUnimplemented {
 			rep.log.Info("router replica has no Report; sending single reports", "router", rep.url)
-			rep.mu.Lock()
 			rep.legacy = true
-			rep.mu.Unlock()
-			legacy = true
 			break
 		}
 		if err != nil {
@@ -113,22 +105,26 @@ func (rep *reporter) deliver(done, released []string, legacy bool) {
 		}
 		done, released = done[len(d):], released[len(r):]
 	}
-	for i, id := range done {
-		err := withTimeout(func(ctx context.Context) error {
-			_, err := rep.client.PrefillDone(ctx, connect.NewRequest(&routerv1.PrefillDoneRequest{RequestId: id}))
-			return err
-		})
-		if rep.dropRest(err, "prefill-done", id, len(done)-i-1+len(released)) {
-			return
-		}
+	prefillDone := func(ctx context.Context, id string) error {
+		_, err := rep.client.PrefillDone(ctx, connect.NewRequest(&routerv1.PrefillDoneRequest{RequestId: id}))
+		return err
 	}
-	for i, id := range released {
-		err := withTimeout(func(ctx context.Context) error {
-			_, err := rep.client.Release(ctx, connect.NewRequest(&routerv1.ReleaseRequest{RequestId: id}))
-			return err
-		})
-		if rep.dropRest(err, "release", id, len(released)-i-1) {
-			return
+	release := func(ctx context.Context, id string) error {
+		_, err := rep.client.Release(ctx, connect.NewRequest(&routerv1.ReleaseRequest{RequestId: id}))
+		return err
+	}
+	rest := len(done) + len(released)
+	for _, batch := range []struct {
+		kind string
+		ids  []string
+		call func(context.Context, string) error
+	}{{"prefill-done", done, prefillDone}, {"release", released, release}} {
+		for _, id := range batch.ids {
+			rest--
+			err := withTimeout(func(ctx context.Context) error { return batch.call(ctx, id) })
+			if rep.dropRest(err, batch.kind, id, rest) {
+				return
+			}
 		}
 	}
 }
