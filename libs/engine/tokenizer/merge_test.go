@@ -130,10 +130,7 @@ func TestMaxPieceBytesBound(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	toks := []interface {
-		Tokenizer
-		MaxPieceBytes() int
-	}{bytesTok, bosMerge}
+	toks := []Tokenizer{bytesTok, bosMerge}
 	if dir := testmodel.Find(testmodel.Stories260K); dir != "" {
 		stories, err := LoadBPEFile(filepath.Join(dir, "tok512.bin"), 512)
 		if err != nil {

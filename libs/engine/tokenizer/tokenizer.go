@@ -36,6 +36,10 @@ type Tokenizer interface {
 	// BOS and EOS return the begin/end of sequence ids.
 	BOS() uint32
 	EOS() uint32
+	// MaxPieceBytes bounds the bytes of text one token stands for, so n
+	// bytes encode to at least n/MaxPieceBytes tokens; 0 when there is no
+	// such bound.
+	MaxPieceBytes() int
 }
 
 // Decode concatenates the pieces of tokens, each decoded after its

@@ -107,17 +107,15 @@ func Tokenizer(info *workerv1.GetModelInfoResponse) (tokenizer.Tokenizer, error)
 }
 
 // MinTokens is a lower bound on len(m.Encode(text)) that costs nothing to
-// compute: one token per MaxPieceBytes bytes of text, when the tokenizer
-// states its longest piece (both of ours do); 0 otherwise. BOS is not
-// counted: run.c's encode merges it like any token, so it may share one
-// with the text. A text whose bound is past the context cannot fit, and
-// need not be encoded to say so.
+// compute: one token per MaxPieceBytes bytes of text; 0 when the
+// tokenizer states no bound. BOS is not counted: run.c's encode merges it
+// like any token, so it may share one with the text. A text whose bound
+// is past the context cannot fit, and need not be encoded to say so.
 func (m *Model) MinTokens(text string) int {
-	mp, ok := m.Tok.(interface{ MaxPieceBytes() int })
-	if !ok || mp.MaxPieceBytes() <= 0 {
-		return 0
+	if n := m.Tok.MaxPieceBytes(); n > 0 {
+		return (len(text) + n - 1) / n
 	}
-	return (len(text) + mp.MaxPieceBytes() - 1) / mp.MaxPieceBytes()
+	return 0
 }
 
 // Encode tokenizes prompt text the way the model wants it: the worker's
