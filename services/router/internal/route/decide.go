@@ -215,18 +215,22 @@ func (r *Router) approximate(worker string, hashes []uint64) {
 // Release implements RouterService.Release. Releasing an unknown or
 // expired request succeeds: Release is idempotent.
 func (r *Router) Release(_ context.Context, req *connect.Request[routerv1.ReleaseRequest]) (*connect.Response[routerv1.ReleaseResponse], error) {
-	if err := r.endLoad(req.Msg.GetRequestId(), r.loads.Free, routerv1.LoadEventKind_LOAD_EVENT_KIND_FREE); err != nil {
-		return nil, err
+	id := req.Msg.GetRequestId()
+	if id == "" {
+		return nil, errEmptyID()
 	}
+	r.endLoad(id, r.loads.Free, routerv1.LoadEventKind_LOAD_EVENT_KIND_FREE)
 	return connect.NewResponse(&routerv1.ReleaseResponse{}), nil
 }
 
 // PrefillDone implements RouterService.PrefillDone: the request's prefill
 // load ends now. Unknown, expired or already reported requests succeed.
 func (r *Router) PrefillDone(_ context.Context, req *connect.Request[routerv1.PrefillDoneRequest]) (*connect.Response[routerv1.PrefillDoneResponse], error) {
-	if err := r.endLoad(req.Msg.GetRequestId(), r.loads.PrefillDone, routerv1.LoadEventKind_LOAD_EVENT_KIND_PREFILL_DONE); err != nil {
-		return nil, err
+	id := req.Msg.GetRequestId()
+	if id == "" {
+		return nil, errEmptyID()
 	}
+	r.endLoad(id, r.loads.PrefillDone, routerv1.LoadEventKind_LOAD_EVENT_KIND_PREFILL_DONE)
 	return connect.NewResponse(&routerv1.PrefillDoneResponse{}), nil
 }
 
@@ -247,24 +251,26 @@ func (r *Router) Report(_ context.Context, req *connect.Request[routerv1.ReportR
 		}
 	}
 	for _, id := range done {
-		_ = r.endLoad(id, r.loads.PrefillDone, routerv1.LoadEventKind_LOAD_EVENT_KIND_PREFILL_DONE)
+		r.endLoad(id, r.loads.PrefillDone, routerv1.LoadEventKind_LOAD_EVENT_KIND_PREFILL_DONE)
 	}
 	for _, id := range released {
-		_ = r.endLoad(id, r.loads.Free, routerv1.LoadEventKind_LOAD_EVENT_KIND_FREE)
+		r.endLoad(id, r.loads.Free, routerv1.LoadEventKind_LOAD_EVENT_KIND_FREE)
 	}
 	return connect.NewResponse(&routerv1.ReportResponse{}), nil
 }
 
+// errEmptyID refuses a load report without a request id (a new error each
+// time: a *connect.Error carries metadata a handler may add to).
+func errEmptyID() error {
+	return connect.NewError(connect.CodeInvalidArgument, errors.New("request_id is empty"))
+}
+
 // endLoad ends part of request id's predicted load with end and tells the
-// peers when it took effect. Unknown or already ended ids succeed.
-func (r *Router) endLoad(id string, end func(origin, id string) bool, kind routerv1.LoadEventKind) error {
-	if id == "" {
-		return connect.NewError(connect.CodeInvalidArgument, errors.New("request_id is empty"))
-	}
+// peers when it took effect. Unknown or already ended ids are no-ops.
+func (r *Router) endLoad(id string, end func(origin, id string) bool, kind routerv1.LoadEventKind) {
 	if end(r.cfg.Self, id) && r.cfg.Publish != nil {
 		r.cfg.Publish(&routerv1.LoadEvent{Kind: kind, RequestId: id})
 	}
-	return nil
 }
 
 // logDecision logs one decision with every candidate's overlap and cost
