@@ -159,17 +159,30 @@ func (s *Scheduler) Schedule() *Plan {
 		s.scheduleShortest(p, budget, limit)
 		return p
 	}
-	for i := 0; i < len(s.running) && budget > 0; i++ {
-		chunk, ok := s.grow(p, s.running[i], budget, limit, s.lastRunning)
-		if !ok {
-			break // preempted itself: everything after it is gone too
-		}
-		budget -= chunk
-	}
+	budget = s.growRunning(p, budget, limit, false)
 	if len(p.Preempted) == 0 {
 		s.admit(p, budget, limit)
 	}
 	return p
+}
+
+// growRunning plans the running sequences' next chunks in running order
+// (only those with one token left, the decodes, when decodesOnly) and
+// returns the budget left. A sequence short of blocks preempts from the
+// back; once one preempted itself, everything after it is gone too.
+func (s *Scheduler) growRunning(p *Plan, budget, limit int, decodesOnly bool) int {
+	for i := 0; i < len(s.running) && budget > 0; i++ {
+		q := s.running[i]
+		if decodesOnly && len(q.Tokens)-q.computed != 1 {
+			continue
+		}
+		chunk, ok := s.grow(p, q, budget, limit, s.lastRunning)
+		if !ok {
+			break
+		}
+		budget -= chunk
+	}
+	return budget
 }
 
 // grow plans running q's next chunk under budget and limit, taking blocks
@@ -218,17 +231,7 @@ func (s *Scheduler) lastRunning(*Seq) *Seq { return s.running[len(s.running)-1] 
 // anything planned, whose blocks the step is about to use), latest first,
 // else takes the chunk that the free blocks allow.
 func (s *Scheduler) scheduleShortest(p *Plan, budget, limit int) {
-	for i := 0; i < len(s.running) && budget > 0; i++ {
-		q := s.running[i]
-		if len(q.Tokens)-q.computed != 1 {
-			continue
-		}
-		chunk, ok := s.grow(p, q, budget, limit, s.lastRunning)
-		if !ok {
-			break
-		}
-		budget -= chunk
-	}
+	budget = s.growRunning(p, budget, limit, true)
 	cands := s.cands[:0]
 	for _, q := range s.running {
 		if left := len(q.Tokens) - q.computed; left > 1 && q.plannedAt != s.step {
