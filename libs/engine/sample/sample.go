@@ -100,12 +100,13 @@ func (s *Sampler) TakeLogprob() (Logprob, bool) {
 	return lp, ok
 }
 
-// record computes the Logprob of tok under logits. The log-sum-exp is
+// record computes the Logprob of tok under logits, whose largest entry is
+// at am. The log-sum-exp is
 // accumulated in float64 in a fixed order, so equal logits give equal
 // results however the step was batched. Terms below e^-100 of the largest
 // are left out: even a million of them change the sum by less than 1e-37.
-func (s *Sampler) record(logits []float32, tok uint32) {
-	maxv := float64(logits[Argmax(logits)])
+func (s *Sampler) record(logits []float32, am, tok uint32) {
+	maxv := float64(logits[am])
 	var sums [4]float64 // four chains, for the FPU's pipelines
 	i := 0
 	for ; i+4 <= len(logits); i += 4 {
@@ -165,23 +166,25 @@ func Argmax(logits []float32) uint32 {
 // Sample picks a token from logits (which it does not modify), recording
 // its Logprob when Params.Logprobs is set.
 func (s *Sampler) Sample(logits []float32) uint32 {
-	tok := s.draw(logits)
+	am := Argmax(logits) // the draw and the record both start from it
+	tok := s.draw(logits, am)
 	if s.p.Logprobs && len(logits) > 0 {
 		rec := tok
 		if s.force != nil && int(*s.force) < len(logits) {
 			rec = *s.force
 		}
-		s.record(logits, rec)
+		s.record(logits, am, rec)
 	}
 	s.force = nil
 	return tok
 }
 
-func (s *Sampler) draw(logits []float32) uint32 {
+// draw picks a token from logits, whose largest entry is at am.
+func (s *Sampler) draw(logits []float32, am uint32) uint32 {
 	if s.p.Greedy() || len(logits) == 0 {
-		return Argmax(logits)
+		return am
 	}
-	probs := s.softmax(logits)
+	probs := s.softmax(logits, logits[am])
 	idx := s.candidates(probs)
 	if k := s.p.TopK; k > 0 && k < len(idx) {
 		idx = idx[:k]
@@ -211,9 +214,8 @@ func (s *Sampler) draw(logits []float32) uint32 {
 	return uint32(idx[len(idx)-1])
 }
 
-func (s *Sampler) softmax(logits []float32) []float32 {
+func (s *Sampler) softmax(logits []float32, maxv float32) []float32 {
 	s.probs = slices.Grow(s.probs[:0], len(logits))[:len(logits)]
-	maxv := logits[Argmax(logits)]
 	var sum float32
 	for i, v := range logits {
 		e := float32(math.Exp(float64((v - maxv) / s.p.Temperature)))
