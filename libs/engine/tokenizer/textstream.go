@@ -37,7 +37,17 @@ func NewTextStream(tok Tokenizer, prev uint32, stops []string) *TextStream {
 // Push adds token's text and returns the text that can be emitted now; if
 // a stop string appeared, it returns the text before it and stopped=true.
 func (t *TextStream) Push(token uint32) (emit string, stopped bool) {
-	t.pending = append(t.pending, t.tok.Piece(t.prev, token)...)
+	return t.PushPiece(token, t.tok.Piece(t.prev, token))
+}
+
+// Prev is the token the next one follows (the last pushed, or the prev
+// the stream started with).
+func (t *TextStream) Prev() uint32 { return t.prev }
+
+// PushPiece is Push for a caller that already decoded token after Prev:
+// piece must be the tokenizer's Piece(Prev(), token).
+func (t *TextStream) PushPiece(token uint32, piece []byte) (emit string, stopped bool) {
+	t.pending = append(t.pending, piece...)
 	t.prev = token
 	if len(t.stops) > 0 {
 		s := string(t.pending)

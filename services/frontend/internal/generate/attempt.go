@@ -84,11 +84,17 @@ func (st *state) consume(msg *workerv1.GenerateResponse, emit func(Delta) error)
 		lps = make([]Logprob, 0, len(ids))
 	}
 	for i, id := range ids {
-		if wantLogprobs {
-			lps = append(lps, st.logprob(id, msg.GetLogprobs()[i]))
+		var text string
+		var stop bool
+		if wantLogprobs { // the entry and the text share one decode of the token
+			prev := st.text.Prev()
+			piece := st.req.Tokenizer.Piece(prev, id)
+			lps = append(lps, st.logprob(prev, id, piece, msg.GetLogprobs()[i]))
+			text, stop = st.text.PushPiece(id, piece)
+		} else {
+			text, stop = st.text.Push(id)
 		}
 		st.generated = append(st.generated, id)
-		text, stop := st.text.Push(id)
 		b.WriteString(text)
 		if stop {
 			stopped, ids = true, ids[:i+1]
@@ -119,14 +125,11 @@ func (st *state) consume(msg *workerv1.GenerateResponse, emit func(Delta) error)
 	return st.finish != "", nil
 }
 
-// logprob converts the worker's entry for token id, the next output token.
-func (st *state) logprob(id uint32, lp *workerv1.TokenLogprob) Logprob {
-	prev := st.req.Prompt[len(st.req.Prompt)-1]
-	if n := len(st.generated); n > 0 {
-		prev = st.generated[n-1]
-	}
+// logprob converts the worker's entry for token id, the next output token
+// after prev, which decodes to piece.
+func (st *state) logprob(prev, id uint32, piece []byte, lp *workerv1.TokenLogprob) Logprob {
 	tok := st.req.Tokenizer
-	out := Logprob{Token: TokenLogprob{ID: id, Bytes: tok.Piece(prev, id), Logprob: lp.GetLogprob()}}
+	out := Logprob{Token: TokenLogprob{ID: id, Bytes: piece, Logprob: lp.GetLogprob()}}
 	if top := lp.GetTop(); len(top) > 0 {
 		out.Top = make([]TokenLogprob, len(top))
 		for i, t := range top {

@@ -152,8 +152,11 @@ func TestLogprobBytesFollowTheText(t *testing.T) {
 		{name: "after a token", generated: []uint32{bare}, id: upon, want: []string{" upon", " Once", " upon", "\xc3"}},
 	}
 	for _, tc := range tests {
-		st.generated = tc.generated
-		lp := st.logprob(tc.id, entry)
+		prev := tokenizer.BOS
+		if n := len(tc.generated); n > 0 {
+			prev = tc.generated[n-1]
+		}
+		lp := st.logprob(prev, tc.id, tok.Piece(prev, tc.id), entry)
 		got := []string{string(lp.Token.Bytes)}
 		for _, a := range lp.Top {
 			got = append(got, string(a.Bytes))
