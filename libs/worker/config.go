@@ -123,9 +123,7 @@ func (c *Config) validateSizes() error {
 	if c.NumBlocks > 0 && c.NumBlocks < 2 {
 		return fmt.Errorf("-num-blocks=%d: need at least 2 blocks", c.NumBlocks)
 	}
-	switch c.PrefillOrder {
-	case "", sched.OrderFCFS, sched.OrderShortest:
-	default:
+	if sched.CheckOrder(c.PrefillOrder) != nil {
 		return fmt.Errorf("-prefill-order=%q: want %s or %s", c.PrefillOrder, sched.OrderFCFS, sched.OrderShortest)
 	}
 	return nil

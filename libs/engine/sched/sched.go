@@ -106,14 +106,23 @@ func New(cfg Config, kv *kvcache.Manager) (*Scheduler, error) {
 	if cfg.MaxBatchTokens <= 0 || cfg.MaxRunning <= 0 || cfg.WatermarkBlocks < 0 || cfg.LongPrefillTokens < 0 {
 		return nil, fmt.Errorf("sched: invalid config %+v", cfg)
 	}
-	switch cfg.Order {
-	case "":
+	if err := CheckOrder(cfg.Order); err != nil {
+		return nil, fmt.Errorf("sched: %w", err)
+	}
+	if cfg.Order == "" {
 		cfg.Order = OrderFCFS
-	case OrderFCFS, OrderShortest:
-	default:
-		return nil, fmt.Errorf("sched: unknown order %q (want %s or %s)", cfg.Order, OrderFCFS, OrderShortest)
 	}
 	return &Scheduler{cfg: cfg, kv: kv}, nil
+}
+
+// CheckOrder reports whether order names a prefill order ("" is
+// OrderFCFS), for callers that check a flag before building a scheduler.
+func CheckOrder(order string) error {
+	switch order {
+	case "", OrderFCFS, OrderShortest:
+		return nil
+	}
+	return fmt.Errorf("unknown prefill order %q (want %s or %s)", order, OrderFCFS, OrderShortest)
 }
 
 // Add queues a new sequence.
