@@ -89,9 +89,26 @@ func workerParam(ce *connect.Error) string {
 	return ""
 }
 
+// genError is apiError for a generation under way. A worker that refuses
+// stop.max_tokens is refusing whichever of max_tokens and
+// max_completion_tokens the client sent, and the error names that one.
+func genError(err error, g openai.Generation) *openai.Error {
+	e := apiError(err, g.Model)
+	if e.Param == workerParams["stop.max_tokens"] && g.MaxTokensParam != "" && g.MaxTokensParam != e.Param {
+		named := *e // e may be shared (errors.As): change a copy
+		named.Param = g.MaxTokensParam
+		return &named
+	}
+	return e
+}
+
 // fail answers with err, which must happen before anything was written.
 func (a *API) fail(w http.ResponseWriter, r *http.Request, err error, model string) {
-	e := apiError(err, model)
+	a.failWith(w, r, err, model, apiError(err, model))
+}
+
+// failWith answers with e, the client's view of err.
+func (a *API) failWith(w http.ResponseWriter, r *http.Request, err error, model string, e *openai.Error) {
 	if e.Status >= 500 {
 		a.cfg.Logger.Warn("request failed", "path", r.URL.Path, "model", model, "status", e.Status, "err", err)
 	}

@@ -81,6 +81,7 @@ func TestUpstreamErrors(t *testing.T) {
 		name  string
 		cfg   stackConfig
 		route *connect.Error
+		extra string // more request fields, after a comma
 		want  errCase
 	}{
 		{name: "no router", cfg: stackConfig{noRouter: true}, want: unavailable},
@@ -94,6 +95,11 @@ func TestUpstreamErrors(t *testing.T) {
 			want: errCase{status: 400, typ: openai.TypeInvalidRequest, param: "logprobs"}},
 		{name: "worker refuses max tokens", cfg: stackConfig{workers: []fakemesh.WorkerConfig{{ID: "w", GenerateErr: fieldError(t, "stop.max_tokens", "too many")}}},
 			want: errCase{status: 400, typ: openai.TypeInvalidRequest, param: "max_tokens"}},
+		// ... as the client spelled it.
+		{name: "worker refuses max completion tokens", cfg: stackConfig{workers: []fakemesh.WorkerConfig{{ID: "w", GenerateErr: fieldError(t, "stop.max_tokens", "too many")}}},
+			extra: `,"max_completion_tokens":5`, want: errCase{status: 400, typ: openai.TypeInvalidRequest, param: "max_completion_tokens"}},
+		{name: "worker refuses max tokens by name", cfg: stackConfig{workers: []fakemesh.WorkerConfig{{ID: "w", GenerateErr: fieldError(t, "stop.max_tokens", "too many")}}},
+			extra: `,"max_tokens":5`, want: errCase{status: 400, typ: openai.TypeInvalidRequest, param: "max_tokens"}},
 		{name: "worker refuses a field with no OpenAI name", cfg: stackConfig{workers: []fakemesh.WorkerConfig{{ID: "w", GenerateErr: fieldError(t, "token_ids", "prompt too long")}}},
 			want: errCase{status: 400, typ: openai.TypeInvalidRequest, noParam: true}},
 		{name: "worker keeps dying", cfg: stackConfig{workers: []fakemesh.WorkerConfig{{ID: "w", DieAfter: 0, GenerateErr: connect.NewError(connect.CodeUnavailable, errors.New("gone"))}}},
@@ -107,7 +113,7 @@ func TestUpstreamErrors(t *testing.T) {
 				s.Router.FailWith(tc.route)
 			}
 			for _, stream := range []string{`"stream":false`, `"stream":true`} {
-				checkError(t, s.post(t, "/v1/chat/completions", chatBody(stream)), tc.want)
+				checkError(t, s.post(t, "/v1/chat/completions", chatBody(stream+tc.extra)), tc.want)
 			}
 		})
 	}

@@ -46,7 +46,7 @@ func (a *API) serve(w http.ResponseWriter, r *http.Request, endpoint string, g o
 	var res generate.Result
 	var err error
 	if g.Stream {
-		res, err = a.stream(ctx, w, r, req, c, f, g.IncludeUsage, tm)
+		res, err = a.stream(ctx, w, r, req, g, c, f, tm)
 	} else {
 		var text strings.Builder
 		var lps []generate.Logprob
@@ -59,7 +59,7 @@ func (a *API) serve(w http.ResponseWriter, r *http.Request, endpoint string, g o
 		if err == nil {
 			writeJSON(w, http.StatusOK, f.whole(c, text.String(), res.Finish, lps, usage(res)))
 		} else if r.Context().Err() == nil {
-			a.fail(w, r, err, req.Model)
+			a.failWith(w, r, err, g.Model, genError(err, g))
 		}
 	}
 	if m := a.cfg.Metrics; m != nil {
@@ -75,7 +75,7 @@ func (a *API) serve(w http.ResponseWriter, r *http.Request, endpoint string, g o
 // a failure before it is still an ordinary error response. The logprob
 // entries of tokens whose text is held back go with the next chunk that
 // has text, or with the finish chunk.
-func (a *API) stream(ctx context.Context, w http.ResponseWriter, r *http.Request, req generate.Request, c call, f format, includeUsage bool, tm *timing) (generate.Result, error) {
+func (a *API) stream(ctx context.Context, w http.ResponseWriter, r *http.Request, req generate.Request, g openai.Generation, c call, f format, tm *timing) (generate.Result, error) {
 	sse := newSSE(w)
 	begin := func() error {
 		if sse.started {
@@ -104,13 +104,13 @@ func (a *API) stream(ctx context.Context, w http.ResponseWriter, r *http.Request
 	switch {
 	case err != nil && !sse.started:
 		if r.Context().Err() == nil {
-			a.fail(w, r, err, req.Model)
+			a.failWith(w, r, err, g.Model, genError(err, g))
 		}
 		return res, err
 	case err != nil:
 		if r.Context().Err() == nil {
 			a.cfg.Logger.Warn("stream failed mid-way", "request_id", c.id, "err", err)
-			_ = sse.event(apiError(err, req.Model).Body())
+			_ = sse.event(genError(err, g).Body())
 			_ = sse.done()
 		}
 		return res, err
@@ -119,7 +119,7 @@ func (a *API) stream(ctx context.Context, w http.ResponseWriter, r *http.Request
 		return res, err
 	}
 	_ = sse.event(f.finish(c, res.Finish, held))
-	if includeUsage {
+	if g.IncludeUsage {
 		_ = sse.event(f.usage(c, usage(res)))
 	}
 	return res, sse.done()
