@@ -10,7 +10,6 @@ import "C"
 
 import (
 	"bytes"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -194,87 +193,13 @@ func ackErr(code byte) error {
 	return fmt.Errorf("ucx: %w: target failed to receive", nixl.ErrRemote)
 }
 
-// appendHeader appends the header (little endian) to h: u32 len, reply
-// address; u32 first data sequence number; u32 npairs; u8 len, initiator
-// name; u8 has notif; u32 len, notif; npairs × {u32 region, u64 offset,
-// u64 length}.
+// appendHeader appends the header of a WRITE of req to h (header.go).
 func (c *conn) appendHeader(h []byte, req *nixl.Request, dseq uint32) []byte {
-	self := c.b.env.Agent
-	h = binary.LittleEndian.AppendUint32(h, uint32(len(c.b.addr)))
-	h = append(h, c.b.addr...)
-	h = binary.LittleEndian.AppendUint32(h, dseq)
-	h = binary.LittleEndian.AppendUint32(h, uint32(len(req.Pairs)))
-	h = append(h, byte(len(self)))
-	h = append(h, self...)
-	if req.Notif != nil {
-		h = append(h, 1)
-	} else {
-		h = append(h, 0)
-	}
-	h = binary.LittleEndian.AppendUint32(h, uint32(len(req.Notif)))
-	h = append(h, req.Notif...)
+	h = appendHeaderStart(h, c.b.addr, dseq, len(req.Pairs), c.b.env.Agent, req.Notif, req.Notif != nil)
 	for _, p := range req.Pairs {
-		h = binary.LittleEndian.AppendUint32(h, uint32(p.Remote.Region))
-		h = binary.LittleEndian.AppendUint64(h, p.Remote.Offset)
-		h = binary.LittleEndian.AppendUint64(h, uint64(len(p.Local)))
+		h = appendHeaderPair(h, p.Remote.Region, p.Remote.Offset, uint64(len(p.Local)))
 	}
 	return h
-}
-
-type hdrPair struct {
-	region   nixl.RegionID
-	off, len uint64
-}
-
-type header struct {
-	addr   []byte
-	dseq   uint32
-	from   string
-	notif  []byte
-	hasNtf bool
-	pairs  []hdrPair
-}
-
-var errShort = errors.New("ucx: truncated write header")
-
-func parseHeader(b []byte) (h header, err error) {
-	take := func(n int) []byte {
-		if err != nil || n > len(b) {
-			err = errShort
-			return nil
-		}
-		v := b[:n]
-		b = b[n:]
-		return v
-	}
-	u32 := func() uint32 {
-		if v := take(4); v != nil {
-			return binary.LittleEndian.Uint32(v)
-		}
-		return 0
-	}
-	h.addr = take(int(u32()))
-	h.dseq = u32()
-	n := u32()
-	if nb := take(1); nb != nil {
-		h.from = string(take(int(nb[0])))
-	}
-	if f := take(1); f != nil {
-		h.hasNtf = f[0] != 0
-	}
-	h.notif = take(int(u32()))
-	if err != nil {
-		return h, err
-	}
-	if uint64(n)*20 != uint64(len(b)) {
-		return h, errShort
-	}
-	h.pairs = make([]hdrPair, n)
-	for i := range h.pairs {
-		h.pairs[i] = hdrPair{nixl.RegionID(binary.LittleEndian.Uint32(b)), binary.LittleEndian.Uint64(b[4:]), binary.LittleEndian.Uint64(b[12:])}
-		b = b[20:]
-	}
-	return h, nil
 }
 
 // incoming is a WRITE this agent is the target of.
