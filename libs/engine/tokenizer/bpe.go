@@ -18,8 +18,8 @@ type BPE struct {
 	vocab    []string
 	scores   []float32
 	index    map[string]uint32
-	maxLen   int // the header's max_token_length
-	longest  int // the longest piece, in bytes (MaxPieceBytes)
+	widest   int // the longest piece, in bytes
+	longest  int // widest, or 0 when it bounds nothing (MaxPieceBytes)
 	bytePick [256][]byte
 }
 
@@ -50,8 +50,10 @@ func ParseBPE(data []byte, vocabSize int) (*BPE, error) {
 		vocab:  make([]string, 0, min(vocabSize, len(data)/8+1)),
 		scores: make([]float32, 0, min(vocabSize, len(data)/8+1)),
 		index:  make(map[string]uint32, min(vocabSize, len(data)/8+1)),
-		maxLen: int(int32(binary.LittleEndian.Uint32(data))),
 	}
+	// The header's max_token_length is not used: run.c sizes a buffer by
+	// it, but it comes from the file (a tokenizer a worker serves), so a
+	// wrong one must not size anything. The pieces' own lengths do.
 	off := 4
 	for i := 0; i < vocabSize; i++ {
 		if len(data)-off < 8 {
@@ -67,7 +69,7 @@ func ParseBPE(data []byte, vocabSize int) (*BPE, error) {
 		off += n
 		t.vocab = append(t.vocab, s)
 		t.scores = append(t.scores, score)
-		t.longest = max(t.longest, n)
+		t.widest = max(t.widest, n)
 		if _, dup := t.index[s]; !dup {
 			t.index[s] = uint32(i) // first wins, like bsearch over a stable sort
 		}
@@ -75,6 +77,7 @@ func ParseBPE(data []byte, vocabSize int) (*BPE, error) {
 	for b := range 256 {
 		t.bytePick[b] = []byte{byte(b)}
 	}
+	t.longest = t.widest
 	// MaxPieceBytes bounds the text a token stands for only when every
 	// byte fallback has a piece of its own: an empty one (or a missing
 	// one, in a vocabulary under 259 entries) would merge with its
@@ -219,7 +222,7 @@ func (t *BPE) merge(tokens []uint32) []uint32 {
 		next[i], prev[i] = int32(i+1), int32(i-1)
 	}
 	next[n-1] = -1
-	buf := make([]byte, 0, 2*max(t.maxLen, 1)+2)
+	buf := make([]byte, 0, 2*max(t.widest, 1)+2)
 	var h pairHeap
 	score := func(l, r int32) {
 		buf = append(append(buf[:0], t.Vocab(tokens[l])...), t.Vocab(tokens[r])...)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"math"
 	"path/filepath"
+	"runtime"
 	"testing"
 
 	"switchyard.dev/libs/engine/internal/testmodel"
@@ -170,6 +171,30 @@ func TestValidUTF8Prefix(t *testing.T) {
 		if got := ValidUTF8Prefix([]byte(tc.in)); got != tc.want {
 			t.Errorf("ValidUTF8Prefix(%q) = %d, want %d", tc.in, got, tc.want)
 		}
+	}
+}
+
+// The header's max_token_length comes from the file: a huge one must not
+// size an allocation (run.c's buffer is 2*max_token_length+3 bytes; with
+// 2^31-1 each Encode allocated 4 GiB and a fuzzing process died of it).
+func TestHeaderMaxLengthSizesNothing(t *testing.T) {
+	pieces, scores := miniVocab()
+	data := buildBPE(pieces, scores)
+	binary.LittleEndian.PutUint32(data, math.MaxInt32)
+	tok, err := ParseBPE(data, len(pieces))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := tok.Encode("ab c ab", true, false) // warm up, and the answer
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	got := tok.Encode("ab c ab", true, false)
+	runtime.ReadMemStats(&after)
+	if !equal(got, want) {
+		t.Fatalf("encode %v, then %v", want, got)
+	}
+	if n := after.TotalAlloc - before.TotalAlloc; n > 1<<20 {
+		t.Errorf("one short Encode allocated %d bytes", n)
 	}
 }
 
