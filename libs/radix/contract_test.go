@@ -180,6 +180,19 @@ func TestContract(t *testing.T) {
 			next:  map[string]uint64{"a": 11},
 		},
 		{
+			name: "reset replaces blocks and forgets the sequence",
+			steps: []step{add("a"),
+				batch("a", 0, nil, StoredEvent(dev, 1, 2, 3)),
+				{do: func(ix *Index) error { return ix.Reset("a", []Block{{7, kvtier.Device.Mask()}}) }},
+				batch("a", 1, ErrSeqGap, StoredEvent(dev, 4)),
+				apply("a", StoredEvent(dev, 8)), // the rest of the dump
+				{do: func(ix *Index) error { return ix.Reset("zz", nil) }, wantErr: ErrUnknownWorker},
+				{do: func(ix *Index) error { return ix.Reset("a", []Block{{1, 0}}) }, wantErr: ErrInvalidEvent}},
+			query: []uint64{7, 8, 1},
+			want:  depthMap{"a": {2, 2, 2, 2}},
+			next:  map[string]uint64{"a": 0},
+		},
+		{
 			name: "removed worker is forgotten",
 			steps: []step{add("a", "b"),
 				apply("a", StoredEvent(dev, 1, 2)),

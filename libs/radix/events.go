@@ -133,18 +133,32 @@ func (ix *Index) Apply(name string, events ...Event) error {
 // dump taken at sequence number seq); ApplyBatch then expects seq+1.
 // Matches see the worker's old blocks until the new ones are all in place.
 func (ix *Index) Resync(name string, seq uint64, blocks []Block) error {
+	return ix.resync("resync", name, blocks, seq+1)
+}
+
+// Reset replaces everything worker name holds with blocks, as Resync does,
+// but leaves the worker without a sequence: NextSeq is 0 again, as after
+// AddWorker. It is for the first part of a dump that is still arriving:
+// matches already see those blocks, while nothing read from the index
+// meanwhile (NextSeq, a Snapshot) claims a sequence the index does not yet
+// reflect. Resync at the dump's sequence when the dump is complete.
+func (ix *Index) Reset(name string, blocks []Block) error {
+	return ix.resync("reset", name, blocks, 0)
+}
+
+func (ix *Index) resync(op, name string, blocks []Block, next uint64) error {
 	for _, b := range blocks {
 		if !b.Tiers.Valid() {
-			return fmt.Errorf("resync %q: %w: block %#x tiers %#x", name, ErrInvalidEvent, b.Hash, b.Tiers)
+			return fmt.Errorf("%s %q: %w: block %#x tiers %#x", op, name, ErrInvalidEvent, b.Hash, b.Tiers)
 		}
 	}
 	w, err := ix.lockWorker(name)
 	if err != nil {
-		return fmt.Errorf("resync: %w", err)
+		return fmt.Errorf("%s: %w", op, err)
 	}
 	defer w.mu.Unlock()
 	ix.replace(w, blocks)
-	w.next = seq + 1
+	w.next = next
 	return nil
 }
 

@@ -85,12 +85,13 @@ func (h *Handler) isStopped() bool {
 }
 
 // sendDump sends d in chunks (at least one message, so an empty cache still
-// tells the subscriber the sequence) and returns its sequence.
+// tells the subscriber the sequence), the last marked dump_complete, and
+// returns its sequence.
 func sendDump(d kvevent.Batch, out *connect.ServerStream[workerv1.SubscribeKvEventsResponse]) (uint64, error) {
 	events := d.Events
 	for first := true; first || len(events) > 0; first = false {
 		n := min(len(events), dumpChunk)
-		msg := &workerv1.SubscribeKvEventsResponse{Sequence: d.Seq, Events: Events(events[:n]), Dump: true}
+		msg := &workerv1.SubscribeKvEventsResponse{Sequence: d.Seq, Events: Events(events[:n]), Dump: true, DumpComplete: n == len(events)}
 		if err := out.Send(msg); err != nil {
 			return 0, err
 		}

@@ -88,8 +88,8 @@ func TestSubscribeKvEvents(t *testing.T) {
 	if !st.Receive() {
 		t.Fatal(st.Err())
 	}
-	if got := st.Msg(); !got.GetDump() || got.GetSequence() != dumpSeq || len(got.GetEvents()) != len(dump.Events) || len(dump.Events) < 2 {
-		t.Fatalf("first message %v; want a dump at %d with the %d cached blocks", got, dumpSeq, len(dump.Events))
+	if got := st.Msg(); !got.GetDump() || !got.GetDumpComplete() || got.GetSequence() != dumpSeq || len(got.GetEvents()) != len(dump.Events) || len(dump.Events) < 2 {
+		t.Fatalf("first message %v; want the whole dump at %d with the %d cached blocks, marked complete", got, dumpSeq, len(dump.Events))
 	}
 	// The next batch is live: produced after subscribing.
 	errc := make(chan error, 1)

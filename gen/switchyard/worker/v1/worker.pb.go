@@ -765,7 +765,13 @@ type SubscribeKvEventsResponse struct {
 	Events   []*KvEvent `protobuf:"bytes,2,rep,name=events,proto3" json:"events,omitempty"`
 	// True for the batches of an initial dump; the dump's sequence is the
 	// last sequence it reflects.
-	Dump          bool `protobuf:"varint,3,opt,name=dump,proto3" json:"dump,omitempty"`
+	Dump bool `protobuf:"varint,3,opt,name=dump,proto3" json:"dump,omitempty"`
+	// Set on the last batch of a dump (workers from 0.4.0; older ones leave
+	// it unset, and the first live batch ends their dump). A subscriber
+	// holds the worker's state at the dump's sequence only from here on: a
+	// stream that breaks earlier left part of the cache unsent, so the next
+	// subscription must dump again.
+	DumpComplete  bool `protobuf:"varint,4,opt,name=dump_complete,json=dumpComplete,proto3" json:"dump_complete,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -817,6 +823,13 @@ func (x *SubscribeKvEventsResponse) GetEvents() []*KvEvent {
 func (x *SubscribeKvEventsResponse) GetDump() bool {
 	if x != nil {
 		return x.Dump
+	}
+	return false
+}
+
+func (x *SubscribeKvEventsResponse) GetDumpComplete() bool {
+	if x != nil {
+		return x.DumpComplete
 	}
 	return false
 }
@@ -1415,11 +1428,12 @@ const file_switchyard_worker_v1_worker_proto_rawDesc = "" +
 	"\x06stored\x18\x01 \x01(\v2$.switchyard.worker.v1.KvBlocksStoredH\x00R\x06stored\x12A\n" +
 	"\aremoved\x18\x02 \x01(\v2%.switchyard.worker.v1.KvBlocksRemovedH\x00R\aremoved\x12;\n" +
 	"\acleared\x18\x03 \x01(\v2\x1f.switchyard.worker.v1.KvClearedH\x00R\aclearedB\a\n" +
-	"\x05event\"\x82\x01\n" +
+	"\x05event\"\xa7\x01\n" +
 	"\x19SubscribeKvEventsResponse\x12\x1a\n" +
 	"\bsequence\x18\x01 \x01(\x04R\bsequence\x125\n" +
 	"\x06events\x18\x02 \x03(\v2\x1d.switchyard.worker.v1.KvEventR\x06events\x12\x12\n" +
-	"\x04dump\x18\x03 \x01(\bR\x04dump\"\x10\n" +
+	"\x04dump\x18\x03 \x01(\bR\x04dump\x12#\n" +
+	"\rdump_complete\x18\x04 \x01(\bR\fdumpComplete\"\x10\n" +
 	"\x0eGetLoadRequest\"\xeb\x01\n" +
 	"\x0fGetLoadResponse\x12)\n" +
 	"\x10running_requests\x18\x01 \x01(\rR\x0frunningRequests\x12)\n" +

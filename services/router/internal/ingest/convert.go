@@ -38,8 +38,8 @@ func appendEvents(dst []radix.Event, evs []*workerv1.KvEvent) []radix.Event {
 	return dst
 }
 
-// dumpAcc turns the first batch of a dump into the block list Resync
-// takes (the later batches are applied as events).
+// dumpAcc accumulates a dump's batches into the block list Reset and
+// Resync take.
 type dumpAcc struct {
 	masks map[uint64]kvtier.Mask
 	order []uint64

@@ -27,6 +27,14 @@ type follower struct {
 	evs      []radix.Event
 }
 
+// subscription is the state of one subscription's stream.
+type subscription struct {
+	dump    bool   // it asked for a dump
+	sawDump bool   // the dump has begun (or the cache was empty)
+	open    bool   // dump batches arrived, the dump is not complete yet
+	dumpSeq uint64 // the dump's sequence
+}
+
 // run follows until ctx ends, or the worker turns out to serve no events
 // and the ingester handles such workers otherwise.
 func (f *follower) run(ctx context.Context) {
@@ -85,44 +93,70 @@ func (f *follower) session(ctx context.Context) (bool, error) {
 		return false, err
 	}
 	defer stream.Close()
-	progressed, sawDump := false, false
+	progressed, sub := false, subscription{dump: dump}
 	for stream.Receive() {
 		msg := stream.Msg()
 		progressed = true
-		if err := f.apply(msg, dump, &sawDump); err != nil {
+		if err := f.apply(msg, &sub); err != nil {
 			return true, err
 		}
-		f.needDump = false
+		// Continuity holds from the first live batch on. A stream that
+		// ends inside a dump (or right after it, before any live batch)
+		// leaves the worker needing a dump, so the next subscription
+		// asks for one again.
+		if !sub.open {
+			f.needDump = false
+		}
 	}
 	return progressed, stream.Err()
 }
 
-// apply applies one batch of a subscription that asked for a dump when
-// dump is set.
-func (f *follower) apply(msg *workerv1.SubscribeKvEventsResponse, dump bool, sawDump *bool) error {
+// apply applies one batch of sub's stream.
+//
+// A dump arrives as batches that all carry the dump's sequence S, the last
+// marked dump_complete, then the live batches S+1, S+2, ... The index is
+// right after every dump batch: the first replaces the worker's blocks,
+// later ones add to them. But until the dump is complete the worker has no
+// sequence in the index (radix Reset): a snapshot taken mid-dump, or a
+// stream that breaks there, makes the next subscription dump again rather
+// than resume after S with part of the cache never sent. The complete dump
+// is then set at S (Resync). Workers before 0.4.0 do not mark the last
+// batch; their dump ends at the first live batch.
+func (f *follower) apply(msg *workerv1.SubscribeKvEventsResponse, sub *subscription) error {
 	ix, id, seq := f.in.cfg.Index, f.w.ID, msg.GetSequence()
 	if msg.GetDump() {
-		// The first batch of a dump replaces the worker's state; later
-		// batches of it add to that. The index is right after every batch,
-		// whether or not more dump batches follow.
-		if !*sawDump {
-			*sawDump = true
-			f.acc.reset()
-			f.acc.add(msg.GetEvents())
-			if err := ix.Resync(id, seq, f.acc.blocks()); err != nil {
-				return fmt.Errorf("ingest: %w", err)
-			}
-			return nil
+		first := !sub.sawDump
+		if !first && (!sub.open || seq != sub.dumpSeq) {
+			return fmt.Errorf("%w: dump batch at sequence %d (dump at %d, open %t)", errNeedDump, seq, sub.dumpSeq, sub.open)
 		}
-		f.evs = appendEvents(f.evs[:0], msg.GetEvents())
-		if err := ix.Apply(id, f.evs...); err != nil {
+		if first {
+			sub.sawDump, sub.open, sub.dumpSeq = true, true, seq
+			f.acc.reset()
+		}
+		f.acc.add(msg.GetEvents())
+		var err error
+		switch {
+		case msg.GetDumpComplete():
+			err = f.endDump(sub)
+		case first:
+			err = ix.Reset(id, f.acc.blocks())
+		default:
+			f.evs = appendEvents(f.evs[:0], msg.GetEvents())
+			err = ix.Apply(id, f.evs...)
+		}
+		if err != nil {
 			return fmt.Errorf("ingest: %w", err)
 		}
 		return nil
 	}
-	if dump && !*sawDump && seq > 0 {
+	switch {
+	case sub.open: // a worker before 0.4.0: its dump ended with the last batch
+		if err := f.endDump(sub); err != nil {
+			return fmt.Errorf("ingest: %w", err)
+		}
+	case sub.dump && !sub.sawDump && seq > 0:
 		// An empty cache dumps no batch: the stream starts live.
-		*sawDump = true
+		sub.sawDump = true
 		if err := ix.Resync(id, seq-1, nil); err != nil {
 			return fmt.Errorf("ingest: %w", err)
 		}
@@ -136,4 +170,12 @@ func (f *follower) apply(msg *workerv1.SubscribeKvEventsResponse, dump bool, saw
 		return fmt.Errorf("%w: %w", errNeedDump, err)
 	}
 	return fmt.Errorf("ingest: %w", err)
+}
+
+// endDump sets the whole dump in the index at its sequence.
+func (f *follower) endDump(sub *subscription) error {
+	sub.open = false
+	err := f.in.cfg.Index.Resync(f.w.ID, sub.dumpSeq, f.acc.blocks())
+	f.acc = dumpAcc{} // a large cache's dump is not kept for the next one
+	return err
 }

@@ -106,6 +106,58 @@ func TestResume(t *testing.T) {
 	}
 }
 
+// A stream that breaks inside a dump leaves the worker without a sequence,
+// so the next subscription dumps again instead of resuming after the
+// dump's sequence with the rest of the cache never sent.
+func TestDumpBreaksMidway(t *testing.T) {
+	t.Parallel()
+	w := workertest.Start(t)
+	w.DumpInChunks(2)
+	for h := range uint64(6) {
+		w.Store(h + 1)
+	}
+	w.BreakDumpAfter(1)
+	ix := radix.New()
+	in := newIngester(t, ix)
+	in.Sync(t.Context(), []Worker{{ID: "w", URL: w.URL}})
+	testenv.Eventually(t, 10*time.Second, "sync after the broken dump", inSync(ix, "w", w))
+	var dumps int
+	for _, r := range w.Requests() {
+		if !r.GetDump() {
+			t.Errorf("resumed without a dump: %v", r)
+		}
+		dumps++
+	}
+	if dumps != 2 {
+		t.Errorf("%d subscriptions, want 2 dumps: %v", dumps, w.Requests())
+	}
+	w.Store(9)
+	testenv.Eventually(t, 10*time.Second, "live sync", inSync(ix, "w", w))
+}
+
+// A worker before 0.4.0 does not mark its dump's last batch: the dump's
+// blocks match at once, and the sequence is set by the first live batch.
+func TestLegacyDump(t *testing.T) {
+	t.Parallel()
+	w := workertest.Start(t)
+	w.LegacyDump()
+	w.DumpInChunks(2)
+	for h := range uint64(5) {
+		w.Store(h + 1)
+	}
+	ix := radix.New()
+	in := newIngester(t, ix)
+	in.Sync(t.Context(), []Worker{{ID: "w", URL: w.URL}})
+	want := w.State()
+	testenv.Eventually(t, 10*time.Second, "the dump's blocks, no sequence yet", func() bool {
+		got, ok := ix.Dump()["w"]
+		return ok && got.Next == 0 && slices.Equal(got.Blocks, want.Blocks)
+	})
+	w.Store(9)
+	w.Remove(2)
+	testenv.Eventually(t, 10*time.Second, "live sync", inSync(ix, "w", w))
+}
+
 func TestWorkerLeaves(t *testing.T) {
 	t.Parallel()
 	a, b := workertest.Start(t), workertest.Start(t)

@@ -38,7 +38,9 @@ type Worker struct {
 	changed  chan struct{}
 	requests []*workerv1.SubscribeKvEventsRequest
 	noEvents bool
-	chunk    int // events per dump batch; 0: one batch
+	chunk    int  // events per dump batch; 0: one batch
+	legacy   bool // dumps without dump_complete (workers before 0.4.0)
+	breakAt  int  // > 0: the next dump's stream breaks after this many batches
 }
 
 // Start serves a fake worker on loopback until the test ends.
@@ -63,6 +65,22 @@ func (w *Worker) DumpInChunks(n int) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.chunk = n
+}
+
+// LegacyDump makes dumps leave dump_complete unset, as workers before
+// 0.4.0 do.
+func (w *Worker) LegacyDump() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.legacy = true
+}
+
+// BreakDumpAfter makes the next dump's stream fail (Unavailable) after n
+// of its batches, once.
+func (w *Worker) BreakDumpAfter(n int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.breakAt = n
 }
 
 // NoEvents makes SubscribeKvEvents answer Unimplemented.
@@ -162,8 +180,18 @@ func (w *Worker) SubscribeKvEvents(ctx context.Context, req *connect.Request[wor
 		}
 		for len(evs) > 0 || dump == nil {
 			k := min(n, len(evs))
-			dump = append(dump, &workerv1.SubscribeKvEventsResponse{Sequence: after, Dump: true, Events: evs[:k]})
+			dump = append(dump, &workerv1.SubscribeKvEventsResponse{Sequence: after, Dump: true, Events: evs[:k], DumpComplete: k == len(evs) && !w.legacy})
 			evs = evs[k:]
+		}
+		if w.breakAt > 0 && w.breakAt < len(dump) {
+			dump, w.breakAt = dump[:w.breakAt], 0
+			w.mu.Unlock()
+			for _, b := range dump {
+				if err := stream.Send(b); err != nil {
+					return err
+				}
+			}
+			return connect.NewError(connect.CodeUnavailable, fmt.Errorf("stream broken mid-dump"))
 		}
 	} else if after+1 < w.oldest {
 		w.mu.Unlock()
