@@ -11,6 +11,7 @@ import (
 	"connectrpc.com/connect"
 
 	"switchyard.dev/gen/switchyard/worker/v1/workerv1connect"
+	"switchyard.dev/libs/kvevents"
 	"switchyard.dev/libs/radix"
 )
 
@@ -45,6 +46,9 @@ type Ingester struct {
 	running map[string]*running
 	static  map[string]bool // never removed by Sync (ZeroMQ workers)
 	wg      sync.WaitGroup
+
+	// subscribe follows a ZeroMQ worker (kvevents.Subscribe; tests fake it).
+	subscribe func(context.Context, kvevents.Config, kvevents.Handler) error
 }
 
 type running struct {
@@ -67,7 +71,7 @@ func New(cfg Config) *Ingester {
 	if cfg.MaxBackoff <= 0 {
 		cfg.MaxBackoff = 5 * time.Second
 	}
-	return &Ingester{cfg: cfg, running: map[string]*running{}, static: map[string]bool{}}
+	return &Ingester{cfg: cfg, running: map[string]*running{}, static: map[string]bool{}, subscribe: kvevents.Subscribe}
 }
 
 // Sync makes the followed workers exactly workers (plus static ones):

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"switchyard.dev/libs/kvevents"
+	"switchyard.dev/libs/mesh/discovery"
 	"switchyard.dev/libs/radix"
 )
 
@@ -48,19 +50,40 @@ func (in *Ingester) FollowVLLM(ctx context.Context, w VLLMWorker) {
 	in.static[w.ID] = true
 	in.addWorker(w.ID)
 	in.mu.Unlock()
-	cfg := kvevents.Config{Endpoint: w.Endpoint, ReplayEndpoint: w.Replay, Topic: w.Topic, Logger: in.cfg.Logger.With("worker", w.ID)}
-	if next, err := in.cfg.Index.NextSeq(w.ID); err == nil && next > 0 {
-		cfg.Resume, cfg.ResumeFrom = true, next
-	}
 	in.wg.Add(1)
 	go func() {
 		defer in.wg.Done()
 		h := &vllmHandler{ix: in.cfg.Index, id: w.ID}
-		for ctx.Err() == nil {
-			err := kvevents.Subscribe(ctx, cfg, h)
-			if ctx.Err() == nil {
-				in.cfg.Logger.Warn("vllm kv events stopped, restarting", "worker", w.ID, "err", err)
-				cfg.Resume = false
+		var backoff time.Duration
+		for failures := 1; ctx.Err() == nil; failures++ {
+			// Every (re)start resumes after what the index holds (a restored
+			// snapshot's sequence at first), so the subscriber knows the
+			// sequence it expects and reports an engine that restarted
+			// meanwhile (its numbers start again) as a gap.
+			cfg := kvevents.Config{Endpoint: w.Endpoint, ReplayEndpoint: w.Replay, Topic: w.Topic, Logger: in.cfg.Logger.With("worker", w.ID)}
+			if next, err := in.cfg.Index.NextSeq(w.ID); err == nil && next > 0 {
+				cfg.Resume, cfg.ResumeFrom = true, next
+			}
+			start := time.Now()
+			err := in.subscribe(ctx, cfg, h)
+			if ctx.Err() != nil {
+				return
+			}
+			// A subscription that fails at once (a handshake refused by
+			// something that is not the engine) is retried with backoff.
+			if time.Since(start) > in.cfg.MaxBackoff {
+				backoff, failures = 0, 1
+			}
+			backoff = min(max(2*backoff, in.cfg.MinBackoff), in.cfg.MaxBackoff)
+			if discovery.LogRetry(failures) {
+				in.cfg.Logger.Warn("vllm kv events stopped, restarting", "worker", w.ID, "err", err, "failures", failures, "retry_in", backoff)
+			}
+			t := time.NewTimer(backoff)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return
+			case <-t.C:
 			}
 		}
 	}()
@@ -92,8 +115,8 @@ func (h *vllmHandler) HandleBatch(seq uint64, b *kvevents.Batch) error {
 	case errors.Is(err, radix.ErrSeqGap):
 		// First batch after start (nothing to resume) or a gap: start over
 		// from an empty cache at this sequence.
-		if err := h.ix.Resync(h.id, seq-1, nil); err != nil {
-			return fmt.Errorf("ingest: %w", err)
+		if err := h.startAt(seq); err != nil {
+			return err
 		}
 		return h.ix.ApplyBatch(h.id, seq, h.evs)
 	case errors.Is(err, radix.ErrSeqStale):
@@ -103,6 +126,21 @@ func (h *vllmHandler) HandleBatch(seq uint64, b *kvevents.Batch) error {
 }
 
 func (h *vllmHandler) HandleGap(g kvevents.Gap) error {
-	// Batches [From, To) are lost: forget the worker's blocks and expect To.
-	return h.ix.Resync(h.id, g.To-1, nil)
+	// Batches [From, To) are lost (or, with Restart, the engine started
+	// over at To): forget the worker's blocks and expect To.
+	return h.startAt(g.To)
+}
+
+// startAt empties the worker's entry and expects batch seq next.
+func (h *vllmHandler) startAt(seq uint64) error {
+	var err error
+	if seq == 0 {
+		err = h.ix.Reset(h.id, nil) // expects 0, as a new worker does
+	} else {
+		err = h.ix.Resync(h.id, seq-1, nil)
+	}
+	if err != nil {
+		return fmt.Errorf("ingest: %w", err)
+	}
+	return nil
 }
