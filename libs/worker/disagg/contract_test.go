@@ -23,6 +23,66 @@ func runContract(t *testing.T, backend func(testing.TB) nixl.BackendFactory) {
 	t.Run("fallback", func(t *testing.T) { t.Parallel(); testFallback(t, backend) })
 	t.Run("late writer", func(t *testing.T) { t.Parallel(); testLateWriter(t, backend) })
 	t.Run("logprobs", func(t *testing.T) { t.Parallel(); testLogprobs(t, backend) })
+	t.Run("full pool", func(t *testing.T) { t.Parallel(); testFullPool(t, backend) })
+}
+
+// testFullPool: two requests whose imports take every free block of the
+// decode pool, each then needing one more block for its tail, are both
+// served, with the aggregated outputs. (Holding the imported blocks until
+// the first output starved admission for good: nothing ran, so nothing
+// was ever released.)
+func testFullPool(t *testing.T, backend func(testing.TB) nixl.BackendFactory) {
+	s := newStack(t, stackOpts{backend: backend, threshold: 8, decBlocks: 40})
+	var rs []engine.Request
+	var hs []prep
+	for i, p := range prompts(2, 1, 9) {
+		p = append(p, prompts(1, 1, uint64(10+i))[0]...)
+		for len(p) < 81 { // 20 full blocks of 4 tokens, then the last token
+			p = append(p, uint32(3+(len(p)*7+i*11)%(shape.VocabSize-3)))
+		}
+		r := engine.Request{ID: "r", Prompt: p, Stop: engine.StopParams{MaxTokens: 4, IgnoreEOS: true}}
+		hs = append(hs, hooks(s.decoder.Prepare(t.Context(), &r, "prefill")))
+		rs = append(rs, r)
+	}
+	if got := s.obs.count(PathRemote) + s.obs.count(PathFallback); got != 0 {
+		t.Fatalf("%d TTFT records before any output", got)
+	}
+	if free := s.dec.Metrics().KVTotalBlocks - s.dec.Metrics().KVUsedBlocks; free != 0 {
+		t.Fatalf("%d blocks free after both imports; the test wants none", free)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	streams := make([]*engine.Stream, len(rs))
+	for i, r := range rs {
+		st, err := s.dec.Submit(ctx, r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		hs[i].submitted()
+		streams[i] = st
+	}
+	for i, st := range streams {
+		var got []uint32
+		for n := 0; ; n++ {
+			o, err := st.Recv(ctx)
+			if err != nil {
+				t.Fatalf("request %d: %v (never admitted?)", i, err)
+			}
+			if n == 0 {
+				hs[i].first(&o)
+			}
+			got = append(got, o.TokenIDs...)
+			if o.Finish != "" {
+				break
+			}
+		}
+		if want := collect(t, s.ref, rs[i], prep{}); !slices.Equal(got, want) {
+			t.Errorf("request %d: %v, aggregated %v", i, got, want)
+		}
+	}
+	if n := s.obs.count(PathRemote); n != 2 {
+		t.Errorf("%d remote prefills, want 2", n)
+	}
 }
 
 // testLogprobs: a remotely prefilled request's logprobs, the first token's
@@ -39,9 +99,8 @@ func testLogprobs(t *testing.T, backend func(testing.TB) nixl.BackendFactory) {
 	}})
 	for i, p := range prompts(12, 200, 7) {
 		r := engine.Request{ID: "r", Prompt: p, Sampling: sample.Params{Logprobs: true, TopLogprobs: 2}, Stop: engine.StopParams{MaxTokens: 6, IgnoreEOS: true}}
-		wantToks, want := collectLogprobs(t, s.ref, r, nil)
-		first := s.decoder.Prepare(t.Context(), &r, "prefill")
-		gotToks, got := collectLogprobs(t, s.dec, r, first)
+		wantToks, want := collectLogprobs(t, s.ref, r, prep{})
+		gotToks, got := collectLogprobs(t, s.dec, r, hooks(s.decoder.Prepare(t.Context(), &r, "prefill")))
 		if !slices.Equal(gotToks, wantToks) || !reflect.DeepEqual(got, want) || len(got) != len(gotToks) {
 			t.Errorf("prompt %d (%d tokens): disaggregated %v %+v, aggregated %v %+v", i, len(p), gotToks, got, wantToks, want)
 		}
@@ -72,7 +131,7 @@ func testLateWriter(t *testing.T, backend func(testing.TB) nixl.BackendFactory) 
 	p := prompts(1, 200, 11)[0]
 	p = append(p, prompts(1, 100, 12)[0]...)
 	r := engine.Request{Prompt: p, Stop: engine.StopParams{MaxTokens: 6, IgnoreEOS: true}}
-	want := collect(t, s.ref, r, nil)
+	want := collect(t, s.ref, r, prep{})
 	if got := s.generate(t, r); !slices.Equal(got, want) {
 		t.Errorf("after the prefill worker was given up on: %v, want %v", got, want)
 	}
@@ -126,7 +185,7 @@ func testExact(t *testing.T, backend func(testing.TB) nixl.BackendFactory) {
 			sem <- struct{}{}
 			defer func() { <-sem }()
 			r := engine.Request{ID: "r", Prompt: p, Stop: engine.StopParams{MaxTokens: 8, IgnoreEOS: true}}
-			want := collect(t, s.ref, r, nil)
+			want := collect(t, s.ref, r, prep{})
 			got := s.generate(t, r)
 			if !slices.Equal(got, want) {
 				t.Errorf("prompt %d (%d tokens): disaggregated %v, aggregated %v", i, len(p), got, want)
@@ -183,7 +242,7 @@ func testFallback(t *testing.T, backend func(testing.TB) nixl.BackendFactory) {
 					p = append(p, make([]uint32, 40)...)
 				}
 				r := engine.Request{Prompt: p, Stop: engine.StopParams{MaxTokens: 6, IgnoreEOS: true}}
-				want := collect(t, s.ref, r, nil)
+				want := collect(t, s.ref, r, prep{})
 				if got := s.generate(t, r); !slices.Equal(got, want) {
 					t.Errorf("prompt %d: after fallback %v, want %v", i, got, want)
 				}

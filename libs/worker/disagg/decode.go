@@ -108,10 +108,20 @@ func NewDecoder(cfg DecodeConfig) *Decoder {
 
 // Prepare runs before r is submitted. When the prompt should be and could
 // be prefilled by prefillWorker, the KV of its full blocks is imported and
-// r.FirstToken set; otherwise r is left alone. The returned func must be
-// called exactly once, with the request's first output or nil when it
-// ended without one: it drops the pins and records the TTFT phases.
-func (d *Decoder) Prepare(ctx context.Context, r *engine.Request, prefillWorker string) func(first *engine.Output) {
+// r.FirstToken set; otherwise r is left alone. Call submitted once the
+// engine has taken r: it drops the references that kept the imported (or
+// pinned) blocks from eviction. Call first exactly once, with the
+// request's first output or nil when it ended without one (or was never
+// submitted): it drops those references if submitted did not, and records
+// the TTFT phases.
+//
+// The references go at submission, not at the first output: a request
+// waiting for its tail block must not hold its prefix out of reach. Two
+// imports that took every free block, each waiting for one more, would
+// otherwise never be admitted. Waiting, the blocks are cached and the most
+// recently used, so only a full pool evicts them, and then the request
+// recomputes what it lost, with the same result.
+func (d *Decoder) Prepare(ctx context.Context, r *engine.Request, prefillWorker string) (submitted func(), first func(*engine.Output)) {
 	p := &prepared{d: d, ctx: ctx, path: PathLocal, start: time.Now()}
 	ctx, p.span = d.cfg.Tracer.Start(ctx, "disagg.prepare", trace.WithAttributes(
 		attribute.Int("prompt_tokens", len(r.Prompt)), attribute.String("prefill_worker", prefillWorker)))
@@ -126,7 +136,7 @@ func (d *Decoder) Prepare(ctx context.Context, r *engine.Request, prefillWorker 
 	p.span.SetAttributes(attribute.String("mode", p.path))
 	p.span.End()
 	p.submitted = time.Now()
-	return p.first
+	return p.release, p.first
 }
 
 type prepared struct {
@@ -138,13 +148,19 @@ type prepared struct {
 	submitted time.Time
 	resp      *workerv1.RemotePrefillResponse
 	rpc       time.Duration // the RemotePrefill call
-	held      []int         // held (pinned or imported) until the first output
+	held      []int         // held (pinned or imported) until submitted
+	released  sync.Once
 	once      sync.Once
+}
+
+// release drops the references on the held blocks (once).
+func (p *prepared) release() {
+	p.released.Do(func() { p.d.cfg.Engine.ReleaseBlocks(p.held) })
 }
 
 func (p *prepared) first(o *engine.Output) {
 	p.once.Do(func() {
-		p.d.cfg.Engine.ReleaseBlocks(p.held)
+		p.release()
 		if o == nil || p.d.cfg.Observer == nil {
 			return
 		}
@@ -216,7 +232,7 @@ func (p *prepared) remote(ctx context.Context, r *engine.Request, worker string)
 		return fmt.Errorf("committing the import: %w", err)
 	}
 	// The import's references carried through the commit: the blocks stay
-	// out of eviction's reach until the sequence holds them (first output).
+	// out of eviction's reach until the request is submitted (Prepare).
 	p.held = append(held, committed...)
 	p.path, p.resp = PathRemote, resp
 	first := resp.GetFirstTokenId()

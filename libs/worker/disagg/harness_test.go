@@ -1,6 +1,7 @@
 package disagg
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"math/rand/v2"
@@ -24,12 +25,17 @@ var shape = llama.Config{Dim: 32, HiddenDim: 64, NLayers: 2, NHeads: 4, NKVHeads
 // newEngine starts an engine that prefills in chunks of 32 tokens, so a
 // long prompt commits blocks over several steps (streamed writes).
 func newEngine(t testing.TB, c llama.Config, batchTokens int) *engine.Engine {
+	return newEngineBlocks(t, c, batchTokens, 1024)
+}
+
+// newEngineBlocks is newEngine with a KV pool of numBlocks blocks.
+func newEngineBlocks(t testing.TB, c llama.Config, batchTokens, numBlocks int) *engine.Engine {
 	t.Helper()
 	exec, err := llama.NewTinyRandom(c, 3, llama.Options{Threads: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, err := engine.New(engine.Config{BlockSize: 4, NumBlocks: 1024, MaxBatchTokens: batchTokens}, exec, nil)
+	e, err := engine.New(engine.Config{BlockSize: 4, NumBlocks: numBlocks, MaxBatchTokens: batchTokens}, exec, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,10 +81,11 @@ type stackOpts struct {
 	timeout   time.Duration
 	wrap      func(Prefiller) Prefiller
 	engine    func(DecodeEngine) DecodeEngine // wraps the decode engine
+	decBlocks int                             // the decode engine's KV pool (default 1024)
 }
 
 func newStack(t testing.TB, o stackOpts) *stack {
-	s := &stack{dec: newEngine(t, shape, 32), pre: newEngine(t, shape, 32), ref: newEngine(t, shape, 32), obs: &recorder{}}
+	s := &stack{dec: newEngineBlocks(t, shape, 32, cmp.Or(o.decBlocks, 1024)), pre: newEngine(t, shape, 32), ref: newEngine(t, shape, 32), obs: &recorder{}}
 	da, _ := newAgent(t, t.Name()+"-decode", o.backend(t), s.dec.KV().Arena)
 	pa, pr := newAgent(t, t.Name()+"-prefill", o.backend(t), s.pre.KV().Arena)
 	s.preAgent = pa
@@ -132,25 +139,36 @@ func (r *recorder) count(path string) int {
 // generate serves r on the decode engine the way the worker handler does.
 func (s *stack) generate(t testing.TB, r engine.Request) []uint32 {
 	t.Helper()
-	first := s.decoder.Prepare(t.Context(), &r, "prefill")
-	return collect(t, s.dec, r, first)
+	return collect(t, s.dec, r, hooks(s.decoder.Prepare(t.Context(), &r, "prefill")))
 }
 
-func collect(t testing.TB, e *engine.Engine, r engine.Request, first func(*engine.Output)) []uint32 {
+// prep is what Prepare returned for a request (zero: served without it).
+type prep struct {
+	submitted func()
+	first     func(*engine.Output)
+}
+
+func hooks(submitted func(), first func(*engine.Output)) prep { return prep{submitted, first} }
+
+func collect(t testing.TB, e *engine.Engine, r engine.Request, h prep) []uint32 {
 	t.Helper()
-	toks, _ := collectLogprobs(t, e, r, first)
+	toks, _ := collectLogprobs(t, e, r, h)
 	return toks
 }
 
 // collectLogprobs is collect that also returns the outputs' logprobs.
-func collectLogprobs(t testing.TB, e *engine.Engine, r engine.Request, first func(*engine.Output)) ([]uint32, []sample.Logprob) {
+func collectLogprobs(t testing.TB, e *engine.Engine, r engine.Request, h prep) ([]uint32, []sample.Logprob) {
 	t.Helper()
+	first := h.first
 	st, err := e.Submit(t.Context(), r)
 	if err != nil {
 		if first != nil {
 			first(nil)
 		}
 		t.Fatal(err)
+	}
+	if h.submitted != nil {
+		h.submitted()
 	}
 	var toks []uint32
 	var lps []sample.Logprob

@@ -26,15 +26,16 @@ func (h *Handler) Generate(ctx context.Context, req *connect.Request[workerv1.Ge
 	}
 	defer h.end()
 	r := EngineRequest(req.Msg)
-	first := func(*engine.Output) {}
+	submitted, first := func() {}, func(*engine.Output) {}
 	if h.dis != nil {
-		first = h.dis.Prepare(ctx, &r, req.Msg.GetPrefillWorker())
+		submitted, first = h.dis.Prepare(ctx, &r, req.Msg.GetPrefillWorker())
 	}
 	st, err := h.eng.Submit(ctx, r)
 	if err != nil {
 		first(nil)
 		return wire.SubmitError(ctx, err)
 	}
+	submitted()
 	return h.relay(ctx, st, len(r.Prompt), first, out)
 }
 

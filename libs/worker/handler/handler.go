@@ -64,10 +64,11 @@ type Config struct {
 }
 
 // Disagg is the decode side of disaggregated prefill. Prepare runs before
-// r is submitted and may import KV and set r.FirstToken; the returned func
-// is called exactly once, with the first output or nil.
+// r is submitted and may import KV and set r.FirstToken; submitted is
+// called once the engine took r, and first exactly once, with the first
+// output or nil.
 type Disagg interface {
-	Prepare(ctx context.Context, r *engine.Request, prefillWorker string) (first func(*engine.Output))
+	Prepare(ctx context.Context, r *engine.Request, prefillWorker string) (submitted func(), first func(*engine.Output))
 }
 
 // Exporter is the prefill side of disaggregated prefill; its errors are
