@@ -179,11 +179,15 @@ func (w *writer) run(ctx context.Context, m *workerv1.RemotePrefillRequest, recv
 		}
 	}
 	firstAt := time.Now()
-	if out.err != nil {
-		return nil, connect.NewError(connect.CodeCanceled, fmt.Errorf("prefill: %w", out.err))
-	}
-	if out.o.Finish == engine.FinishError || len(out.o.TokenIDs) == 0 {
-		return nil, connect.NewError(connect.CodeInternal, fmt.Errorf("prefill ended without a token: %s %v", out.o.Finish, out.o.Err))
+	switch {
+	case out.err != nil: // Recv fails only when ctx ends
+		return nil, wire.ContextError(ctx, fmt.Errorf("prefill: %w", out.err))
+	case ctx.Err() != nil: // a cancelled request may still deliver its last output
+		return nil, wire.ContextError(ctx, fmt.Errorf("prefill: %w", ctx.Err()))
+	case out.o.Finish == engine.FinishError:
+		return nil, wire.FinishError(fmt.Errorf("prefill: %w", out.o.Err))
+	case len(out.o.TokenIDs) == 0:
+		return nil, connect.NewError(connect.CodeInternal, fmt.Errorf("prefill ended without a token (%s)", out.o.Finish))
 	}
 	if err := w.pump(); err != nil {
 		return nil, err
@@ -238,7 +242,11 @@ func (w *writer) pump() error {
 func (w *writer) wait(ctx context.Context) error {
 	for _, xf := range w.xfers {
 		if err := xf.Wait(ctx); err != nil {
-			return connect.NewError(connect.CodeUnavailable, fmt.Errorf("KV write to %s: %w", w.peer, err))
+			err = fmt.Errorf("KV write to %s: %w", w.peer, err)
+			if ctx.Err() != nil {
+				return wire.ContextError(ctx, err)
+			}
+			return connect.NewError(connect.CodeUnavailable, err)
 		}
 	}
 	return nil
@@ -255,16 +263,24 @@ func (w *writer) busy() time.Duration {
 
 // release cancels writes still in flight, waits (bounded) until the
 // backend no longer reads the pinned blocks, and unpins them.
+// The bound covers all the writes together: once it has passed, the
+// writes still running are not waited for.
 func (w *writer) release() {
-	deadline := time.NewTimer(cancelWait)
-	defer deadline.Stop()
 	for _, xf := range w.xfers {
 		xf.Cancel()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), cancelWait)
+	defer cancel()
+	stuck := 0
+	for _, xf := range w.xfers {
 		select {
 		case <-xf.Done():
-		case <-deadline.C:
-			w.x.cfg.Logger.Warn("KV write did not stop after cancel; unpinning anyway", "peer", w.peer)
+		case <-ctx.Done():
+			stuck++
 		}
+	}
+	if stuck > 0 {
+		w.x.cfg.Logger.Warn("KV writes did not stop after cancel; unpinning anyway", "peer", w.peer, "writes", stuck)
 	}
 	w.x.cfg.Engine.ReleaseBlocks(w.pins)
 }

@@ -169,7 +169,7 @@ func response(ctx context.Context, o engine.Output) (*workerv1.GenerateResponse,
 		}
 		res.FinishReason = workerv1.FinishReason_FINISH_REASON_CANCELLED
 	default:
-		return nil, finishError(o.Err)
+		return nil, wire.FinishError(o.Err)
 	}
 	res.Usage = &workerv1.Usage{
 		PromptTokens:     u32(o.Usage.PromptTokens),
@@ -177,19 +177,4 @@ func response(ctx context.Context, o engine.Output) (*workerv1.GenerateResponse,
 		CachedTokens:     u32(o.Usage.CachedPromptTokens),
 	}
 	return res, nil
-}
-
-// finishError maps the error that ended a stream with FinishError.
-func finishError(err error) error {
-	switch {
-	case err == nil:
-		return connect.NewError(connect.CodeInternal, errors.New("generation failed without a reason"))
-	case errors.Is(err, engine.ErrKVCapacity):
-		return connect.NewError(connect.CodeResourceExhausted, err)
-	case errors.Is(err, engine.ErrStopped):
-		return connect.NewError(connect.CodeUnavailable, fmt.Errorf("%w: %w", wire.ErrDraining, err))
-	case errors.Is(err, engine.ErrInvalidRequest):
-		return wire.InvalidArgument(err)
-	}
-	return connect.NewError(connect.CodeInternal, err)
 }

@@ -60,6 +60,24 @@ func SubmitError(ctx context.Context, err error) error {
 	return connect.NewError(connect.CodeInternal, fmt.Errorf("submit: %w", err))
 }
 
+// FinishError maps the error of an engine output that finished with
+// engine.FinishError: no KV room ever ResourceExhausted, a stopping engine
+// Unavailable (ErrDraining), an invalid request InvalidArgument, anything
+// else Internal.
+func FinishError(err error) error {
+	switch {
+	case err == nil:
+		return connect.NewError(connect.CodeInternal, errors.New("generation failed without a reason"))
+	case errors.Is(err, engine.ErrKVCapacity):
+		return connect.NewError(connect.CodeResourceExhausted, err)
+	case errors.Is(err, engine.ErrStopped):
+		return connect.NewError(connect.CodeUnavailable, fmt.Errorf("%w: %w", ErrDraining, err))
+	case errors.Is(err, engine.ErrInvalidRequest):
+		return InvalidArgument(err)
+	}
+	return connect.NewError(connect.CodeInternal, err)
+}
+
 // InvalidArgument is InvalidArgument for an invalid request. When the
 // engine named the refused field (engine.FieldError) it carries a
 // google.rpc.BadRequest detail with that field's path in GenerateRequest,
