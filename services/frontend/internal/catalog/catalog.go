@@ -18,6 +18,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	workerv1 "switchyard.dev/gen/switchyard/worker/v1"
@@ -61,11 +62,15 @@ type Config struct {
 }
 
 type entry struct {
-	urls    []string
+	urls    []string // guarded by Catalog.mu
 	created time.Time
 
-	mu    sync.Mutex // held while fetching
-	model *Model
+	fetching chan struct{} // a lock (one slot) held while fetching; waiters keep their ctx
+	model    atomic.Pointer[Model]
+}
+
+func newEntry(urls []string, created time.Time) *entry {
+	return &entry{urls: urls, created: created, fetching: make(chan struct{}, 1)}
 }
 
 // Catalog is safe for concurrent use.
@@ -132,7 +137,7 @@ func (c *Catalog) update(dec, pre []discovery.Instance) {
 	}
 	for name, u := range urls {
 		if _, ok := c.models[name]; !ok {
-			c.models[name] = &entry{urls: u, created: c.cfg.Now()}
+			c.models[name] = newEntry(u, c.cfg.Now())
 		}
 	}
 	select {
@@ -149,7 +154,7 @@ func (c *Catalog) Models(ctx context.Context) []Entry {
 	defer c.mu.Unlock()
 	out := make([]Entry, 0, len(c.models))
 	for name, e := range c.models {
-		if c.cfg.Registry == nil && e.model == nil {
+		if c.cfg.Registry == nil && e.model.Load() == nil {
 			continue
 		}
 		out = append(out, Entry{Name: name, Created: e.created})

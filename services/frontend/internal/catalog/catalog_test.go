@@ -3,6 +3,8 @@ package catalog
 import (
 	"context"
 	"errors"
+	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -72,6 +74,69 @@ func TestLocatorCatalog(t *testing.T) {
 	}
 	if got := c.Models(t.Context()); len(got) != 1 || got[0].Name != "tiny" {
 		t.Fatalf("Models = %+v", got)
+	}
+}
+
+// Without discovery, a name nobody serves leaves nothing behind (each was
+// kept, up to the body size, forever); lookups and listings may run
+// together (-race); and a request waiting on another's lookup gives up
+// with its own context.
+func TestLocatorCatalogForgetsAndWaits(t *testing.T) {
+	t.Parallel()
+	w := fakemesh.StartWorker(t, fakemesh.WorkerConfig{ID: "w1"})
+	block := make(chan struct{})
+	locate := func(ctx context.Context, model string) (string, error) {
+		switch model {
+		case "tiny":
+			return w.URL, nil
+		case "slow":
+			select {
+			case <-block:
+			case <-ctx.Done():
+			}
+			return "", connect.NewError(connect.CodeUnavailable, errors.New("router gone"))
+		}
+		return "", connect.NewError(connect.CodeNotFound, errors.New("no such model"))
+	}
+	c := New(Config{Locate: locate, Dialer: upstream.NewWorkers(upstream.NewHTTPClient())})
+	for i := range 50 {
+		if _, err := c.Get(t.Context(), fmt.Sprintf("nope-%d", i)); !errors.Is(err, ErrUnknownModel) {
+			t.Fatalf("unknown: %v", err)
+		}
+	}
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			if _, err := c.Get(t.Context(), "tiny"); err != nil {
+				t.Error(err)
+			}
+		})
+		wg.Go(func() { c.Models(t.Context()) })
+	}
+	wg.Wait()
+	c.mu.Lock()
+	kept := len(c.models)
+	c.mu.Unlock()
+	if kept != 1 {
+		t.Errorf("%d entries kept after 50 unknown names and one served model, want 1", kept)
+	}
+
+	first := make(chan error, 1)
+	go func() { _, err := c.Get(t.Context(), "slow"); first <- err }()
+	testenv.Eventually(t, 5*time.Second, "the first lookup to start", func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		e := c.models["slow"]
+		return e != nil && len(e.fetching) == 1
+	})
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if _, err := c.Get(ctx, "slow"); !errors.Is(err, context.Canceled) {
+		t.Errorf("a waiter whose context ended: %v, want context.Canceled", err)
+	}
+	close(block)
+	if err := <-first; err == nil {
+		t.Error("the slow lookup succeeded")
 	}
 }
 

@@ -12,26 +12,38 @@ import (
 )
 
 // Get returns model, fetching its info on first use. It fails with
-// ErrUnknownModel when no worker serves it.
+// ErrUnknownModel when no worker serves it. Concurrent first uses fetch
+// once; the others wait for it as long as their ctx allows.
 func (c *Catalog) Get(ctx context.Context, model string) (*Model, error) {
 	c.waitReady(ctx)
 	e, err := c.entry(model)
 	if err != nil {
 		return nil, err
 	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.model != nil {
-		return e.model, nil
+	if m := e.model.Load(); m != nil {
+		return m, nil
+	}
+	select {
+	case e.fetching <- struct{}{}:
+	case <-ctx.Done():
+		return nil, fmt.Errorf("catalog: %q: %w", model, ctx.Err())
+	}
+	defer func() { <-e.fetching }()
+	if m := e.model.Load(); m != nil {
+		return m, nil
 	}
 	m, err := c.fetch(ctx, model, e)
 	if err != nil {
+		c.forget(model, e)
 		return nil, err
 	}
-	e.model = m
+	e.model.Store(m)
 	return m, nil
 }
 
+// entry returns model's entry. Without discovery every name gets one on
+// first use, to be looked up through the router; forget drops it again
+// if that fails, so names nobody serves are not kept.
 func (c *Catalog) entry(model string) (*entry, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -42,9 +54,21 @@ func (c *Catalog) entry(model string) (*entry, error) {
 	if c.cfg.Registry != nil {
 		return nil, fmt.Errorf("%w: %q", ErrUnknownModel, model)
 	}
-	e = &entry{created: c.cfg.Now()}
+	e = newEntry(nil, c.cfg.Now())
 	c.models[model] = e
 	return e, nil
+}
+
+// forget drops an entry made for a failed lookup (no discovery).
+func (c *Catalog) forget(model string, e *entry) {
+	if c.cfg.Registry != nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.models[model] == e && e.model.Load() == nil {
+		delete(c.models, model)
+	}
 }
 
 func (c *Catalog) urls(ctx context.Context, model string, e *entry) ([]string, error) {

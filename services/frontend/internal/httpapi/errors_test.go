@@ -59,6 +59,7 @@ func TestRequestErrors(t *testing.T) {
 		{name: "temperature", path: chat, body: chatBody(`"temperature":3`), status: 400, typ: inv, param: "temperature"},
 		{name: "top_p", path: chat, body: chatBody(`"top_p":1.5`), status: 400, typ: inv, param: "top_p"},
 		{name: "max_tokens", path: chat, body: chatBody(`"max_tokens":0`), status: 400, typ: inv, param: "max_tokens"},
+		{name: "model name too long", path: cmpl, body: `{"model":"` + strings.Repeat("m", openai.MaxModelLen+1) + `","prompt":"x"}`, status: 400, typ: inv, param: "model"},
 		{name: "n", path: chat, body: chatBody(`"n":2`), status: 400, typ: inv, param: "n"},
 		{name: "top_logprobs without logprobs", path: chat, body: chatBody(`"top_logprobs":2`), status: 400, typ: inv, param: "top_logprobs"},
 		{name: "completion logprobs", path: cmpl, body: `{"model":"tiny","prompt":"x","logprobs":6}`, status: 400, typ: inv, param: "logprobs"},

@@ -16,6 +16,7 @@ const (
 	MaxTokensLimit   = 1 << 24 // larger is never a real context
 	MaxStopTokenIDs  = 64
 	MaxSessionIDLen  = 256
+	MaxModelLen      = 512 // bytes; model ids are names, not payloads
 	maxTokenIDPrompt = math.MaxUint32
 
 	MaxTopLogprobs        = 20 // chat top_logprobs, as OpenAI
@@ -152,6 +153,9 @@ func (p *Params) check() (Generation, error) {
 	g := Generation{Model: p.Model, Temperature: 1, TopP: 1, Stream: p.Stream, IgnoreEOS: p.IgnoreEOS, MaxTokensParam: "max_tokens"}
 	if p.Model == "" {
 		return g, Invalid("model", "The model parameter is required.")
+	}
+	if len(p.Model) > MaxModelLen {
+		return g, Invalid("model", "The model parameter is longer than %d bytes.", MaxModelLen)
 	}
 	if p.StreamOptions != nil {
 		if !p.Stream {
