@@ -29,6 +29,11 @@ type WorkerConfig struct {
 	// clean EOF.
 	DieAfter int
 	Abort    bool
+	// CancelAfter > 0 ends every stream with a message marked
+	// FINISH_REASON_CANCELLED that carries token number CancelAfter (and,
+	// with Batch, the tokens coalesced before it), as a worker whose
+	// engine cancelled the request may send.
+	CancelAfter int
 	// EOSAfter > 0 ends with an end-of-sequence token after that many
 	// tokens (counted in usage, not sent), unless ignore_eos is set.
 	EOSAfter int
@@ -192,6 +197,8 @@ func (w *Worker) recite(ctx context.Context, m *workerv1.GenerateRequest, st *co
 		msg.Usage = usage(n + 1)
 		if n+1 >= maxTokens || p+1 >= w.cfg.Context {
 			msg.FinishReason = workerv1.FinishReason_FINISH_REASON_LENGTH
+		} else if n+1 == w.cfg.CancelAfter {
+			msg.FinishReason = workerv1.FinishReason_FINISH_REASON_CANCELLED
 		}
 		if len(msg.TokenIds) < w.cfg.Batch && msg.FinishReason == workerv1.FinishReason_FINISH_REASON_UNSPECIFIED &&
 			(w.cfg.DieAfter == 0 || n+1 < w.cfg.DieAfter) {

@@ -103,6 +103,7 @@ func (st *state) consume(msg *workerv1.GenerateResponse, emit func(Delta) error)
 	}
 	st.noteUsage(msg.GetUsage())
 	finish := msg.GetFinishReason()
+	cancelled := false
 	switch {
 	case stopped:
 		st.finish, st.completion = "stop", len(st.generated)
@@ -111,8 +112,10 @@ func (st *state) consume(msg *workerv1.GenerateResponse, emit func(Delta) error)
 	case finish == workerv1.FinishReason_FINISH_REASON_LENGTH || len(st.generated) >= st.req.MaxTokens:
 		st.finish = "length"
 	case finish == workerv1.FinishReason_FINISH_REASON_CANCELLED:
-		// Cancelled by the worker, not by us: treat like a broken stream.
-		return false, connect.NewError(connect.CodeCanceled, errors.New("worker cancelled the generation"))
+		// Cancelled by the worker, not by us: treat like a broken stream,
+		// once this message's tokens (they count as generated, so the
+		// next worker continues after them) have reached the client.
+		cancelled = true
 	}
 	if st.finish != "" && !stopped {
 		b.WriteString(st.text.Flush())
@@ -121,6 +124,9 @@ func (st *state) consume(msg *workerv1.GenerateResponse, emit func(Delta) error)
 		if err := emit(Delta{Text: b.String(), TokenIDs: ids, Logprobs: lps}); err != nil {
 			return true, emitError{err}
 		}
+	}
+	if cancelled {
+		return false, connect.NewError(connect.CodeCanceled, errors.New("worker cancelled the generation"))
 	}
 	return st.finish != "", nil
 }

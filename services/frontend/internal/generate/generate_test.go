@@ -132,6 +132,23 @@ func TestMigration(t *testing.T) {
 	}
 }
 
+// A worker's CANCELLED message may carry tokens (coalesced with it): their
+// text reaches the client before the generation moves on, and the next
+// worker continues after them.
+func TestCancelledMessageWithTokens(t *testing.T) {
+	t.Parallel()
+	cancelling := fakemesh.StartWorker(t, fakemesh.WorkerConfig{ID: "a", CancelAfter: 30, Batch: 4})
+	healthy := fakemesh.StartWorker(t, fakemesh.WorkerConfig{ID: "b"})
+	g, _ := newGen(t, 3, cancelling, healthy)
+	r := generate(t.Context(), g, request(t, 80))
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	if r.text != want(80) || r.res.Migrations != 1 || r.res.CompletionTokens != 80 || r.res.Finish != "length" {
+		t.Fatalf("got %q %+v\nwant %q", r.text, r.res, want(80))
+	}
+}
+
 func TestMigrationGivesUp(t *testing.T) {
 	t.Parallel()
 	g, router := newGen(t, 2, fakemesh.StartWorker(t, fakemesh.WorkerConfig{ID: "a", DieAfter: 2, Abort: true}))
