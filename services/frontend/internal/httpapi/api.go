@@ -92,7 +92,9 @@ func New(cfg Config) (*API, error) {
 	a.mux.Handle("POST /v1/chat/completions", a.instrument(epChat, a.guard(http.HandlerFunc(a.chat))))
 	a.mux.Handle("POST /v1/completions", a.instrument(epCompletions, a.guard(http.HandlerFunc(a.completions))))
 	a.mux.Handle("GET /v1/models", a.instrument(epModels, a.guard(http.HandlerFunc(a.models))))
-	a.mux.Handle("GET /v1/models/{model}", a.instrument(epModels, a.guard(http.HandlerFunc(a.model))))
+	// {model...}: model ids may hold slashes ("org/name"), and the SDKs put
+	// them in the path as they are.
+	a.mux.Handle("GET /v1/models/{model...}", a.instrument(epModels, a.guard(http.HandlerFunc(a.model))))
 	a.mux.HandleFunc("GET /openapi.json", a.serveOpenAPI)
 	a.mux.HandleFunc("/v1/", func(w http.ResponseWriter, r *http.Request) {
 		a.writeError(w, &openai.Error{Status: http.StatusNotFound, Type: openai.TypeInvalidRequest, Message: "Unknown endpoint " + r.Method + " " + r.URL.Path + "."})

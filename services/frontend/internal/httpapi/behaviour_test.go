@@ -164,6 +164,18 @@ func TestModelsAndOpenAPI(t *testing.T) {
 	}
 	resp, _ = http.Get(s.URL + "/v1/models/nope")
 	checkError(t, resp, errCase{status: 404, typ: openai.TypeInvalidRequest, code: "model_not_found"})
+	resp, _ = http.Get(s.URL + "/v1/models/org/nope") // a model id, not an unknown endpoint
+	checkError(t, resp, errCase{status: 404, typ: openai.TypeInvalidRequest, code: "model_not_found"})
+	slashed := newStack(t, stackConfig{workers: []fakemesh.WorkerConfig{{ID: "w", Model: "org/tiny"}}})
+	var m openai.Model
+	resp, err = http.Get(slashed.URL + "/v1/models/org/tiny")
+	if err != nil {
+		t.Fatal(err)
+	}
+	decode(t, resp, &m)
+	if m.ID != "org/tiny" || m.Object != "model" {
+		t.Fatalf("retrieve org/tiny: %+v", m)
+	}
 	resp, err = http.Get(s.URL + "/openapi.json")
 	if err != nil {
 		t.Fatal(err)

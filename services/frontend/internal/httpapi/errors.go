@@ -91,8 +91,15 @@ func workerParam(ce *connect.Error) string {
 
 // genError is apiError for a generation under way. A worker that refuses
 // stop.max_tokens is refusing whichever of max_tokens and
-// max_completion_tokens the client sent, and the error names that one.
+// max_completion_tokens the client sent, and the error names that one; a
+// router that knows no worker of the pinned id is not saying the model is
+// unknown.
 func genError(err error, g openai.Generation) *openai.Error {
+	if g.Hints.WorkerID != "" && connect.CodeOf(err) == connect.CodeNotFound {
+		// The router knows no such worker: not an unknown model.
+		return &openai.Error{Status: http.StatusNotFound, Type: openai.TypeInvalidRequest, Param: "switchyard.worker_id", Code: "worker_not_found",
+			Message: fmt.Sprintf("No worker %q serves model %q.", g.Hints.WorkerID, g.Model)}
+	}
 	e := apiError(err, g.Model)
 	if e.Param == workerParams["stop.max_tokens"] && g.MaxTokensParam != "" && g.MaxTokensParam != e.Param {
 		named := *e // e may be shared (errors.As): change a copy

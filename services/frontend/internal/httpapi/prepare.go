@@ -39,7 +39,7 @@ func (a *API) prepare(ctx context.Context, g openai.Generation, prompt promptFun
 	}
 	window := int(m.Info.GetContextLength())
 	if !fits(window, len(ids), g.MaxTokens) {
-		return generate.Request{}, openai.ContextTooLong(window, len(ids), g.MaxTokens, g.MaxTokensParam)
+		return generate.Request{}, openai.ContextTooLong(window, len(ids), g)
 	}
 	maxTokens := g.MaxTokens
 	if maxTokens == 0 {
@@ -71,7 +71,7 @@ func textPrompt(text string, m *catalog.Model, g openai.Generation) ([]uint32, e
 	window := int(m.Info.GetContextLength())
 	if len(text) > quickCountBytes {
 		if n := m.MinTokens(text); !fits(window, n, g.MaxTokens) {
-			return nil, openai.PromptTooLong(window, n, len(text), g.MaxTokens, g.MaxTokensParam)
+			return nil, openai.PromptTooLong(window, n, len(text), g)
 		}
 	}
 	return m.Encode(text), nil

@@ -30,8 +30,9 @@ type Generation struct {
 	Model string
 	// MaxTokens is 0 when the client set none: generate up to the context.
 	MaxTokens int
-	// MaxTokensParam names the field MaxTokens came from, for errors.
-	MaxTokensParam string
+	// MaxTokensParam names the field MaxTokens came from, and PromptParam
+	// the prompt's ("messages" or "prompt"), for errors.
+	MaxTokensParam, PromptParam string
 	Temperature    float32
 	TopP           float32
 	TopK           uint32
@@ -61,6 +62,7 @@ func DecodeChat(data []byte) (*ChatRequest, Generation, error) {
 	if err != nil {
 		return nil, Generation{}, err
 	}
+	g.PromptParam = "messages"
 	if req.MaxCompletionTokens != nil {
 		if err := checkMaxTokens("max_completion_tokens", *req.MaxCompletionTokens); err != nil {
 			return nil, Generation{}, err
@@ -89,6 +91,7 @@ func DecodeCompletion(data []byte) (*CompletionRequest, Generation, error) {
 	if err != nil {
 		return nil, Generation{}, err
 	}
+	g.PromptParam = "prompt"
 	if n := req.Logprobs; n != nil {
 		if *n < 0 || *n > MaxCompletionLogprobs {
 			return nil, Generation{}, Invalid("logprobs", "logprobs must be in [0, %d], got %d.", MaxCompletionLogprobs, *n)

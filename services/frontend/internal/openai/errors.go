@@ -90,29 +90,40 @@ func ModelNotFound(model string) *Error {
 		Message: fmt.Sprintf("The model %q does not exist or no worker serves it now.", model)}
 }
 
-// ContextTooLong is a 400 when prompt plus requested output exceed the
-// model's context, worded like vLLM so clients that parse it keep working.
-func ContextTooLong(context, prompt, maxTokens int, param string) *Error {
+// ContextTooLong is the 400 for a prompt that, with the completion asked
+// for, does not fit the model's context, worded like vLLM so clients that
+// parse it keep working. It names max tokens (as the client spelled it)
+// when the prompt alone would fit, else the prompt.
+func ContextTooLong(context, prompt int, g Generation) *Error {
 	msg := fmt.Sprintf("This model's maximum context length is %d tokens. However, your prompt has %d tokens", context, prompt)
-	if maxTokens > 0 {
+	if g.MaxTokens > 0 {
 		msg = fmt.Sprintf("This model's maximum context length is %d tokens. However, you requested %d tokens (%d in the prompt, %d for the completion). Please reduce the prompt or %s.",
-			context, prompt+maxTokens, prompt, maxTokens, param)
+			context, prompt+g.MaxTokens, prompt, g.MaxTokens, g.MaxTokensParam)
 	} else {
 		msg += ", which leaves no room for a completion. Please reduce the prompt."
 	}
-	return &Error{Status: http.StatusBadRequest, Type: TypeInvalidRequest, Param: param, Code: CodeContextLength, Message: msg}
+	return &Error{Status: http.StatusBadRequest, Type: TypeInvalidRequest, Param: tooLongParam(prompt < context, g), Code: CodeContextLength, Message: msg}
 }
 
 // PromptTooLong is ContextTooLong for a text prompt refused before it was
 // tokenized: its length in tokens is known only to be at least atLeast.
-func PromptTooLong(context, atLeast, bytes, maxTokens int, param string) *Error {
+func PromptTooLong(context, atLeast, bytes int, g Generation) *Error {
 	msg := fmt.Sprintf("This model's maximum context length is %d tokens. However, your prompt of %d bytes is at least %d tokens", context, bytes, atLeast)
-	if maxTokens > 0 {
-		msg += fmt.Sprintf(", and %d more were requested for the completion. Please reduce the prompt or %s.", maxTokens, param)
+	if g.MaxTokens > 0 {
+		msg += fmt.Sprintf(", and %d more were requested for the completion. Please reduce the prompt or %s.", g.MaxTokens, g.MaxTokensParam)
 	} else {
 		msg += ", which leaves no room for a completion. Please reduce the prompt."
 	}
-	return &Error{Status: http.StatusBadRequest, Type: TypeInvalidRequest, Param: param, Code: CodeContextLength, Message: msg}
+	return &Error{Status: http.StatusBadRequest, Type: TypeInvalidRequest, Param: tooLongParam(atLeast < context, g), Code: CodeContextLength, Message: msg}
+}
+
+// tooLongParam is the parameter to blame: max tokens when the prompt alone
+// fits and the client asked for more than the rest, else the prompt.
+func tooLongParam(promptFits bool, g Generation) string {
+	if promptFits && g.MaxTokens > 0 && g.MaxTokensParam != "" {
+		return g.MaxTokensParam
+	}
+	return g.PromptParam
 }
 
 // Unavailable is a 503 asking the client to retry after d.
