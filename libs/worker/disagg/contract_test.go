@@ -225,6 +225,9 @@ func testFallback(t *testing.T, backend func(testing.TB) nixl.BackendFactory) {
 				return connect.NewError(connect.CodeUnavailable, errInjected)
 			}}
 		}},
+		{name: "first token outside the vocabulary", wrap: func(p Prefiller) Prefiller {
+			return fault{p, func(r *workerv1.RemotePrefillResponse) error { r.FirstTokenId = uint32(shape.VocabSize); return nil }}
+		}},
 		{name: "short write", wrap: func(p Prefiller) Prefiller {
 			return fault{p, func(r *workerv1.RemotePrefillResponse) error { r.BlocksWritten--; return nil }}
 		}},

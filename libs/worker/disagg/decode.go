@@ -40,6 +40,7 @@ const (
 // DecodeEngine is what the decode side needs from *engine.Engine.
 type DecodeEngine interface {
 	KV() executor.KV
+	ModelInfo() engine.ModelInfo
 	PinPrefix(hashes []uint64) []kvcache.Region
 	AllocateForImport(n int) ([]kvcache.Region, error)
 	CommitImportedAfter(parent uint64, blocks []int, tokens []uint32, salt uint64) ([]int, error)
@@ -219,6 +220,13 @@ func (p *prepared) remote(ctx context.Context, r *engine.Request, worker string)
 		d.cfg.Engine.ReleaseBlocks(held)
 		d.quarantine(win, imported)
 		return err
+	}
+	if first, vocab := resp.GetFirstTokenId(), d.cfg.Engine.ModelInfo().VocabSize; int(first) >= vocab {
+		// A prefill worker of another model (or a broken one): neither its
+		// token nor its KV is used.
+		d.cfg.Engine.ReleaseBlocks(imported)
+		d.cfg.Engine.ReleaseBlocks(held)
+		return fmt.Errorf("prefill worker %s: first token %d is outside the vocabulary of %d", worker, first, vocab)
 	}
 	parent := kvhash.Root
 	if k > 0 {
