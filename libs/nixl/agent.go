@@ -46,8 +46,9 @@ type Agent struct {
 
 type peer struct {
 	md      *metadata.Agent
-	conn    Conn
-	backend Backend
+	conn    Conn       // guarded by Agent.mu
+	backend Backend    // guarded by Agent.mu
+	dial    sync.Mutex // held while connecting to this peer (not Agent.mu)
 }
 
 // NewAgent builds an agent and its backends.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"testing"
+	"time"
 
 	"switchyard.dev/libs/nixl"
 	"switchyard.dev/libs/nixl/arena"
@@ -150,5 +151,108 @@ func TestMetadataGenerations(t *testing.T) {
 	}
 	if err := write(whole, 4); err != nil || mem[0] != 4 {
 		t.Fatalf("write into the whole region: %v", err)
+	}
+}
+
+// gated is a backend whose Connect to peer slow waits for open, telling
+// dialing when it starts; the connections it makes report their Close.
+type gated struct {
+	nixl.Backend
+	slow          string
+	dialing, open chan struct{}
+	closed        chan string
+}
+
+func (g gated) Connect(p nixl.PeerInfo) (nixl.Conn, error) {
+	if p.Name == g.slow {
+		close(g.dialing)
+		<-g.open
+	}
+	c, err := g.Backend.Connect(p)
+	if err != nil {
+		return nil, err
+	}
+	return closeSpy{c, p.Name, g.closed}, nil
+}
+
+type closeSpy struct {
+	nixl.Conn
+	peer   string
+	closed chan string
+}
+
+func (c closeSpy) Close() error {
+	c.closed <- c.peer
+	return c.Conn.Close()
+}
+
+// TestSlowDialHoldsOnlyItsPeer: while a connection to one peer is being
+// dialed, the agent's other peers take metadata and transfers (the dial
+// held the agent's lock, up to a tcp I/O timeout); a peer invalidated
+// during its dial gets no connection, and the one dialed is closed, not
+// leaked.
+func TestSlowDialHoldsOnlyItsPeer(t *testing.T) {
+	t.Parallel()
+	reg := local.NewRegistry()
+	g := gated{slow: "slow", dialing: make(chan struct{}), open: make(chan struct{}), closed: make(chan string, 4)}
+	a, err := nixl.NewAgent(nixl.Config{Name: "a", Backends: []nixl.BackendFactory{func(env nixl.Env) (nixl.Backend, error) {
+		be, err := local.New(reg)(env)
+		g.Backend = be
+		return g, err
+	}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = a.Close() })
+	var mds [][]byte
+	for _, name := range []string{"slow", "fast"} {
+		p, err := nixl.NewAgent(nixl.Config{Name: name, Backends: []nixl.BackendFactory{local.New(reg)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = p.Close() })
+		md, err := p.Metadata()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := a.LoadRemoteMetadata(md); err != nil {
+			t.Fatal(err)
+		}
+		mds = append(mds, md)
+	}
+	slowErr := make(chan error, 1)
+	go func() {
+		_, err := a.Post(nixl.XferRequest{Op: nixl.Write, Peer: "slow", Notif: []byte("x")})
+		slowErr <- err
+	}()
+	<-g.dialing
+	done := make(chan error, 1)
+	go func() {
+		if _, err := a.LoadRemoteMetadata(mds[1]); err != nil {
+			done <- err
+			return
+		}
+		x, err := a.Post(nixl.XferRequest{Op: nixl.Write, Peer: "fast", Notif: []byte("y")})
+		if err == nil {
+			err = x.Wait(t.Context())
+		}
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second): // a hang guard, not a speed check
+		close(g.open) // let the dial end, so the agent can close
+		t.Fatal("another peer's calls waited for the slow dial")
+	}
+	a.Invalidate("slow")
+	close(g.open)
+	if err := <-slowErr; !errors.Is(err, nixl.ErrPeerGone) {
+		t.Fatalf("post to the peer invalidated mid-dial: %v, want ErrPeerGone", err)
+	}
+	if got := <-g.closed; got != "slow" {
+		t.Fatalf("closed the connection to %q, want the one dialed to slow", got)
 	}
 }

@@ -144,12 +144,17 @@ func checkRemote(md *metadata.Agent, req XferRequest) error {
 
 // connect returns the peer's connection, choosing a backend on first use:
 // the first in preference order that both sides advertise and that
-// connects.
+// connects. Dialing holds only this peer's dial lock: a peer that takes
+// long to answer (a tcp dial waits up to its I/O timeout) holds up the
+// transfers to it, not the agent's other peers and calls.
 func (a *Agent) connect(name string, p *peer) (Conn, Backend, error) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if p.conn != nil {
-		return p.conn, p.backend, nil
+	if c, b, ok := a.connOf(p); ok {
+		return c, b, nil
+	}
+	p.dial.Lock()
+	defer p.dial.Unlock()
+	if c, b, ok := a.connOf(p); ok { // another Post connected meanwhile
+		return c, b, nil
 	}
 	var errs []error
 	for _, b := range a.backends {
@@ -162,7 +167,20 @@ func (a *Agent) connect(name string, p *peer) (Conn, Backend, error) {
 			errs = append(errs, fmt.Errorf("%s: %w", b.Name(), err))
 			continue
 		}
-		p.conn, p.backend = c, b
+		a.mu.Lock()
+		closed, current := a.closed, a.peers[name] == p
+		if !closed && current {
+			p.conn, p.backend = c, b
+		}
+		a.mu.Unlock()
+		switch {
+		case closed:
+			_ = c.Close()
+			return nil, nil, ErrClosed
+		case !current: // invalidated or replaced while dialing: nobody would close c
+			_ = c.Close()
+			return nil, nil, fmt.Errorf("%w: %s: its metadata changed while connecting", ErrPeerGone, name)
+		}
 		a.log.Debug("nixl: connected", "peer", name, "backend", b.Name())
 		return c, b, nil
 	}
@@ -170,6 +188,13 @@ func (a *Agent) connect(name string, p *peer) (Conn, Backend, error) {
 		return nil, nil, fmt.Errorf("%w with %s", ErrNoBackend, name)
 	}
 	return nil, nil, fmt.Errorf("%w: %s: %w", ErrPeerGone, name, errors.Join(errs...))
+}
+
+// connOf returns p's connection, if it has one.
+func (a *Agent) connOf(p *peer) (Conn, Backend, bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return p.conn, p.backend, p.conn != nil
 }
 
 // dropConn forgets a broken connection so the next transfer reconnects.
