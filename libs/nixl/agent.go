@@ -70,7 +70,7 @@ func NewAgent(cfg Config) (*Agent, error) {
 		peers:   map[string]*peer{},
 		epoch:   rand.Uint64() | 1, // never 0, which means "unordered" (version 1)
 	}
-	a.notifs.init()
+	a.notifs.init(a.log)
 	env := Env{Agent: cfg.Name, Logger: a.log, Regions: a.regions, Notify: a.notifs.push}
 	for _, f := range cfg.Backends {
 		b, err := f(env)
@@ -174,6 +174,10 @@ func (a *Agent) Notified() <-chan struct{} { return a.notifs.signal }
 
 // GetNotifs returns and clears the notifications received so far.
 func (a *Agent) GetNotifs() []Notif { return a.notifs.drain() }
+
+// DroppedNotifs counts the notifications dropped because the queue was
+// at its bound (MaxQueuedNotifs, MaxQueuedNotifBytes) when they arrived.
+func (a *Agent) DroppedNotifs() uint64 { return a.notifs.droppedCount() }
 
 // Close closes every connection and backend. Transfers still in flight
 // end with an error.
