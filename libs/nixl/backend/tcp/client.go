@@ -150,37 +150,40 @@ func (w *wire) readLoop() {
 }
 
 // complete matches a response to its chunk and reads any payload straight
-// into the chunk's buffer.
+// into the chunk's buffer. The chunk leaves pending before its payload is
+// read, so the reader alone owns it from then on: a fail meanwhile (a
+// write error, Close, Invalidate) cannot end the transfer, and release
+// its buffer, while the payload is still being copied into it.
 func (w *wire) complete(r io.Reader, h header) error {
 	w.mu.Lock()
 	ch, ok := w.pending[h.id]
+	delete(w.pending, h.id)
 	w.mu.Unlock()
 	if !ok {
 		return fmt.Errorf("%w: response to unknown request %d", errFrame, h.id)
 	}
 	res := errFor(h.status)
+	var err error
 	switch {
 	case res != nil && h.len != 0:
-		return fmt.Errorf("%w: payload on an error response", errFrame)
+		err = fmt.Errorf("%w: payload on an error response", errFrame)
 	case res == nil && ch.op == opRead && h.len != uint64(len(ch.buf)):
-		return fmt.Errorf("%w: read response of %d bytes, want %d", errFrame, h.len, len(ch.buf))
+		err = fmt.Errorf("%w: read response of %d bytes, want %d", errFrame, h.len, len(ch.buf))
 	case res == nil && ch.op != opRead && h.len != 0:
-		return fmt.Errorf("%w: payload on a write response", errFrame)
+		err = fmt.Errorf("%w: payload on a write response", errFrame)
+	case res == nil && ch.op == opRead:
+		_, err = io.ReadFull(r, ch.buf)
 	}
-	if res == nil && ch.op == opRead {
-		if _, err := io.ReadFull(r, ch.buf); err != nil {
-			return err
-		}
+	if err != nil {
+		ch.done(fmt.Errorf("tcp: %w: %w", nixl.ErrPeerGone, err))
+		return err
 	}
 	w.mu.Lock()
-	if w.pending == nil { // failed meanwhile; fail() owns the chunk
-		w.mu.Unlock()
-		return nil
-	}
-	delete(w.pending, h.id)
-	if len(w.pending) == 0 {
+	switch {
+	case w.pending == nil: // failed meanwhile
+	case len(w.pending) == 0: // idle: no deadline
 		_ = w.c.SetReadDeadline(time.Time{})
-	} else {
+	default:
 		_ = w.c.SetReadDeadline(time.Now().Add(w.timeout))
 	}
 	w.mu.Unlock()
