@@ -88,9 +88,9 @@ func setup(ctx context.Context, rt *service.Runtime, f *flags) (*stack, error) {
 	rt.Server.Mount(routerv1connect.NewRouterServiceHandler(router, opts...))
 	rt.Server.Mount(routerv1connect.NewRouterPeerServiceHandler(&peer.Handler{Self: id, Apply: router.ApplyPeer}, opts...))
 
-	icfg := ingest.Config{Index: index, HTTP: hc, ClientOptions: copts, Logger: log}
+	icfg := ingest.Config{Index: index, HTTP: hc, ClientOptions: copts, Logger: log, OnLeave: router.ClearApprox}
 	if f.approx == "auto" {
-		icfg.OnNoEvents = router.SetApprox
+		icfg.OnNoEvents, icfg.OnEvents = router.SetApprox, router.ClearApprox
 	}
 	in := ingest.New(icfg)
 	for _, w := range f.vllm {

@@ -23,6 +23,7 @@ type follower struct {
 	w        Worker
 	client   workerv1connect.WorkerServiceClient
 	needDump bool
+	approx   bool // told OnNoEvents, not OnEvents since
 	acc      dumpAcc
 	evs      []radix.Event
 }
@@ -56,22 +57,36 @@ func (f *follower) run(ctx context.Context) {
 				continue
 			}
 		case code == connect.CodeUnimplemented && f.in.cfg.OnNoEvents != nil:
-			log.Info("kv events: worker serves none, using approximate mode")
-			f.in.cfg.OnNoEvents(f.w.ID)
-			return
+			if !f.approx {
+				log.Info("kv events: worker serves none, using approximate mode", "ask_again_in", f.in.cfg.NoEventsRetry)
+				f.approx = true
+				f.in.cfg.OnNoEvents(f.w.ID)
+			}
+			if !sleep(ctx, f.in.cfg.NoEventsRetry) {
+				return
+			}
+			continue
 		}
 		failures++
 		backoff = min(max(2*backoff, f.in.cfg.MinBackoff), f.in.cfg.MaxBackoff)
 		if discovery.LogRetry(failures) {
 			log.Warn("kv events: stream ended, reconnecting", "err", err, "failures", failures, "retry_in", backoff)
 		}
-		t := time.NewTimer(backoff)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if !sleep(ctx, backoff) {
 			return
-		case <-t.C:
 		}
+	}
+}
+
+// sleep waits d; it reports false if ctx ended first.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
 	}
 }
 
@@ -97,6 +112,13 @@ func (f *follower) session(ctx context.Context) (bool, error) {
 	for stream.Receive() {
 		msg := stream.Msg()
 		progressed = true
+		if f.approx { // the worker serves events now: stop approximating it first
+			f.approx = false
+			f.in.cfg.Logger.Info("kv events: worker serves them now, leaving approximate mode", "worker", f.w.ID)
+			if f.in.cfg.OnEvents != nil {
+				f.in.cfg.OnEvents(f.w.ID)
+			}
+		}
 		if err := f.apply(msg, &sub); err != nil {
 			return true, err
 		}

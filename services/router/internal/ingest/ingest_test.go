@@ -198,20 +198,38 @@ func TestReconnects(t *testing.T) {
 	testenv.Eventually(t, 10*time.Second, "synced after reconnect", inSync(ix, "w", w))
 }
 
+// A worker answering Unimplemented is approximated, asked again later, and
+// followed (no longer approximated) once it serves events.
 func TestNoEvents(t *testing.T) {
 	t.Parallel()
 	w := workertest.Start(t)
 	w.NoEvents()
-	got := make(chan string, 1)
-	in := New(Config{Index: radix.New(), OnNoEvents: func(id string) { got <- id }})
+	w.Store(4)
+	calls := make(chan string, 8)
+	ix := radix.New()
+	in := New(Config{Index: ix, NoEventsRetry: 10 * time.Millisecond,
+		OnNoEvents: func(id string) { calls <- "none " + id },
+		OnEvents:   func(id string) { calls <- "events " + id }})
 	in.Sync(t.Context(), []Worker{{ID: "w", URL: w.URL}})
-	select {
-	case id := <-got:
-		if id != "w" {
-			t.Errorf("OnNoEvents(%q)", id)
+	next := func() string {
+		select {
+		case c := <-calls:
+			return c
+		case <-time.After(10 * time.Second): // a hang guard
+			t.Fatal("no callback")
+			return ""
 		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("OnNoEvents not called")
+	}
+	if c := next(); c != "none w" {
+		t.Fatalf("first callback %q", c)
+	}
+	w.ServeEvents()
+	if c := next(); c != "events w" {
+		t.Fatalf("second callback %q", c)
+	}
+	testenv.Eventually(t, 10*time.Second, "followed", inSync(ix, "w", w))
+	if len(calls) != 0 {
+		t.Errorf("more callbacks: %q", <-calls)
 	}
 }
 

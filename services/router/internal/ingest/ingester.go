@@ -33,8 +33,14 @@ type Config struct {
 	MinBackoff, MaxBackoff time.Duration
 	ClientOptions          []connect.ClientOption
 	// OnNoEvents, if set, is called when a worker answers Unimplemented:
-	// following stops and the caller approximates that worker instead.
-	OnNoEvents func(id string)
+	// the caller approximates that worker instead. Its follower asks again
+	// every NoEventsRetry (default 1m), and OnEvents is called once a
+	// subscription of it delivers (a worker upgraded in place, say).
+	OnNoEvents, OnEvents func(id string)
+	NoEventsRetry        time.Duration
+	// OnLeave, if set, is called when a worker left discovery and its
+	// blocks were dropped.
+	OnLeave func(id string)
 }
 
 // Ingester runs one follower per worker. Its methods are safe for
@@ -71,6 +77,9 @@ func New(cfg Config) *Ingester {
 	if cfg.MaxBackoff <= 0 {
 		cfg.MaxBackoff = 5 * time.Second
 	}
+	if cfg.NoEventsRetry <= 0 {
+		cfg.NoEventsRetry = time.Minute
+	}
 	return &Ingester{cfg: cfg, running: map[string]*running{}, static: map[string]bool{}, subscribe: kvevents.Subscribe}
 }
 
@@ -97,6 +106,9 @@ func (in *Ingester) Sync(ctx context.Context, workers []Worker) {
 		if _, ok := want[id]; !ok && !in.static[id] {
 			if err := in.cfg.Index.RemoveWorker(id); err == nil {
 				in.cfg.Logger.Info("worker left, blocks dropped", "worker", id)
+				if in.cfg.OnLeave != nil {
+					in.cfg.OnLeave(id)
+				}
 			}
 		}
 	}
@@ -112,10 +124,15 @@ func (in *Ingester) Sync(ctx context.Context, workers []Worker) {
 		go func() {
 			defer in.wg.Done()
 			defer close(r.done)
-			if !w.Approx {
-				f := &follower{in: in, w: w, client: workerv1connect.NewWorkerServiceClient(in.cfg.HTTP, w.URL, in.cfg.ClientOptions...)}
-				f.run(fctx)
+			if w.Approx {
+				// Blocks a restored snapshot holds for it were approximated
+				// by another router: this one's tracker could never expire
+				// them.
+				_ = in.cfg.Index.Reset(w.ID, nil)
+				return
 			}
+			f := &follower{in: in, w: w, client: workerv1connect.NewWorkerServiceClient(in.cfg.HTTP, w.URL, in.cfg.ClientOptions...)}
+			f.run(fctx)
 		}()
 	}
 }

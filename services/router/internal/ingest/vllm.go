@@ -78,12 +78,8 @@ func (in *Ingester) FollowVLLM(ctx context.Context, w VLLMWorker) {
 			if discovery.LogRetry(failures) {
 				in.cfg.Logger.Warn("vllm kv events stopped, restarting", "worker", w.ID, "err", err, "failures", failures, "retry_in", backoff)
 			}
-			t := time.NewTimer(backoff)
-			select {
-			case <-ctx.Done():
-				t.Stop()
+			if !sleep(ctx, backoff) {
 				return
-			case <-t.C:
 			}
 		}
 	}()

@@ -194,6 +194,36 @@ func TestApproximate(t *testing.T) {
 	}
 }
 
+// Marking a worker approximate drops what the index held for it (a
+// snapshot's approximation no tracker here could expire); clearing it
+// stops approximating: routed prefixes are no longer inserted.
+func TestApproxLifecycle(t *testing.T) {
+	t.Parallel()
+	ix := radix.New()
+	r := newRouter(t, func(c *Config) { c.Approx = "auto"; c.Index = ix })
+	r.SetWorkers(instances(discovery.RoleDecode, "m", "a"), nil)
+	prompt := tokens(64, 7)
+	cache(t, ix, "a", prompt, kvtier.Device) // as restored from a snapshot
+	r.SetApprox("a")
+	if st := ix.Dump()["a"]; len(st.Blocks) != 0 {
+		t.Fatalf("%d restored blocks kept after SetApprox", len(st.Blocks))
+	}
+	if _, err := r.Decide(t.Context(), &routerv1.RouteRequest{RequestId: "x", Model: "m", TokenIds: prompt}); err != nil {
+		t.Fatal(err)
+	}
+	routed := len(ix.Dump()["a"].Blocks)
+	if routed == 0 {
+		t.Fatal("the routed prefix was not approximated")
+	}
+	r.ClearApprox("a")
+	if _, err := r.Decide(t.Context(), &routerv1.RouteRequest{RequestId: "y", Model: "m", TokenIds: tokens(64, 9)}); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(ix.Dump()["a"].Blocks); n != routed {
+		t.Fatalf("%d blocks after ClearApprox and another decision, want %d (no more inserts)", n, routed)
+	}
+}
+
 func TestApplyPeer(t *testing.T) {
 	t.Parallel()
 	r := newRouter(t, nil)

@@ -132,15 +132,35 @@ func (r *Router) SetWorkers(decode, prefill []discovery.Instance) {
 }
 
 // SetApprox marks a worker as sending no KV events: the router
-// approximates its cache from its own decisions.
+// approximates its cache from its own decisions. What the index held for
+// it (from a snapshot: another router's approximation) is dropped, as the
+// approximation's TTL and size bound could never remove it.
 func (r *Router) SetApprox(id string) {
+	r.setApprox(id, true)
+}
+
+// ClearApprox ends approximating a worker (it left, or serves events now)
+// and forgets what was approximated; its event stream, if any, resyncs the
+// index.
+func (r *Router) ClearApprox(id string) {
+	r.setApprox(id, false)
+}
+
+func (r *Router) setApprox(id string, on bool) {
 	r.approxMu.Lock()
 	defer r.approxMu.Unlock()
-	set := map[string]bool{id: true}
+	set := map[string]bool{}
 	if old := r.approxSet.Load(); old != nil {
 		maps.Copy(set, *old)
 	}
+	if on {
+		set[id] = true
+		_ = r.cfg.Index.Reset(id, nil) // an unknown worker has nothing to drop
+	} else {
+		delete(set, id)
+	}
 	r.approxSet.Store(&set)
+	r.approx.Forget(id)
 }
 
 // Run expires predicted load and approximate blocks until ctx ends.

@@ -83,6 +83,13 @@ func (w *Worker) BreakDumpAfter(n int) {
 	w.breakAt = n
 }
 
+// ServeEvents undoes NoEvents (a worker upgraded in place).
+func (w *Worker) ServeEvents() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.noEvents = false
+}
+
 // NoEvents makes SubscribeKvEvents answer Unimplemented.
 func (w *Worker) NoEvents() {
 	w.mu.Lock()
