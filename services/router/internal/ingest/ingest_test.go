@@ -200,6 +200,28 @@ func TestReconnects(t *testing.T) {
 
 // A worker answering Unimplemented is approximated, asked again later, and
 // followed (no longer approximated) once it serves events.
+// A worker id that comes back at another address (a restarted worker) is
+// dumped again, not resumed after the old process's sequence.
+func TestWorkerMoves(t *testing.T) {
+	t.Parallel()
+	old, moved := workertest.Start(t), workertest.Start(t)
+	for h := range uint64(5) {
+		old.Store(h + 1)
+	}
+	for h := range uint64(10) { // a history longer than the old one's: resuming would skip its start
+		moved.Store(h + 20)
+	}
+	ix := radix.New()
+	in := newIngester(t, ix)
+	in.Sync(t.Context(), []Worker{{ID: "w", URL: old.URL}})
+	testenv.Eventually(t, 10*time.Second, "old synced", inSync(ix, "w", old))
+	in.Sync(t.Context(), []Worker{{ID: "w", URL: moved.URL}})
+	testenv.Eventually(t, 10*time.Second, "moved synced", inSync(ix, "w", moved))
+	if reqs := moved.Requests(); len(reqs) == 0 || !reqs[0].GetDump() {
+		t.Errorf("first subscription at the new address %v, want a dump", reqs)
+	}
+}
+
 func TestNoEvents(t *testing.T) {
 	t.Parallel()
 	w := workertest.Start(t)

@@ -100,6 +100,12 @@ func (in *Ingester) Sync(ctx context.Context, workers []Worker) {
 			r.cancel()
 			<-r.done
 			delete(in.running, id)
+			if ok && w.URL != r.w.URL {
+				// Same id at a new address: most likely a restarted
+				// worker, whose sequence numbers started again. Its next
+				// follower dumps rather than resume after the old ones.
+				_ = in.cfg.Index.Reset(id, nil)
+			}
 		}
 	}
 	for _, id := range in.cfg.Index.Workers() {
