@@ -46,17 +46,36 @@ func (h *Handler) PushLoadEvents(_ context.Context, req *connect.Request[routerv
 	return connect.NewResponse(res), nil
 }
 
-// Pusher sends this router's load events to its peers.
+// maxQueued bounds the events waiting for one peer: one unreachable (or
+// slow) peer must not grow memory, and load this stale is expired by its
+// TTL anyway. The oldest go first.
+const maxQueued = 1 << 14
+
+// pushTimeout bounds one push to one peer (Pusher.timeout).
+const pushTimeout = time.Second
+
+// Pusher sends this router's load events to its peers. Each peer has its
+// own queue and at most one push in flight, so a slow or unreachable peer
+// delays only its own events.
 type Pusher struct {
-	self   string
-	http   connect.HTTPClient
-	log    *slog.Logger
-	opts   []connect.ClientOption
-	wake   chan struct{}
-	mu     sync.Mutex
-	queue  []*routerv1.LoadEvent
-	peers  map[string]routerv1connect.RouterPeerServiceClient // by instance id
-	failed map[string]int
+	self string
+	http connect.HTTPClient
+	log  *slog.Logger
+	opts []connect.ClientOption
+	wake chan struct{}
+
+	timeout time.Duration // pushTimeout; tests lengthen it
+
+	mu    sync.Mutex
+	peers map[string]*peerState // by instance id
+}
+
+type peerState struct {
+	client  routerv1connect.RouterPeerServiceClient
+	queue   []*routerv1.LoadEvent
+	busy    bool // a push is in flight
+	failed  int  // consecutive failures
+	dropped int  // events dropped from a full queue since the last log
 }
 
 // NewPusher returns a pusher for the router with instance id self.
@@ -64,15 +83,24 @@ func NewPusher(self string, hc connect.HTTPClient, log *slog.Logger, opts ...con
 	if hc == nil {
 		hc = http.DefaultClient
 	}
-	return &Pusher{self: self, http: hc, log: log, opts: opts, wake: make(chan struct{}, 1),
-		peers: map[string]routerv1connect.RouterPeerServiceClient{}, failed: map[string]int{}}
+	return &Pusher{self: self, http: hc, log: log, opts: opts, wake: make(chan struct{}, 1), timeout: pushTimeout, peers: map[string]*peerState{}}
 }
 
 // Publish queues an event for every peer; it never blocks.
 func (p *Pusher) Publish(ev *routerv1.LoadEvent) {
 	p.mu.Lock()
-	p.queue = append(p.queue, ev)
+	for _, ps := range p.peers {
+		if len(ps.queue) >= maxQueued {
+			ps.queue = ps.queue[1:]
+			ps.dropped++
+		}
+		ps.queue = append(ps.queue, ev)
+	}
 	p.mu.Unlock()
+	p.poke()
+}
+
+func (p *Pusher) poke() {
 	select {
 	case p.wake <- struct{}{}:
 	default:
@@ -80,19 +108,20 @@ func (p *Pusher) Publish(ev *routerv1.LoadEvent) {
 }
 
 // SetPeers replaces the peer set with the routers in ins other than self.
+// A peer that stays keeps its queue.
 func (p *Pusher) SetPeers(ins []discovery.Instance) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	next := map[string]routerv1connect.RouterPeerServiceClient{}
+	next := map[string]*peerState{}
 	for _, in := range ins {
 		if in.ID == p.self {
 			continue
 		}
-		if c, ok := p.peers[in.ID]; ok {
-			next[in.ID] = c
+		if ps, ok := p.peers[in.ID]; ok {
+			next[in.ID] = ps
 			continue
 		}
-		next[in.ID] = routerv1connect.NewRouterPeerServiceClient(p.http, in.URL(), p.opts...)
+		next[in.ID] = &peerState{client: routerv1connect.NewRouterPeerServiceClient(p.http, in.URL(), p.opts...)}
 	}
 	p.peers = next
 }
@@ -102,9 +131,11 @@ func (p *Pusher) Watch(ctx context.Context, reg discovery.Registry) error {
 	return discovery.WatchRole(ctx, reg, p.log, discovery.RoleRouter, p.SetPeers)
 }
 
-// Run pushes queued events until ctx ends: everything queued while a
-// batch was in flight goes in the next batch.
+// Run pushes queued events until ctx ends: to each peer without a push in
+// flight, everything queued for it, in one batch.
 func (p *Pusher) Run(ctx context.Context) {
+	var wg sync.WaitGroup
+	defer wg.Wait()
 	for {
 		select {
 		case <-ctx.Done():
@@ -112,41 +143,42 @@ func (p *Pusher) Run(ctx context.Context) {
 		case <-p.wake:
 		}
 		p.mu.Lock()
-		batch, peers := p.queue, p.peers
-		p.queue = nil
-		p.mu.Unlock()
-		if len(batch) == 0 || len(peers) == 0 {
-			continue
+		for id, ps := range p.peers {
+			if ps.busy || len(ps.queue) == 0 {
+				continue
+			}
+			batch := ps.queue
+			ps.queue, ps.busy = nil, true
+			wg.Go(func() { p.push(ctx, id, ps, batch) })
 		}
-		p.push(ctx, batch, peers)
+		p.mu.Unlock()
 	}
 }
 
-func (p *Pusher) push(ctx context.Context, batch []*routerv1.LoadEvent, peers map[string]routerv1connect.RouterPeerServiceClient) {
-	req := &routerv1.PushLoadEventsRequest{OriginRouterId: p.self, Events: batch}
-	var wg sync.WaitGroup
-	for id, c := range peers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			cctx, cancel := context.WithTimeout(ctx, time.Second)
-			defer cancel()
-			_, err := c.PushLoadEvents(cctx, connect.NewRequest(req))
-			p.noteResult(id, err)
-		}()
-	}
-	wg.Wait()
-}
-
-func (p *Pusher) noteResult(id string, err error) {
+// push sends one batch to one peer, then lets Run send what queued meanwhile.
+func (p *Pusher) push(ctx context.Context, id string, ps *peerState, batch []*routerv1.LoadEvent) {
+	cctx, cancel := context.WithTimeout(ctx, p.timeout)
+	_, err := ps.client.PushLoadEvents(cctx, connect.NewRequest(&routerv1.PushLoadEventsRequest{OriginRouterId: p.self, Events: batch}))
+	cancel()
 	p.mu.Lock()
-	defer p.mu.Unlock()
+	ps.busy = false
+	more := len(ps.queue) > 0
+	dropped := ps.dropped
+	ps.dropped = 0
 	if err == nil {
-		delete(p.failed, id)
-		return
+		ps.failed = 0
+	} else {
+		ps.failed++
 	}
-	p.failed[id]++
-	if n := p.failed[id]; discovery.LogRetry(n) {
-		p.log.Warn("pushing load events to peer router failed; dropped", "peer", id, "err", err, "failures", n)
+	failed := ps.failed
+	p.mu.Unlock()
+	if err != nil && discovery.LogRetry(failed) {
+		p.log.Warn("pushing load events to peer router failed; dropped", "peer", id, "err", err, "failures", failed, "events", len(batch))
+	}
+	if dropped > 0 {
+		p.log.Warn("peer router's load event queue was full; dropped the oldest", "peer", id, "dropped", dropped)
+	}
+	if more {
+		p.poke()
 	}
 }
