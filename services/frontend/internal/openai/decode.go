@@ -30,19 +30,20 @@ type Generation struct {
 	Model string
 	// MaxTokens is 0 when the client set none: generate up to the context.
 	MaxTokens int
-	// MaxTokensParam names the field MaxTokens came from, and PromptParam
-	// the prompt's ("messages" or "prompt"), for errors.
-	MaxTokensParam, PromptParam string
-	Temperature    float32
-	TopP           float32
-	TopK           uint32
-	Seed           *uint64
-	Stop           []string
-	StopTokenIDs   []uint32
-	IgnoreEOS      bool
-	Stream         bool
-	IncludeUsage   bool
-	Hints          Extension
+	// MaxTokensParam names the field MaxTokens came from, for errors.
+	MaxTokensParam string
+	// PromptParam names the prompt's field ("messages" or "prompt").
+	PromptParam  string
+	Temperature  float32
+	TopP         float32
+	TopK         uint32
+	Seed         *uint64
+	Stop         []string
+	StopTokenIDs []uint32
+	IgnoreEOS    bool
+	Stream       bool
+	IncludeUsage bool
+	Hints        Extension
 
 	// Logprobs asks for each output token's log probability; TopLogprobs
 	// (only with Logprobs) for that many most likely tokens at each
