@@ -256,3 +256,69 @@ func TestSlowDialHoldsOnlyItsPeer(t *testing.T) {
 		t.Fatalf("closed the connection to %q, want the one dialed to slow", got)
 	}
 }
+
+// Metadata of the same peer reloaded while it is being dialed (every
+// remote prefill brings a newer blob) does not fail the transfer: the new
+// entry, same endpoint, takes the connection.
+func TestDialSurvivesMetadataReload(t *testing.T) {
+	t.Parallel()
+	reg := local.NewRegistry()
+	g := gated{slow: "slow", dialing: make(chan struct{}), open: make(chan struct{}), closed: make(chan string, 4)}
+	a, err := nixl.NewAgent(nixl.Config{Name: "a", Backends: []nixl.BackendFactory{func(env nixl.Env) (nixl.Backend, error) {
+		be, err := local.New(reg)(env)
+		g.Backend = be
+		return g, err
+	}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = a.Close() })
+	slow, err := nixl.NewAgent(nixl.Config{Name: "slow", Backends: []nixl.BackendFactory{local.New(reg)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = slow.Close() })
+	md, err := slow.Metadata()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.LoadRemoteMetadata(md); err != nil {
+		t.Fatal(err)
+	}
+	posted := make(chan error, 1)
+	go func() {
+		x, err := a.Post(nixl.XferRequest{Op: nixl.Write, Peer: "slow", Notif: []byte("x")})
+		if err == nil {
+			err = x.Wait(t.Context())
+		}
+		posted <- err
+	}()
+	<-g.dialing
+	ar, err := arena.Map(4096)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ar.Close() })
+	if _, err := slow.RegisterMemory(ar.Bytes()); err != nil { // a newer generation of its metadata
+		t.Fatal(err)
+	}
+	md2, err := slow.Metadata()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.LoadRemoteMetadata(md2); err != nil {
+		t.Fatal(err)
+	}
+	close(g.open)
+	if err := <-posted; err != nil {
+		t.Fatalf("transfer across a metadata reload: %v", err)
+	}
+	select {
+	case p := <-g.closed:
+		t.Fatalf("connection to %s closed; the reloaded entry should have taken it", p)
+	default:
+	}
+	if got := a.Backend("slow"); got != local.Name {
+		t.Fatalf("backend %q after the reload", got)
+	}
+}

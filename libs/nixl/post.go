@@ -167,27 +167,55 @@ func (a *Agent) connect(name string, p *peer) (Conn, Backend, error) {
 			errs = append(errs, fmt.Errorf("%s: %w", b.Name(), err))
 			continue
 		}
-		a.mu.Lock()
-		closed, current := a.closed, a.peers[name] == p
-		if !closed && current {
-			p.conn, p.backend = c, b
+		c, b, err = a.install(name, p, c, b, addr)
+		if err == nil {
+			a.log.Debug("nixl: connected", "peer", name, "backend", b.Name())
 		}
-		a.mu.Unlock()
-		switch {
-		case closed:
-			_ = c.Close()
-			return nil, nil, ErrClosed
-		case !current: // invalidated or replaced while dialing: nobody would close c
-			_ = c.Close()
-			return nil, nil, fmt.Errorf("%w: %s: its metadata changed while connecting", ErrPeerGone, name)
-		}
-		a.log.Debug("nixl: connected", "peer", name, "backend", b.Name())
-		return c, b, nil
+		return c, b, err
 	}
 	if len(errs) == 0 {
 		return nil, nil, fmt.Errorf("%w with %s", ErrNoBackend, name)
 	}
 	return nil, nil, fmt.Errorf("%w: %s: %w", ErrPeerGone, name, errors.Join(errs...))
+}
+
+// install records c, just dialed at addr on backend b, as the connection
+// of peer name, which was p when the dial began. Metadata may have been
+// reloaded meanwhile (every remote prefill brings a new blob): an entry
+// for the same endpoint takes c, or keeps the connection it got another
+// way (c is closed). An entry gone (invalidated) or moved to another
+// endpoint does not take c, and c is closed rather than leaked.
+func (a *Agent) install(name string, p *peer, c Conn, b Backend, addr []byte) (Conn, Backend, error) {
+	a.mu.Lock()
+	cur := a.peers[name]
+	closed := a.closed
+	same := cur == p
+	if !same && cur != nil {
+		curAddr, ok := cur.md.Backend(b.Name())
+		same = ok && string(curAddr) == string(addr)
+	}
+	var keep Conn
+	var keepB Backend
+	switch {
+	case closed || !same:
+	case cur.conn == nil:
+		cur.conn, cur.backend = c, b
+		keep, keepB = c, b
+	default:
+		keep, keepB = cur.conn, cur.backend
+	}
+	a.mu.Unlock()
+	switch {
+	case closed:
+		_ = c.Close()
+		return nil, nil, ErrClosed
+	case keep == nil:
+		_ = c.Close()
+		return nil, nil, fmt.Errorf("%w: %s: invalidated or moved while connecting", ErrPeerGone, name)
+	case keep != c:
+		_ = c.Close()
+	}
+	return keep, keepB, nil
 }
 
 // connOf returns p's connection, if it has one.
