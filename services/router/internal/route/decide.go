@@ -202,9 +202,11 @@ func (r *Router) approximate(worker string, hashes []uint64) {
 			return // the common case, decided without a lock
 		}
 	}
+	// The index changes under approxMu too: applied outside it, an expiry
+	// (Run) racing this insert could remove a block the tracker holds.
 	r.approxMu.Lock()
+	defer r.approxMu.Unlock()
 	stored, evicted := r.approx.Insert(worker, hashes, r.cfg.Now())
-	r.approxMu.Unlock() // stored is part of hashes, which Apply reads at once
 	evs := []radix.Event{radix.StoredEvent(kvtier.Device, stored...)}
 	if len(evicted) > 0 {
 		evs = append(evs, radix.RemovedEvent(kvtier.Device, evicted...))

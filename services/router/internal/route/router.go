@@ -175,12 +175,11 @@ func (r *Router) Run(ctx context.Context, every time.Duration) {
 		}
 		now := r.cfg.Now()
 		r.loads.Expire(now)
-		r.approxMu.Lock()
-		gone := r.approx.Expire(now)
-		r.approxMu.Unlock()
-		for w, hs := range gone {
+		r.approxMu.Lock() // with the index changes: see approximate
+		for w, hs := range r.approx.Expire(now) {
 			_ = r.cfg.Index.Apply(w, radix.RemovedEvent(kvtier.Device, hs...))
 		}
+		r.approxMu.Unlock()
 	}
 }
 
