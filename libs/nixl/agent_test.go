@@ -175,6 +175,22 @@ func (g gated) Connect(p nixl.PeerInfo) (nixl.Conn, error) {
 	return closeSpy{c, p.Name, g.closed}, nil
 }
 
+// gatedAgent is agent "a" on a gated local backend (peer "slow" is slow).
+func gatedAgent(t *testing.T, reg *local.Registry) (*nixl.Agent, gated) {
+	t.Helper()
+	g := gated{slow: "slow", dialing: make(chan struct{}), open: make(chan struct{}), closed: make(chan string, 4)}
+	a, err := nixl.NewAgent(nixl.Config{Name: "a", Backends: []nixl.BackendFactory{func(env nixl.Env) (nixl.Backend, error) {
+		be, err := local.New(reg)(env)
+		g.Backend = be
+		return g, err
+	}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = a.Close() })
+	return a, g
+}
+
 type closeSpy struct {
 	nixl.Conn
 	peer   string
@@ -194,16 +210,7 @@ func (c closeSpy) Close() error {
 func TestSlowDialHoldsOnlyItsPeer(t *testing.T) {
 	t.Parallel()
 	reg := local.NewRegistry()
-	g := gated{slow: "slow", dialing: make(chan struct{}), open: make(chan struct{}), closed: make(chan string, 4)}
-	a, err := nixl.NewAgent(nixl.Config{Name: "a", Backends: []nixl.BackendFactory{func(env nixl.Env) (nixl.Backend, error) {
-		be, err := local.New(reg)(env)
-		g.Backend = be
-		return g, err
-	}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = a.Close() })
+	a, g := gatedAgent(t, reg)
 	var mds [][]byte
 	for _, name := range []string{"slow", "fast"} {
 		p, err := nixl.NewAgent(nixl.Config{Name: name, Backends: []nixl.BackendFactory{local.New(reg)}})
@@ -263,16 +270,7 @@ func TestSlowDialHoldsOnlyItsPeer(t *testing.T) {
 func TestDialSurvivesMetadataReload(t *testing.T) {
 	t.Parallel()
 	reg := local.NewRegistry()
-	g := gated{slow: "slow", dialing: make(chan struct{}), open: make(chan struct{}), closed: make(chan string, 4)}
-	a, err := nixl.NewAgent(nixl.Config{Name: "a", Backends: []nixl.BackendFactory{func(env nixl.Env) (nixl.Backend, error) {
-		be, err := local.New(reg)(env)
-		g.Backend = be
-		return g, err
-	}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = a.Close() })
+	a, g := gatedAgent(t, reg)
 	slow, err := nixl.NewAgent(nixl.Config{Name: "slow", Backends: []nixl.BackendFactory{local.New(reg)}})
 	if err != nil {
 		t.Fatal(err)

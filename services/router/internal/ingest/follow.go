@@ -62,7 +62,7 @@ func (f *follower) run(ctx context.Context) {
 				f.approx = true
 				f.in.cfg.OnNoEvents(f.w.ID)
 			}
-			if !sleep(ctx, f.in.cfg.NoEventsRetry) {
+			if !discovery.SleepCtx(ctx, f.in.cfg.NoEventsRetry) {
 				return
 			}
 			continue
@@ -72,21 +72,9 @@ func (f *follower) run(ctx context.Context) {
 		if discovery.LogRetry(failures) {
 			log.Warn("kv events: stream ended, reconnecting", "err", err, "failures", failures, "retry_in", backoff)
 		}
-		if !sleep(ctx, backoff) {
+		if !discovery.SleepCtx(ctx, backoff) {
 			return
 		}
-	}
-}
-
-// sleep waits d; it reports false if ctx ended first.
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
 	}
 }
 

@@ -78,7 +78,7 @@ func (in *Ingester) FollowVLLM(ctx context.Context, w VLLMWorker) {
 			if discovery.LogRetry(failures) {
 				in.cfg.Logger.Warn("vllm kv events stopped, restarting", "worker", w.ID, "err", err, "failures", failures, "retry_in", backoff)
 			}
-			if !sleep(ctx, backoff) {
+			if !discovery.SleepCtx(ctx, backoff) {
 				return
 			}
 		}
