@@ -111,6 +111,14 @@ func setup(ctx context.Context, rt *service.Runtime, f *flags) (*stack, error) {
 	if saver != nil {
 		saver.Source = index.Snapshot
 		go saver.Run(ctx)
+		// The last save after the drain, waited for: ctx has ended by then
+		// (so has the ingestion that changes the index).
+		rt.AfterDrain(func(dctx context.Context) {
+			saver.Final(dctx)
+			if c, ok := saver.Store.(io.Closer); ok {
+				_ = c.Close()
+			}
+		})
 	}
 	return &stack{index: index, router: router, ingester: in, id: id}, nil
 }

@@ -18,6 +18,7 @@ import (
 	"switchyard.dev/libs/mesh/discovery/filedisc"
 	"switchyard.dev/libs/mesh/meshtest"
 	"switchyard.dev/libs/mesh/testenv"
+	"switchyard.dev/libs/radix"
 	"switchyard.dev/services/router/internal/snapshot"
 	"switchyard.dev/services/router/internal/workertest"
 )
@@ -154,6 +155,43 @@ func TestRedisDown(t *testing.T) {
 	redis.Start()
 	redis.Wait(t)
 	testenv.Eventually(t, 20*time.Second, "snapshot after redis returned", loaded)
+}
+
+// Shutdown saves the index once more, after the drain, and the process
+// waits for that save: with no periodic save due, Redis then holds exactly
+// the stopped router's index.
+func TestSnapshotOnShutdown(t *testing.T) {
+	t.Parallel()
+	redis := testenv.StartRedis(t)
+	c := newCluster(t, "w1", "w2")
+	for _, w := range c.workers {
+		w.Store(1, 2, 3)
+	}
+	r, st := c.startRouter(t, "-redis-addr", redis.Addr, "-snapshot-interval", "1h", "-namespace", t.Name())
+	synced := func() bool {
+		dump := st.index.Dump()
+		for id, w := range c.workers {
+			if dump[id].Next != w.State().Next || len(dump[id].Blocks) != 3 {
+				return false
+			}
+		}
+		return true
+	}
+	testenv.Eventually(t, 20*time.Second, "synced", synced)
+	r.Stop(t)
+	store := snapshot.NewRedis(redis.Addr)
+	defer store.Close()
+	data, err := store.Load(t.Context(), "switchyard:router:"+t.Name()+":index")
+	if err != nil || data == nil {
+		t.Fatalf("no snapshot after shutdown: %v", err)
+	}
+	saved, err := radix.Restore(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !saved.Equal(st.index) {
+		t.Fatalf("saved index %v, router's %v", saved.Dump(), st.index.Dump())
+	}
 }
 
 func TestBadRedisAddr(t *testing.T) {

@@ -73,7 +73,9 @@ type Saver struct {
 	Logger   *slog.Logger
 }
 
-// Run saves until ctx ends and then makes a final save bounded by 2s.
+// Run saves every Interval until ctx ends. The shutdown's save is Final,
+// which the caller runs once the work that changes the index has stopped
+// (and waits for: a save left to a goroutine is cut off by the exit).
 func (s *Saver) Run(ctx context.Context) {
 	t := time.NewTicker(s.Interval)
 	defer t.Stop()
@@ -81,11 +83,6 @@ func (s *Saver) Run(ctx context.Context) {
 	for {
 		select {
 		case <-ctx.Done():
-			fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
-			defer cancel()
-			if err := s.save(fctx); err != nil {
-				s.Logger.Warn("final index snapshot failed", "key", s.Key, "err", err)
-			}
 			return
 		case <-t.C:
 		}
@@ -99,6 +96,21 @@ func (s *Saver) Run(ctx context.Context) {
 			failures = 0
 		}
 	}
+}
+
+// finalTimeout bounds the shutdown's save.
+const finalTimeout = 2 * time.Second
+
+// Final makes the shutdown's save, bounded by ctx and finalTimeout, and
+// reports whether it succeeded (failures are logged).
+func (s *Saver) Final(ctx context.Context) bool {
+	fctx, cancel := context.WithTimeout(ctx, finalTimeout)
+	defer cancel()
+	if err := s.Store.Save(fctx, s.Key, s.Source()); err != nil {
+		s.Logger.Warn("final index snapshot failed", "key", s.Key, "err", err)
+		return false
+	}
+	return true
 }
 
 func (s *Saver) save(ctx context.Context) error {
