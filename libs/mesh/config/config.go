@@ -78,6 +78,16 @@ func (c *Common) Validate() error {
 		if err := checkHostPort("-advertise", c.Advertise, false); err != nil {
 			return err
 		}
+		if host, _, _ := net.SplitHostPort(c.Advertise); unspecified(host) {
+			return fmt.Errorf("-advertise=%q: peers need a host to dial, not a wildcard", c.Advertise)
+		}
+	}
+	if c.InstanceID != "" && !discovery.ValidID(c.InstanceID) {
+		return fmt.Errorf("-id=%q: want 1-128 of [A-Za-z0-9_.-]", c.InstanceID)
+	}
+	if host, _, _ := net.SplitHostPort(c.Listen); c.Advertise == "" && unspecified(host) && c.Discovery == "consul" {
+		// Published as is, [::]:port would send every other host to itself.
+		return fmt.Errorf("-listen=%q binds every interface: set -advertise to the host:port peers should dial", c.Listen)
 	}
 	switch c.Discovery {
 	case "file":
@@ -102,6 +112,15 @@ func (c *Common) Validate() error {
 		return fmt.Errorf("-drain-timeout=%v: must not be negative", c.DrainTimeout)
 	}
 	return nil
+}
+
+// unspecified reports whether host names no host: empty, 0.0.0.0 or ::.
+func unspecified(host string) bool {
+	if host == "" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsUnspecified()
 }
 
 func checkHostPort(flagName, v string, allowZero bool) error {

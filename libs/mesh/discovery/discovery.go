@@ -80,6 +80,10 @@ func (in Instance) Clone() Instance {
 
 var idPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$`)
 
+// ValidID reports whether id can name an instance (or a role): 1-128 of
+// [A-Za-z0-9_.-], not starting with a punctuation mark.
+func ValidID(id string) bool { return idPattern.MatchString(id) }
+
 // Validate checks that the instance can be registered.
 func (in Instance) Validate() error {
 	if !idPattern.MatchString(in.ID) {

@@ -145,9 +145,23 @@ func (s *Server) Instance() discovery.Instance {
 	defer s.mu.Unlock()
 	in := s.cfg.Instance.Clone()
 	if in.Address == "" && s.ln != nil {
-		in.Address = s.ln.Addr().String()
+		in.Address = publishable(s.ln.Addr())
 	}
 	return in
+}
+
+// publishable is the bound address as peers can dial it: a wildcard bind
+// is published as loopback (the same-host discovery it can serve; -listen
+// on every interface with Consul needs -advertise, config.Validate).
+func publishable(a net.Addr) string {
+	host, port, err := net.SplitHostPort(a.String())
+	if err != nil {
+		return a.String()
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+		return net.JoinHostPort("127.0.0.1", port) // Go's wildcard listeners take IPv4 too
+	}
+	return a.String()
 }
 
 func (s *Server) ready(w http.ResponseWriter, _ *http.Request) {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"flag"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -67,6 +68,24 @@ func TestTwoInstancesRegisterServeAndDeregister(t *testing.T) {
 	disctest.Eventually(t, reg, discovery.RolePlanner, disctest.HasIDs("planner-b"), "a deregistered on shutdown")
 }
 
+// A service bound to every interface publishes an address a peer can dial
+// (loopback, for the same-host file discovery), not [::]:port.
+func TestWildcardListenPublishesLoopback(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	r := meshtest.Start(t, spec(), "-discovery-dir", dir, "-id", "planner-w", "-listen", "0.0.0.0:0")
+	reg, err := filedisc.New(filedisc.Config{Dir: dir, PollInterval: 10 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ins := disctest.Eventually(t, reg, discovery.RolePlanner, disctest.HasIDs("planner-w"), "registered")
+	host, port, err := net.SplitHostPort(ins[0].Address)
+	if err != nil || host != "127.0.0.1" || !strings.HasSuffix(r.Addr, ":"+port) {
+		t.Fatalf("published %q (bound %s), want 127.0.0.1 and the bound port", ins[0].Address, r.Addr)
+	}
+	meshtest.CheckGRPC(t, ins[0].Address, "planner")
+}
+
 func TestBadSettingsFailFast(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
@@ -80,6 +99,10 @@ func TestBadSettingsFailFast(t *testing.T) {
 		{[]string{"-no-such-flag"}, "flag provided but not defined: -no-such-flag"},
 		{[]string{"stray"}, `unexpected argument "stray"`},
 		{[]string{"-discovery", "consul", "-consul-addr", "127.0.0.1:1"}, `-consul-addr="127.0.0.1:1"`},
+		{[]string{"-advertise", ":9000"}, `-advertise=":9000"`},
+		{[]string{"-advertise", "0.0.0.0:9000"}, `-advertise="0.0.0.0:9000"`},
+		{[]string{"-id", "bad id"}, `-id="bad id"`},
+		{[]string{"-discovery", "consul", "-listen", ":0"}, `-listen=":0" binds every interface`},
 	}
 	for _, tc := range cases {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
