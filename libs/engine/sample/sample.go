@@ -185,7 +185,10 @@ func (s *Sampler) draw(logits []float32, am uint32) uint32 {
 		return am
 	}
 	probs := s.softmax(logits, logits[am])
-	idx := s.candidates(probs)
+	idx := s.candidates(probs, am)
+	if len(idx) == 0 { // every probability NaN: logits the model should never give
+		return am
+	}
 	if k := s.p.TopK; k > 0 && k < len(idx) {
 		idx = idx[:k]
 	}
@@ -229,16 +232,19 @@ func (s *Sampler) softmax(logits []float32, maxv float32) []float32 {
 }
 
 // candidates returns token indices sorted by probability (descending, ties
-// by index). With top-p alone, tokens below (1-p)/(n-1) cannot be in the
-// nucleus and are dropped before sorting, as llama2.c does.
-func (s *Sampler) candidates(probs []float32) []int32 {
+// by index). With top-p alone, tokens below (1-p)/(n-1) are dropped before
+// sorting, as llama2.c does, except the most likely token am: when p is
+// below 1/n every token can be below that bound (a flat distribution), yet
+// the nucleus always holds the most likely one (an empty list crashed the
+// engine's loop).
+func (s *Sampler) candidates(probs []float32, am uint32) []int32 {
 	s.idx = s.idx[:0]
 	cutoff := float32(0)
 	if s.p.TopK == 0 && s.p.TopP > 0 && s.p.TopP < 1 && len(probs) > 1 {
 		cutoff = (1 - s.p.TopP) / float32(len(probs)-1)
 	}
 	for i, p := range probs {
-		if p >= cutoff {
+		if p >= cutoff || i == int(am) {
 			s.idx = append(s.idx, int32(i))
 		}
 	}

@@ -165,3 +165,24 @@ func BenchmarkLogprobs(b *testing.B) {
 		})
 	}
 }
+
+// A nucleus smaller than one token's share of a flat distribution still
+// holds the most likely token (every token fell below llama2.c's cutoff
+// and the draw indexed an empty list: the engine's loop panicked), and
+// NaN logits fall back to the argmax instead of crashing.
+func TestTopPBelowFlatShare(t *testing.T) {
+	for _, n := range []int{2, 300, 32000} {
+		logits := make([]float32, n)
+		for i := range logits {
+			logits[i] = float32(i % 7)
+		}
+		logits[n/2] = 7 // the most likely, barely: flat at this temperature
+		if got := New(Params{Temperature: 1e30, TopP: 1e-6}, 1).Sample(logits); got != uint32(n/2) {
+			t.Errorf("vocab %d: token %d, want the argmax %d", n, got, n/2)
+		}
+	}
+	nan := []float32{float32(math.NaN()), float32(math.NaN()), float32(math.NaN())}
+	if got := New(Params{Temperature: 1, TopP: 0.9}, 1).Sample(nan); got != 0 {
+		t.Errorf("NaN logits: token %d, want 0", got)
+	}
+}
