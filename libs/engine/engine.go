@@ -219,6 +219,13 @@ func (e *Engine) Run(ctx context.Context) error {
 	for ctx.Err() == nil {
 		plan := e.plan()
 		if len(plan.Items) == 0 {
+			if len(plan.Preempted) > 0 || len(plan.Failed) > 0 {
+				// The step changed the state without planning work (a
+				// sequence preempted itself, freeing blocks, and admission
+				// waits a step after a preemption): plan again rather than
+				// wait for a wake-up that may never come.
+				continue
+			}
 			select {
 			case <-ctx.Done():
 			case <-e.wake:
