@@ -147,6 +147,9 @@ func (e *Engine) Close() error {
 		return ErrStillRunning
 	}
 	e.stopped = true
+	for _, r := range e.reqs { // submitted to an engine that never ran
+		e.finish(r, FinishError, ErrStopped, nil)
+	}
 	return e.kv.Close()
 }
 

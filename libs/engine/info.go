@@ -114,7 +114,9 @@ func (e *Engine) KV() executor.KV {
 func (e *Engine) AllocateForImport(n int) ([]kvcache.Region, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return e.kv.AllocateForImport(n)
+	regs, err := e.kv.AllocateForImport(n)
+	e.flushEvents() // blocks it evicted are no longer cached: say so now, not at the next step
+	return regs, err
 }
 
 // CommitImported publishes imported blocks as cached prefix blocks holding
@@ -126,7 +128,7 @@ func (e *Engine) AllocateForImport(n int) ([]kvcache.Region, error) {
 // CommitImported returns the blocks now caching the tokens, in order
 // (each imported block, or a block that cached that prefix already, in
 // which case the imported copy is freed), and the caller ReleaseBlocks
-// them once the request is admitted (its first output) or ends. On error
+// them once the request is submitted (or, if it never is, abandoned). On error
 // nothing changes and the caller still owns the references on blocks:
 // ReleaseBlocks(blocks) aborts the import.
 func (e *Engine) CommitImported(blocks []int, tokens []uint32, salt uint64) ([]int, error) {

@@ -2,9 +2,11 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
+	"switchyard.dev/libs/engine/kvevent"
 	"switchyard.dev/libs/engine/sched"
 	"switchyard.dev/libs/engine/sim"
 )
@@ -58,5 +60,69 @@ func TestAdmitsAfterSelfPreemption(t *testing.T) {
 			}
 			return
 		}
+	}
+}
+
+// Requests submitted to an engine closed without ever running end with
+// ErrStopped (their streams waited for ever).
+func TestCloseBeforeRunEndsRequests(t *testing.T) {
+	t.Parallel()
+	ex, err := sim.New(sim.Config{VocabSize: 300, ContextLen: 128})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := New(Config{BlockSize: 4, NumBlocks: 8}, ex, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := e.Submit(t.Context(), Request{Prompt: prompt(5, 1), Stop: StopParams{MaxTokens: 2}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second) // a hang guard
+	defer cancel()
+	o, err := st.Recv(ctx)
+	if err != nil || o.Finish != FinishError || !errors.Is(o.Err, ErrStopped) {
+		t.Fatalf("output %+v, err %v; want FinishError with ErrStopped", o, err)
+	}
+}
+
+// Blocks an import evicts are reported at once, even on an idle engine
+// (the Removed events waited for the next step while the router still saw
+// those blocks cached).
+func TestImportEvictionsPublished(t *testing.T) {
+	t.Parallel()
+	ex, err := sim.New(sim.Config{VocabSize: 300, ContextLen: 128})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := start(t, Config{BlockSize: 4, NumBlocks: 8}, ex)
+	run(t, e, Request{Prompt: prompt(17, 3), Stop: StopParams{MaxTokens: 1, IgnoreEOS: true}}) // caches 4 blocks
+	if e.Metrics().KVCachedBlocks == 0 {
+		t.Fatal("nothing cached")
+	}
+	sub := e.Subscribe(e.EventSeq())
+	imp, err := e.AllocateForImport(8) // every block: the cached ones are evicted
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.ReleaseBlocks(blockIDs(imp))
+	ctx, stop := context.WithTimeout(t.Context(), 30*time.Second) // a hang guard
+	defer stop()
+	b, err := sub.Next(ctx)
+	if err != nil {
+		t.Fatalf("no event batch after the import evicted cached blocks: %v", err)
+	}
+	removed := 0
+	for _, ev := range b.Events {
+		if ev.Kind == kvevent.Removed {
+			removed += len(ev.BlockHashes)
+		}
+	}
+	if removed == 0 {
+		t.Fatalf("batch %+v has no Removed event", b)
 	}
 }
