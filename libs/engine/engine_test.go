@@ -33,6 +33,9 @@ func TestValidation(t *testing.T) {
 		{"token out of vocab", func(r *Request) { r.Prompt = []uint32{5, 300} }, ErrTokenOutOfRange},
 		{"stop token out of vocab", func(r *Request) { r.Stop.StopTokenIDs = []uint32{9999} }, ErrTokenOutOfRange},
 		{"empty stop string", func(r *Request) { r.Stop.StopStrings = []string{""} }, ErrInvalidStop},
+		{"too many stop strings", func(r *Request) { r.Stop.StopStrings = slices.Repeat([]string{"x"}, MaxStopStrings+1) }, ErrInvalidStop},
+		{"stop string too long", func(r *Request) { r.Stop.StopStrings = []string{strings.Repeat("x", MaxStopStringBytes+1)} }, ErrInvalidStop},
+		{"too many stop tokens", func(r *Request) { r.Stop.StopTokenIDs = make([]uint32, MaxStopTokenIDs+1) }, ErrInvalidStop},
 		{"bad temperature", func(r *Request) { r.Sampling.Temperature = -1 }, ErrInvalidSampling},
 		{"bad top_p", func(r *Request) { r.Sampling.TopP = 2 }, ErrInvalidSampling},
 	}

@@ -137,6 +137,16 @@ var (
 	ErrKVCapacity = errors.New("engine: request does not fit in the KV cache")
 )
 
+// Bounds on a request's stop conditions. Every stop string is searched
+// for after every token, inside the step that serves every request, so
+// the worker bounds them itself (the frontend's limits are lower: 16
+// strings of 256 bytes, 64 token ids).
+const (
+	MaxStopStrings     = 64
+	MaxStopStringBytes = 1024
+	MaxStopTokenIDs    = 1024
+)
+
 // validate checks r against the model before anything is allocated.
 func (e *Engine) validate(r *Request) error {
 	vocab := e.model.VocabSize
@@ -158,9 +168,18 @@ func (e *Engine) validate(r *Request) error {
 			return invalid("stop.stop_token_ids", "request %q: %w: stop token %d, vocabulary has %d", r.ID, ErrTokenOutOfRange, t, vocab)
 		}
 	}
+	if n := len(r.Stop.StopStrings); n > MaxStopStrings {
+		return invalid("stop.stop", "request %q: %w: %d stop strings, at most %d", r.ID, ErrInvalidStop, n, MaxStopStrings)
+	}
+	if n := len(r.Stop.StopTokenIDs); n > MaxStopTokenIDs {
+		return invalid("stop.stop_token_ids", "request %q: %w: %d stop tokens, at most %d", r.ID, ErrInvalidStop, n, MaxStopTokenIDs)
+	}
 	for _, s := range r.Stop.StopStrings {
-		if s == "" {
+		switch {
+		case s == "":
 			return invalid("stop.stop", "request %q: %w: empty stop string", r.ID, ErrInvalidStop)
+		case len(s) > MaxStopStringBytes:
+			return invalid("stop.stop", "request %q: %w: a stop string of %d bytes, at most %d", r.ID, ErrInvalidStop, len(s), MaxStopStringBytes)
 		}
 	}
 	if r.FirstToken != nil && int(*r.FirstToken) >= vocab {

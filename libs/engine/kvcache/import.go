@@ -45,6 +45,7 @@ func (m *Manager) CommitImported(blocks []int, parent uint64, hashes []uint64, t
 	if len(tokens) != len(blocks)*bs || len(hashes) != len(blocks) {
 		return nil, fmt.Errorf("kvcache: commit import: %d tokens and %d hashes for %d blocks of %d", len(tokens), len(hashes), len(blocks), bs)
 	}
+	seen := make(map[int]bool, len(blocks))
 	for _, id := range blocks {
 		if id < 0 || id >= len(m.blocks) || m.blocks[id].ref <= 0 {
 			return nil, fmt.Errorf("kvcache: commit import: block %d is not reserved", id)
@@ -52,12 +53,18 @@ func (m *Manager) CommitImported(blocks []int, parent uint64, hashes []uint64, t
 		if m.blocks[id].hashed {
 			return nil, fmt.Errorf("kvcache: commit import: block %d is already committed", id)
 		}
+		if seen[id] { // its second Commit would miss, and the reference go astray
+			return nil, fmt.Errorf("kvcache: commit import: block %d appears twice", id)
+		}
+		seen[id] = true
 	}
 	held := make([]int, len(blocks))
 	for i, id := range blocks {
 		held[i] = id
 		if !m.Commit(id, parent, hashes[i], tokens[i*bs:(i+1)*bs]) {
 			// Cached already: hold the cached block and free the copy.
+			// (With the blocks checked distinct and uncommitted above,
+			// Commit fails only when the hash is cached.)
 			c := m.cache[hashes[i]]
 			m.ref(c)
 			m.Release(blocks[i : i+1])

@@ -106,6 +106,9 @@ func TestImportAbort(t *testing.T) {
 		"hash count":  func() ([]int, error) { return m.CommitImported(ids, kvhash.Root, hashes[:1], tokens) },
 		"bad block":   func() ([]int, error) { return m.CommitImported([]int{ids[0], 9}, kvhash.Root, hashes, tokens) },
 		"free block":  func() ([]int, error) { return m.CommitImported([]int{ids[0], 3}, kvhash.Root, hashes, tokens) },
+		"same block twice": func() ([]int, error) {
+			return m.CommitImported([]int{ids[0], ids[0]}, kvhash.Root, hashes, tokens)
+		},
 	} {
 		if held, err := commit(); err == nil {
 			t.Fatalf("%s: commit accepted, holding %v", name, held)

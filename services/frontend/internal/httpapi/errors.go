@@ -64,9 +64,10 @@ func apiError(err error, model string) *openai.Error {
 // sampling.logprobs, for example. Fields with no single OpenAI parameter
 // (the prompt's token ids are "messages" or "prompt") are left unnamed.
 var workerParams = map[string]string{
-	"sampling.logprobs": "logprobs",
-	"stop.max_tokens":   "max_tokens",
-	"stop.stop":         "stop",
+	"sampling.logprobs":   "logprobs",
+	"stop.max_tokens":     "max_tokens",
+	"stop.stop":           "stop",
+	"stop.stop_token_ids": "stop_token_ids",
 }
 
 // workerParam names the parameter a worker's rejection is about, from the
