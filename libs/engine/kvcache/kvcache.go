@@ -271,7 +271,9 @@ func (m *Manager) uncache(id int32) {
 	} else {
 		m.events = append(m.events, kvevent.Event{Kind: kvevent.Removed, BlockHashes: []uint64{b.hash}, Tier: kvtier.Device})
 	}
-	b.hashed, b.hash, b.parent, b.tokens = false, 0, 0, b.tokens[:0]
+	// Its children count goes too: a block evicted before its children (the
+	// LRU fallback) would otherwise look like a parent under its next hash.
+	b.hashed, b.hash, b.parent, b.tokens, b.children = false, 0, 0, b.tokens[:0], 0
 }
 
 // Clear empties the prefix cache: evictable blocks become free, held blocks
