@@ -28,6 +28,7 @@ for v in PREFILL DECODE ROUTERS PORT BASE_PORT; do [[ "${!v}" =~ ^[0-9]+$ ]] || 
 (( DECODE >= 1 )) || die "DECODE=$DECODE: at least one decode worker is needed"
 (( ROUTERS >= 1 )) || die "ROUTERS=$ROUTERS: at least one router is needed"
 [ -z "${MODEL:-}" ] || [ -f "$MODEL" ] || die "MODEL=$MODEL: no such file"
+command -v curl >/dev/null || die "curl is needed for the health checks (apt-get install curl)"
 
 # The mesh's ports are fixed: with one already taken (another mesh still
 # running?) a service would fail to bind or, worse, the health checks below
@@ -62,7 +63,13 @@ if [ "$DISCOVERY" = consul ]; then
   consul=$(scripts/deps.sh | tail -1)
   "$consul" agent -dev -bind 127.0.0.1 -client 127.0.0.1 -log-level warn >"$logs/consul.log" 2>&1 &
   pids+=($!)
-  for _ in $(seq 100); do curl -fsS http://127.0.0.1:8500/v1/status/leader 2>/dev/null | grep -q : && break; sleep 0.2; done
+  up=""
+  for _ in $(seq 100); do
+    curl -fsS http://127.0.0.1:8500/v1/status/leader 2>/dev/null | grep -q : && { up=1; break; }
+    kill -0 "${pids[-1]}" 2>/dev/null || die "the consul agent exited; see $logs/consul.log"
+    sleep 0.2
+  done
+  [ -n "$up" ] || die "the consul agent has no leader after 20s; see $logs/consul.log"
   common+=(-consul-addr 127.0.0.1:8500)
   echo "run: consul dev agent at http://127.0.0.1:8500 (UI: /ui)"
 elif [ "$DISCOVERY" = file ]; then

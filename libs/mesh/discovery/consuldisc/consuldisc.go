@@ -228,7 +228,10 @@ func (r *Registry) Watch(ctx context.Context, role string) (<-chan []discovery.I
 			if next < index { // the agent restarted: its index went back
 				next = 0
 			}
-			index = next
+			// Never 0 after a success: a query at index 0 does not block,
+			// and an agent answering 0 would make this a busy loop.
+			// (Index 1 returns at once on any real state.)
+			index = max(next, 1)
 			if !sent || !discovery.Equal(ins, last) {
 				sent, last = true, ins
 				discovery.SendLatest(ch, ins)

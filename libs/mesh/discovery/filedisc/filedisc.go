@@ -44,6 +44,9 @@ type Registry struct {
 }
 
 // record is the on-disk form of an instance.
+// staleLeases is how many leases past its expiry a record is removed.
+const staleLeases = 10
+
 type record struct {
 	discovery.Instance
 	PID      int       `json:"pid"`
@@ -123,6 +126,13 @@ func (r *Registry) Instances(ctx context.Context, role string) ([]discovery.Inst
 		if json.Unmarshal(b, &rec) != nil || rec.Role != role {
 			continue
 		}
+		if now.Sub(rec.Expires) > staleLeases*r.cfg.Lease {
+			// Left by a process that died without deregistering, long
+			// enough ago that no renewal is coming: remove it, so crashed
+			// instances do not pile up for every watcher to read.
+			_ = os.Remove(filepath.Join(dir, e.Name()))
+			continue
+		}
 		if rec.Critical || !now.Before(rec.Expires) || !r.processAlive(rec) {
 			continue
 		}
@@ -132,10 +142,22 @@ func (r *Registry) Instances(ctx context.Context, role string) ([]discovery.Inst
 	return out, nil
 }
 
-// Watch polls the role's directory.
+// Watch polls the role's directory. A listing that fails keeps the last
+// one in force and is logged (the first failure and every tenth).
 func (r *Registry) Watch(ctx context.Context, role string) (<-chan []discovery.Instance, error) {
+	failures := 0
 	return discovery.PollWatch(ctx, r.cfg.PollInterval, func(ctx context.Context) ([]discovery.Instance, error) {
-		return r.Instances(ctx, role)
+		ins, err := r.Instances(ctx, role)
+		switch {
+		case err != nil && ctx.Err() == nil:
+			if failures++; discovery.LogRetry(failures) {
+				r.cfg.Logger.Warn("file discovery: listing failed; keeping the last list", "role", role, "failures", failures, "err", err)
+			}
+		case err == nil && failures > 0:
+			r.cfg.Logger.Info("file discovery: listing works again", "role", role, "after_failures", failures)
+			failures = 0
+		}
+		return ins, err
 	}), nil
 }
 

@@ -2,6 +2,8 @@ package filedisc_test
 
 import (
 	"encoding/json"
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"testing"
@@ -69,6 +71,23 @@ func TestLeaseRenewalAndExpiry(t *testing.T) {
 		t.Fatal(err)
 	}
 	disctest.Eventually(t, r, discovery.RoleRouter, disctest.HasIDs("router-1"), "expired record ignored")
+	if _, err := os.Stat(filepath.Join(dir, "router", "router-old.json")); err != nil {
+		t.Fatalf("a record expired one second ago is gone already: %v", err)
+	}
+
+	// Long expired (ten leases and more): removed, so dead instances do
+	// not pile up.
+	stale["expires"] = time.Now().Add(-time.Hour)
+	b, _ = json.Marshal(stale)
+	if err := os.WriteFile(filepath.Join(dir, "router", "router-old.json"), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Instances(t.Context(), discovery.RoleRouter); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "router", "router-old.json")); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("a record expired an hour ago is still there: %v", err)
+	}
 }
 
 // Garbage in the directory is skipped, never fatal.
