@@ -150,8 +150,8 @@ func (r *Registry) Register(ctx context.Context, in discovery.Instance) (discove
 	if err != nil {
 		return nil, err
 	}
-	g := &registration{r: r, svc: svc, checkID: checkID}
-	if err := g.register(ctx, api.HealthPassing); err != nil {
+	g := &registration{r: r, svc: svc, checkID: checkID, status: api.HealthPassing}
+	if err := g.register(ctx); err != nil {
 		return nil, fmt.Errorf("consul register %s: %w", in.ID, err)
 	}
 	loopCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))

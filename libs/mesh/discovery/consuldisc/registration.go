@@ -12,22 +12,38 @@ import (
 )
 
 // registration is the reconcile loop's state for one instance.
+//
+// Every call to the agent holds opMu, so they never overlap: a heartbeat
+// that fails and re-registers cannot land after Deregister (which waits
+// for it, then finds the registration gone), and a re-registration always
+// sends the status wanted when it is made, not one read before a
+// concurrent SetHealth.
 type registration struct {
 	r       *Registry
-	svc     *api.AgentServiceRegistration
+	svc     *api.AgentServiceRegistration // sent only under opMu
 	checkID string
 	cancel  context.CancelFunc
+
+	opMu sync.Mutex // held across each call to the agent
 
 	mu     sync.Mutex
 	status string // desired check status
 	gone   bool
 }
 
-func (g *registration) register(ctx context.Context, status string) error {
+func (g *registration) state() (status string, gone bool) {
 	g.mu.Lock()
-	g.status = status
+	defer g.mu.Unlock()
+	return g.status, g.gone
+}
+
+// register (re-)registers the service with the wanted status; opMu held.
+func (g *registration) register(ctx context.Context) error {
+	status, gone := g.state()
+	if gone {
+		return errGone
+	}
 	g.svc.Check.Status = status
-	g.mu.Unlock()
 	return g.r.client.Agent().ServiceRegisterOpts(g.svc, api.ServiceRegisterOpts{}.WithContext(ctx))
 }
 
@@ -68,9 +84,9 @@ func (g *registration) reconcile(ownerCtx, loopCtx context.Context) {
 // sync pushes the desired status; if the agent does not know the check, it
 // registers the service again.
 func (g *registration) sync(ctx context.Context) error {
-	g.mu.Lock()
-	status, gone := g.status, g.gone
-	g.mu.Unlock()
+	g.opMu.Lock()
+	defer g.opMu.Unlock()
+	status, gone := g.state()
 	if gone {
 		return errGone
 	}
@@ -78,7 +94,7 @@ func (g *registration) sync(ctx context.Context) error {
 	if err == nil {
 		return nil
 	}
-	if rerr := g.register(ctx, status); rerr != nil {
+	if rerr := g.register(ctx); rerr != nil {
 		return fmt.Errorf("heartbeat: %v; re-register: %w", err, rerr)
 	}
 	return nil
@@ -108,6 +124,8 @@ func (g *registration) Deregister(ctx context.Context) error {
 	g.gone = true
 	g.mu.Unlock()
 	g.cancel()
+	g.opMu.Lock() // after any heartbeat or re-registration in flight
+	defer g.opMu.Unlock()
 	if err := g.r.client.Agent().ServiceDeregisterOpts(g.svc.ID, (&api.QueryOptions{}).WithContext(ctx)); err != nil {
 		return fmt.Errorf("consul deregister %s: %w", g.svc.ID, err)
 	}
