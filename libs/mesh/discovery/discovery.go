@@ -136,6 +136,10 @@ type Registry interface {
 // ErrNotFound is returned for operations on an unknown instance.
 var ErrNotFound = errors.New("discovery: instance not found")
 
+// ErrIDTaken is returned by Register when a live instance of another
+// process already holds the id (two processes given the same -id).
+var ErrIDTaken = errors.New("discovery: instance id taken by a live instance")
+
 // SortInstances orders instances by ID, the order Watch delivers.
 func SortInstances(ins []Instance) {
 	slices.SortFunc(ins, func(a, b Instance) int { return strings.Compare(a.ID, b.ID) })

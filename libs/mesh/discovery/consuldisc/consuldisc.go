@@ -12,6 +12,8 @@ package consuldisc
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -31,6 +33,10 @@ const (
 	metaRole    = "switchyard_role"
 	metaModel   = "switchyard_model"
 	metaVersion = "switchyard_version"
+	// metaOwner is a random token of the registration: a registration
+	// replaces or deregisters the agent's service only while it is its own
+	// (two processes given the same -id on one agent).
+	metaOwner = "switchyard_owner"
 )
 
 // Config configures the Consul backend.
@@ -96,7 +102,7 @@ func New(ctx context.Context, cfg Config) (*Registry, error) {
 
 func (r *Registry) serviceName(role string) string { return r.cfg.ServicePrefix + role }
 
-func (r *Registry) agentService(in discovery.Instance, checkID string) (*api.AgentServiceRegistration, error) {
+func (r *Registry) agentService(in discovery.Instance, checkID, owner string) (*api.AgentServiceRegistration, error) {
 	host, portStr, _ := net.SplitHostPort(in.Address)
 	port, _ := strconv.Atoi(portStr)
 	meta := maps.Clone(in.Meta)
@@ -108,7 +114,7 @@ func (r *Registry) agentService(in discovery.Instance, checkID string) (*api.Age
 			return nil, fmt.Errorf("consuldisc: meta key %q: want [A-Za-z0-9_-]{1,128}", k)
 		}
 	}
-	meta[metaRole], meta[metaModel], meta[metaVersion] = in.Role, in.Model, in.Version
+	meta[metaRole], meta[metaModel], meta[metaVersion], meta[metaOwner] = in.Role, in.Model, in.Version, owner
 	return &api.AgentServiceRegistration{
 		ID:      in.ID,
 		Name:    r.serviceName(in.Role),
@@ -145,12 +151,23 @@ func (r *Registry) Register(ctx context.Context, in discovery.Instance) (discove
 	if err := in.Validate(); err != nil {
 		return nil, err
 	}
-	checkID := "switchyard:" + in.ID
-	svc, err := r.agentService(in, checkID)
+	// The check is this registration's own: a process whose id another
+	// instance took over finds its heartbeat refused, rather than marking
+	// the newcomer's check.
+	var token [8]byte
+	_, _ = rand.Read(token[:])
+	owner := hex.EncodeToString(token[:])
+	checkID := "switchyard:" + in.ID + ":" + owner
+	svc, err := r.agentService(in, checkID, owner)
 	if err != nil {
 		return nil, err
 	}
 	g := &registration{r: r, svc: svc, checkID: checkID, status: api.HealthPassing}
+	if owner, passing, err := g.holder(ctx); err != nil {
+		return nil, fmt.Errorf("consul register %s: %w", in.ID, err)
+	} else if owner != "" && passing {
+		return nil, fmt.Errorf("%w: %q is registered with this Consul agent by a passing instance", discovery.ErrIDTaken, in.ID)
+	}
 	if err := g.register(ctx); err != nil {
 		return nil, fmt.Errorf("consul register %s: %w", in.ID, err)
 	}
@@ -193,6 +210,7 @@ func fromEntry(s *api.AgentService) discovery.Instance {
 	delete(meta, metaRole)
 	delete(meta, metaModel)
 	delete(meta, metaVersion)
+	delete(meta, metaOwner)
 	if len(meta) > 0 {
 		in.Meta = meta
 	}

@@ -2,6 +2,7 @@ package consuldisc_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync/atomic"
@@ -96,5 +97,37 @@ func TestBadMetaKeyRejected(t *testing.T) {
 	in.Meta = map[string]string{"bad key!": "x"}
 	if _, err := r.Register(t.Context(), in); err == nil {
 		t.Fatal("Register with a bad meta key succeeded")
+	}
+}
+
+// Two processes given one id on one agent: the second registration is
+// refused while the first is passing, and the first's deregistration does
+// not remove a registration that replaced it.
+func TestIDOwnership(t *testing.T) {
+	t.Parallel()
+	c := testenv.StartConsul(t)
+	r := newRegistry(t, c.Addr, "own-")
+	first, err := r.Register(t.Context(), disctest.Instance("decode-0", discovery.RoleDecode))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Register(t.Context(), disctest.Instance("decode-0", discovery.RoleDecode)); !errors.Is(err, discovery.ErrIDTaken) {
+		t.Fatalf("second registration of a passing id: %v, want ErrIDTaken", err)
+	}
+	// The first goes critical (draining): a replacement may take the id.
+	if err := first.SetHealth(t.Context(), discovery.Critical); err != nil {
+		t.Fatal(err)
+	}
+	in := disctest.Instance("decode-0", discovery.RoleDecode)
+	in.Version = "new"
+	if _, err := r.Register(t.Context(), in); err != nil {
+		t.Fatalf("replacing a critical instance: %v", err)
+	}
+	if err := first.Deregister(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	got := disctest.Eventually(t, r, discovery.RoleDecode, disctest.HasIDs("decode-0"), "the replacement still registered")
+	if got[0].Version != "new" {
+		t.Fatalf("registered %+v, want the replacement", got[0])
 	}
 }

@@ -2,6 +2,7 @@ package consuldisc
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -37,6 +38,31 @@ func (g *registration) state() (status string, gone bool) {
 	return g.status, g.gone
 }
 
+// holder returns the owner token of the agent's service with our id ("" if
+// there is none) and whether its heartbeat check passes.
+func (g *registration) holder(ctx context.Context) (owner string, passing bool, err error) {
+	svc, _, err := g.r.client.Agent().Service(g.svc.ID, (&api.QueryOptions{}).WithContext(ctx))
+	if err != nil {
+		var se api.StatusError
+		if errors.As(err, &se) && se.Code == 404 {
+			return "", false, nil
+		}
+		return "", false, err
+	}
+	status, _, err := g.r.client.Agent().AgentHealthServiceByIDOpts(g.svc.ID, (&api.QueryOptions{}).WithContext(ctx))
+	if err != nil {
+		return "", false, err
+	}
+	return svc.Meta[metaOwner], status == api.HealthPassing, nil
+}
+
+// ours reports whether the agent's service with our id is this
+// registration's, or there is none to clash with; opMu held.
+func (g *registration) ours(ctx context.Context) bool {
+	owner, _, err := g.holder(ctx)
+	return err != nil || owner == "" || owner == g.svc.Meta[metaOwner]
+}
+
 // register (re-)registers the service with the wanted status; opMu held.
 func (g *registration) register(ctx context.Context) error {
 	status, gone := g.state()
@@ -44,7 +70,7 @@ func (g *registration) register(ctx context.Context) error {
 		return errGone
 	}
 	g.svc.Check.Status = status
-	return g.r.client.Agent().ServiceRegisterOpts(g.svc, api.ServiceRegisterOpts{}.WithContext(ctx))
+	return g.r.client.Agent().ServiceRegisterOpts(g.svc, api.ServiceRegisterOpts{ReplaceExistingChecks: true}.WithContext(ctx))
 }
 
 // reconcile heartbeats the TTL check every third of a TTL and re-registers
@@ -67,6 +93,13 @@ func (g *registration) reconcile(ownerCtx, loopCtx context.Context) {
 		case <-t.C:
 		}
 		if err := g.sync(loopCtx); err != nil {
+			if errors.Is(err, discovery.ErrIDTaken) {
+				log.Error("consul: another instance registered this id; no longer registered", "err", err)
+				g.mu.Lock()
+				g.gone = true
+				g.mu.Unlock()
+				return
+			}
 			failures++
 			if discovery.LogRetry(failures) {
 				log.Warn("consul registration out of sync; retrying", "failures", failures, "err", err)
@@ -93,6 +126,11 @@ func (g *registration) sync(ctx context.Context) error {
 	err := g.r.client.Agent().UpdateTTLOpts(g.checkID, "", status, (&api.QueryOptions{}).WithContext(ctx))
 	if err == nil {
 		return nil
+	}
+	if !g.ours(ctx) {
+		// Another instance registered this id with the agent after ours
+		// went: leave it alone.
+		return fmt.Errorf("heartbeat: %v; not re-registering: %w", err, discovery.ErrIDTaken)
 	}
 	if rerr := g.register(ctx); rerr != nil {
 		return fmt.Errorf("heartbeat: %v; re-register: %w", err, rerr)
@@ -126,6 +164,9 @@ func (g *registration) Deregister(ctx context.Context) error {
 	g.cancel()
 	g.opMu.Lock() // after any heartbeat or re-registration in flight
 	defer g.opMu.Unlock()
+	if !g.ours(ctx) {
+		return nil // another instance holds the id now
+	}
 	if err := g.r.client.Agent().ServiceDeregisterOpts(g.svc.ID, (&api.QueryOptions{}).WithContext(ctx)); err != nil {
 		return fmt.Errorf("consul deregister %s: %w", g.svc.ID, err)
 	}

@@ -10,6 +10,8 @@ package filedisc
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -53,6 +55,23 @@ type record struct {
 	Host     string    `json:"host"`
 	Expires  time.Time `json:"expires"`
 	Critical bool      `json:"critical,omitempty"`
+	// Owner is a random token of the registration that wrote the record:
+	// a registration rewrites or removes only its own record, so a second
+	// process given the same id cannot flip or delete the first's.
+	Owner string `json:"owner,omitempty"`
+}
+
+// read returns the record at path, if there is a readable one.
+func readRecord(path string) (record, bool) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return record{}, false
+	}
+	var rec record
+	if json.Unmarshal(b, &rec) != nil {
+		return record{}, false
+	}
+	return rec, true
 }
 
 // New returns a registry over cfg.Dir, creating it if needed.
@@ -86,11 +105,16 @@ func (r *Registry) Register(ctx context.Context, in discovery.Instance) (discove
 	if err := in.Validate(); err != nil {
 		return nil, err
 	}
-	reg := &registration{r: r, rec: record{Instance: in.Clone(), PID: os.Getpid(), Host: r.hostname}}
+	var token [8]byte
+	_, _ = rand.Read(token[:])
+	reg := &registration{r: r, rec: record{Instance: in.Clone(), PID: os.Getpid(), Host: r.hostname, Owner: hex.EncodeToString(token[:])}}
 	if err := os.MkdirAll(filepath.Join(r.cfg.Dir, in.Role), 0o755); err != nil {
 		return nil, fmt.Errorf("filedisc: %w", err)
 	}
-	if err := reg.write(); err != nil {
+	if old, ok := readRecord(r.path(in.Role, in.ID)); ok && r.now().Before(old.Expires) && r.processAlive(old) {
+		return nil, fmt.Errorf("%w: %q is registered by pid %d on %s until %s", discovery.ErrIDTaken, in.ID, old.PID, old.Host, old.Expires.Format(time.RFC3339))
+	}
+	if err := reg.write(true); err != nil {
 		return nil, err
 	}
 	loopCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
@@ -177,7 +201,22 @@ type registration struct {
 	cancel context.CancelFunc
 }
 
-func (g *registration) write() error {
+// errTakenOver: another registration's record is in place of ours.
+var errTakenOver = errors.New("filedisc: the record was taken over by another registration of this id")
+
+// theirs reports whether the record on disk belongs to another
+// registration (a missing or unreadable one is nobody's).
+func (g *registration) theirs() bool {
+	cur, ok := readRecord(g.r.path(g.rec.Role, g.rec.ID))
+	return ok && cur.Owner != "" && cur.Owner != g.rec.Owner
+}
+
+// write writes the record; unless taking over (Register, which checked
+// the holder is gone), it leaves another registration's record alone.
+func (g *registration) write(takeOver bool) error {
+	if !takeOver && g.theirs() {
+		return errTakenOver
+	}
 	g.rec.Expires = g.r.now().Add(g.r.cfg.Lease)
 	b, err := json.Marshal(g.rec)
 	if err != nil {
@@ -216,9 +255,16 @@ func (g *registration) renew(ownerCtx, loopCtx context.Context) {
 		g.mu.Lock()
 		var err error
 		if !g.gone {
-			err = g.write()
+			err = g.write(false)
+			if errors.Is(err, errTakenOver) {
+				g.gone = true // another process holds the id now: stop, leave its record
+			}
 		}
 		g.mu.Unlock()
+		if errors.Is(err, errTakenOver) {
+			g.r.cfg.Logger.Error("discovery: another instance registered this id after our lease ran out; no longer registered", "id", g.rec.ID)
+			return
+		}
 		if err != nil {
 			failures++
 			if discovery.LogRetry(failures) {
@@ -237,7 +283,7 @@ func (g *registration) SetHealth(_ context.Context, h discovery.Health) error {
 		return discovery.ErrNotFound
 	}
 	g.rec.Critical = h == discovery.Critical
-	return g.write()
+	return g.write(false)
 }
 
 func (g *registration) Deregister(context.Context) error {
@@ -249,6 +295,9 @@ func (g *registration) Deregister(context.Context) error {
 	g.gone = true
 	g.mu.Unlock()
 	g.cancel()
+	if g.theirs() { // not ours to remove
+		return nil
+	}
 	err := os.Remove(g.r.path(g.rec.Role, g.rec.ID))
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("filedisc: deregister %s: %w", g.rec.ID, err)

@@ -1,6 +1,7 @@
 package filedisc_test
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"io/fs"
@@ -108,5 +109,53 @@ func TestNewRejectsEmptyDir(t *testing.T) {
 	t.Parallel()
 	if _, err := filedisc.New(filedisc.Config{}); err == nil {
 		t.Fatal("New with empty dir succeeded")
+	}
+}
+
+// A second registration of an id held by a live instance is refused; one
+// that takes over an id whose holder stopped renewing keeps it: the old
+// holder can neither mark it critical nor remove it.
+func TestIDOwnership(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	r := newRegistry(t, dir)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	old, err := r.Register(ctx, disctest.Instance("decode-0", discovery.RoleDecode))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Register(ctx, disctest.Instance("decode-0", discovery.RoleDecode)); !errors.Is(err, discovery.ErrIDTaken) {
+		t.Fatalf("second live registration of decode-0: %v, want ErrIDTaken", err)
+	}
+	// The holder stops renewing (paused, or its host partitioned) and its
+	// lease runs out; another instance takes the id.
+	b, err := os.ReadFile(filepath.Join(dir, "decode", "decode-0.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rec map[string]any
+	if err := json.Unmarshal(b, &rec); err != nil {
+		t.Fatal(err)
+	}
+	rec["expires"] = time.Now().Add(-time.Second)
+	b, _ = json.Marshal(rec)
+	if err := os.WriteFile(filepath.Join(dir, "decode", "decode-0.json"), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	in := disctest.Instance("decode-0", discovery.RoleDecode)
+	in.Version = "new"
+	if _, err := r.Register(ctx, in); err != nil {
+		t.Fatalf("taking over an expired id: %v", err)
+	}
+	if err := old.SetHealth(ctx, discovery.Critical); err == nil {
+		t.Error("the old holder marked the new record critical")
+	}
+	if err := old.Deregister(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got, err := r.Instances(ctx, discovery.RoleDecode)
+	if err != nil || len(got) != 1 || got[0].Version != "new" {
+		t.Fatalf("after the old holder left: %v %v, want the new record", got, err)
 	}
 }
