@@ -57,6 +57,9 @@ worker_args="-sim-speedup $SPEED -sim-context $SIM_CONTEXT -sim-vocab 32000${NUM
 router_args="-prefill-block-time $pbt ${ROUTER_ARGS:-}"
 
 mkdir -p "$OUT"
+# A run into a folder used before must not report the earlier run's
+# numbers if this one fails before writing its own.
+rm -rf "$OUT/summary.json" "$OUT/requests.csv" "$OUT/metrics" "$OUT/mesh-logs"
 log="$OUT/mesh.log"
 # run-local.sh gets its own session so a Ctrl-C reaches only loadtest (which
 # then writes its report); the mesh is stopped by stop() below, in order.

@@ -49,7 +49,10 @@ type Aggregates struct {
 	Failed    int     `json:"requests_failed"`
 	Canceled  int     `json:"requests_canceled"`
 
-	TTFTms       Summary `json:"ttft_ms"`
+	TTFTms Summary `json:"ttft_ms"`
+	// SendLagms is how late requests were sent after their scheduled
+	// time (open loop; TTFT starts at the send), over every request sent.
+	SendLagms    Summary `json:"send_lag_ms"`
 	ITLms        Summary `json:"itl_ms"`
 	TPOTms       Summary `json:"tpot_ms"`
 	E2Ems        Summary `json:"e2e_ms"`
@@ -79,8 +82,10 @@ func Aggregate(recs []Record, duration time.Duration, sla SLA) Aggregates {
 	var ttft, itl, tpot, e2e, in, out []float64
 	var outSum int64
 	errs := map[string]int{}
+	var lag []float64
 	for i := range recs {
 		r := &recs[i]
+		lag = append(lag, ms(max(r.Start-r.Scheduled, 0)))
 		switch {
 		case r.Canceled:
 			a.Canceled++
@@ -113,6 +118,7 @@ func Aggregate(recs []Record, duration time.Duration, sla SLA) Aggregates {
 		}
 	}
 	a.TTFTms, a.ITLms, a.TPOTms, a.E2Ems = Summarize(ttft), Summarize(itl), Summarize(tpot), Summarize(e2e)
+	a.SendLagms = Summarize(lag)
 	a.InputTokens, a.OutputTokens = Summarize(in), Summarize(out)
 	if a.PromptTokens > 0 {
 		a.CacheHitRatio = float64(a.CachedTokens) / float64(a.PromptTokens)

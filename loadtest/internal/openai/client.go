@@ -57,6 +57,20 @@ type Request struct {
 	// WantReply asks Stream to return the generated text (multi-turn chat
 	// feeds it into the next turn).
 	WantReply bool
+	// Encoded is the request body when encoded ahead of time (Prepare), so
+	// the send at the scheduled instant does not wait for the encoding of a
+	// long prompt; Stream encodes it otherwise.
+	Encoded []byte
+}
+
+// Prepare encodes req's body ahead of its send.
+func (c *Client) Prepare(req *Request) error {
+	b, err := c.Body(*req)
+	if err != nil {
+		return err
+	}
+	req.Encoded = b
+	return nil
 }
 
 // Client sends measured streaming requests.

@@ -84,10 +84,13 @@ func (b *body) merged(extra map[string]json.RawMessage) map[string]any {
 // usage, error). It returns the generated text when req.WantReply is set.
 // A context cancelled mid-request marks the record Canceled.
 func (c *Client) Stream(ctx context.Context, req Request, rec *metrics.Record) string {
-	payload, err := c.Body(req)
-	if err != nil {
-		rec.Err = fmt.Sprintf("encode request: %v", err)
-		return ""
+	payload := req.Encoded
+	if payload == nil {
+		var err error
+		if payload, err = c.Body(req); err != nil {
+			rec.Err = fmt.Sprintf("encode request: %v", err)
+			return ""
+		}
 	}
 	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+c.mode.Path(), bytes.NewReader(payload))
 	if err != nil {
@@ -120,6 +123,10 @@ func (c *Client) Stream(ctx context.Context, req Request, rec *metrics.Record) s
 		fail(ctx, rec, err)
 	}
 	rec.E2E = time.Since(start)
+	// The server ends the chunked body after [DONE]: read up to that end,
+	// or the transport discards the connection and every request pays a
+	// new handshake inside its TTFT.
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 	return reply.String()
 }
 

@@ -31,6 +31,7 @@ const (
 var compareRows = []row{
 	{label: "requests succeeded", better: higher, get: func(a *metrics.Aggregates) float64 { return float64(a.Succeeded) }},
 	{label: "requests failed", get: func(a *metrics.Aggregates) float64 { return float64(a.Failed) }, better: lower},
+	{label: "requests canceled", get: func(a *metrics.Aggregates) float64 { return float64(a.Canceled) }, better: lower},
 	{label: "duration (s)", get: func(a *metrics.Aggregates) float64 { return a.DurationS }, digits: 1},
 	{label: "request throughput (req/s)", better: higher, get: func(a *metrics.Aggregates) float64 { return a.RequestThroughput }, digits: 3},
 	{label: "output throughput (tok/s)", better: higher, get: func(a *metrics.Aggregates) float64 { return a.OutputTokenThroughput }, digits: 1},
@@ -41,6 +42,8 @@ var compareRows = []row{
 	{label: "TTFT p50 (ms)", get: func(a *metrics.Aggregates) float64 { return a.TTFTms.P50 }, better: lower, digits: 2},
 	{label: "TTFT p90 (ms)", get: func(a *metrics.Aggregates) float64 { return a.TTFTms.P90 }, better: lower, digits: 2},
 	{label: "TTFT p99 (ms)", get: func(a *metrics.Aggregates) float64 { return a.TTFTms.P99 }, better: lower, digits: 2},
+	{label: "send lag mean (ms)", get: func(a *metrics.Aggregates) float64 { return a.SendLagms.Mean }, better: lower, digits: 2},
+	{label: "send lag max (ms)", get: func(a *metrics.Aggregates) float64 { return a.SendLagms.Max }, better: lower, digits: 2},
 	{label: "ITL mean (ms)", get: func(a *metrics.Aggregates) float64 { return a.ITLms.Mean }, better: lower, digits: 2},
 	{label: "ITL p50 (ms)", get: func(a *metrics.Aggregates) float64 { return a.ITLms.P50 }, better: lower, digits: 2},
 	{label: "ITL p99 (ms)", get: func(a *metrics.Aggregates) float64 { return a.ITLms.P99 }, better: lower, digits: 2},

@@ -21,7 +21,7 @@ func WriteText(w io.Writer, a metrics.Aggregates) {
 		name string
 		s    metrics.Summary
 	}{
-		{"TTFT ms", a.TTFTms}, {"ITL ms", a.ITLms}, {"TPOT ms", a.TPOTms}, {"E2E ms", a.E2Ems},
+		{"TTFT ms", a.TTFTms}, {"ITL ms", a.ITLms}, {"TPOT ms", a.TPOTms}, {"E2E ms", a.E2Ems}, {"send lag ms", a.SendLagms},
 		{"input tokens", a.InputTokens}, {"output tokens", a.OutputTokens},
 	} {
 		fmt.Fprintf(&b, "%-14s %10.2f %10.2f %10.2f %10.2f %10.2f %10.2f\n", r.name, r.s.Mean, r.s.P50, r.s.P90, r.s.P99, r.s.Min, r.s.Max)

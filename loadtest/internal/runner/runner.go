@@ -26,6 +26,11 @@ type Sender interface {
 	Stream(ctx context.Context, req openai.Request, rec *metrics.Record) string
 }
 
+// Preparer is a Sender that can encode a request ahead of its send.
+type Preparer interface {
+	Prepare(req *openai.Request) error
+}
+
 // Config bounds a run.
 type Config struct {
 	// Concurrency is the number of sessions in flight in closed-loop mode,
@@ -59,7 +64,8 @@ type Runner struct {
 	cfg    Config
 	sender Sender
 
-	start    time.Time
+	start    time.Time    // set by Run before anything else reads it
+	started  atomic.Int64 // start for Stats, which another goroutine may call earlier
 	issued   atomic.Int64
 	done     atomic.Int64
 	failed   atomic.Int64
@@ -84,6 +90,7 @@ var errDurationGrace = errors.New("still running when the duration grace period 
 // ends, and returns every record.
 func (r *Runner) Run(ctx context.Context, src workload.Source) Result {
 	r.start = time.Now()
+	r.started.Store(r.start.UnixNano())
 	reqCtx, cancelReqs := context.WithCancelCause(context.WithoutCancel(ctx))
 	defer cancelReqs(nil)
 	go func() {
@@ -127,11 +134,19 @@ func (r *Runner) Run(ctx context.Context, src workload.Source) Result {
 	return Result{Records: r.recs, Elapsed: elapsed, Interrupted: ctx.Err() != nil}
 }
 
+// elapsed is the time since Run started (0 before).
+func (r *Runner) elapsed() time.Duration {
+	if ns := r.started.Load(); ns != 0 {
+		return time.Since(time.Unix(0, ns))
+	}
+	return 0
+}
+
 // Stats returns live counters.
 func (r *Runner) Stats() Stats {
 	return Stats{
 		Issued: r.issued.Load(), Done: r.done.Load(), Failed: r.failed.Load(),
-		OutputTokens: r.outToks.Load(), Elapsed: time.Since(r.start),
+		OutputTokens: r.outToks.Load(), Elapsed: r.elapsed(),
 	}
 }
 
@@ -164,7 +179,7 @@ func (r *Runner) closedLoop(ctx context.Context, src workload.Source) {
 				if !ok {
 					return
 				}
-				r.session(ctx, s, time.Since(r.start))
+				r.session(ctx, s, time.Since(r.start), nil)
 			}
 		})
 	}
@@ -176,13 +191,40 @@ func (r *Runner) openLoop(ctx context.Context, src workload.Source) {
 	if r.cfg.Concurrency > 0 {
 		sem = make(chan struct{}, r.cfg.Concurrency)
 	}
+	// A builder goroutine takes sessions from src and builds each first
+	// turn (its prompt synthesized, its body encoded) ahead of its time,
+	// up to lookahead sessions in advance; the dispatcher only waits and
+	// sends. Built at send time, a 100k-token prompt took milliseconds
+	// (serially in a burst), and the send was late by that, counted nowhere.
+	type ready struct {
+		s     workload.Session
+		first workload.Turn
+	}
+	const lookahead = 64
+	queue := make(chan ready, lookahead)
+	go func() {
+		defer close(queue)
+		for !r.stopped() {
+			s, ok := src.Next()
+			if !ok {
+				return
+			}
+			first, ok := s.Next("")
+			if !ok {
+				continue
+			}
+			r.prepare(&first.Request)
+			select {
+			case queue <- ready{s, first}:
+			case <-r.stop:
+				return
+			}
+		}
+	}()
 	var wg sync.WaitGroup
 	defer wg.Wait()
-	for !r.stopped() {
-		s, ok := src.Next()
-		if !ok {
-			return
-		}
+	for it := range queue {
+		s, first := it.s, it.first
 		if !r.sleepUntil(s.At()) {
 			return
 		}
@@ -194,7 +236,7 @@ func (r *Runner) openLoop(ctx context.Context, src workload.Source) {
 			}
 		}
 		wg.Go(func() {
-			r.session(ctx, s, s.At())
+			r.session(ctx, s, s.At(), &first)
 			if sem != nil {
 				<-sem
 			}
@@ -235,12 +277,26 @@ func (r *Runner) take() (int, bool) {
 	return int(n - 1), true
 }
 
-func (r *Runner) session(ctx context.Context, s workload.Session, due time.Duration) {
+// prepare encodes req ahead of its send when the sender can.
+func (r *Runner) prepare(req *openai.Request) {
+	if p, ok := r.sender.(Preparer); ok {
+		_ = p.Prepare(req) // on error Stream encodes again and reports it
+	}
+}
+
+// session runs s's turns; first, when set, is its first turn, already
+// taken from s and prepared.
+func (r *Runner) session(ctx context.Context, s workload.Session, due time.Duration, first *workload.Turn) {
 	var reply string
 	for turn := 0; ; turn++ {
-		t, ok := s.Next(reply)
-		if !ok {
-			return
+		var t workload.Turn
+		if turn == 0 && first != nil {
+			t = *first
+		} else {
+			var ok bool
+			if t, ok = s.Next(reply); !ok {
+				return
+			}
 		}
 		if t.Delay > 0 {
 			due = time.Since(r.start) + t.Delay

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -252,6 +253,60 @@ func TestStats(t *testing.T) {
 		st := r.Stats()
 		if st.Issued != 3 || st.Done != 3 || st.Failed != 1 || st.OutputTokens != 8 {
 			t.Fatalf("stats %+v", st)
+		}
+	})
+}
+
+// preparingSender encodes requests ahead of their send, which takes
+// prepTime of (fake) time, and records when each Stream began and whether
+// its request arrived encoded.
+type preparingSender struct {
+	fakeSender
+	prepTime time.Duration
+	start    time.Time
+
+	calls   sync.Mutex
+	sentAt  []time.Duration
+	unready int
+}
+
+func (p *preparingSender) Prepare(req *openai.Request) error {
+	time.Sleep(p.prepTime)
+	req.Encoded = []byte("body")
+	return nil
+}
+
+func (p *preparingSender) Stream(ctx context.Context, req openai.Request, rec *metrics.Record) string {
+	p.calls.Lock()
+	p.sentAt = append(p.sentAt, time.Since(p.start))
+	if req.Encoded == nil {
+		p.unready++
+	}
+	p.calls.Unlock()
+	return p.fakeSender.Stream(ctx, req, rec)
+}
+
+// Requests are built and encoded ahead of their scheduled time, so a burst
+// is sent on time however long each takes to build (built at send time,
+// a burst of long prompts went out one build time apart, the lateness
+// counted nowhere); and the lateness that remains is reported.
+func TestOpenLoopPreparesAhead(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		at := []time.Duration{0, time.Second, time.Second, time.Second}
+		s := &preparingSender{fakeSender: fakeSender{latency: time.Second}, prepTime: 100 * time.Millisecond, start: time.Now()}
+		res := New(Config{}, s).Run(t.Context(), &fakeSource{timed: true, at: at})
+		if len(res.Records) != 4 || s.unready != 0 {
+			t.Fatalf("%d records, %d sent without being prepared", len(res.Records), s.unready)
+		}
+		slices.Sort(s.sentAt)
+		want := []time.Duration{100 * time.Millisecond, time.Second, time.Second, time.Second} // the first could not be built earlier
+		if !slices.Equal(s.sentAt, want) {
+			t.Fatalf("sent at %v, want %v", s.sentAt, want)
+		}
+		agg := metrics.Aggregate(res.Records, res.Elapsed, metrics.SLA{})
+		if agg.SendLagms.Max != 100 || agg.SendLagms.Count != 4 {
+			t.Fatalf("send lag %+v, want max 100 ms over 4 requests", agg.SendLagms)
 		}
 	})
 }
