@@ -71,8 +71,13 @@ type Request struct {
 
 // Pair is one local buffer and the remote range it maps to.
 type Pair struct {
-	Local  []byte
-	Remote RemoteDesc
+	Local []byte
+	// LocalRegion is the registered region Local lies in (held for the
+	// transfer): a backend that registers regions uses that registration,
+	// not another one that happens to cover the same bytes and may be
+	// deregistered meanwhile.
+	LocalRegion RegionID
+	Remote      RemoteDesc
 }
 
 // RemoteDesc addresses remote memory; Key is the backend's key for the

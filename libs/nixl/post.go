@@ -112,7 +112,7 @@ func (a *Agent) Post(req XferRequest) (*Xfer, error) {
 		releases = append(releases, release)
 		r := req.Remote[i]
 		reg, _ := p.md.Region(uint32(r.Region))
-		br.Pairs = append(br.Pairs, Pair{Local: mem, Remote: RemoteDesc{Region: r.Region, Offset: r.Offset, Key: reg.Key(be.Name())}})
+		br.Pairs = append(br.Pairs, Pair{Local: mem, LocalRegion: l.Region, Remote: RemoteDesc{Region: r.Region, Offset: r.Offset, Key: reg.Key(be.Name())}})
 	}
 	x := newXfer(func(err error) {
 		releaseAll()

@@ -37,7 +37,7 @@ func New(cfg Config) nixl.BackendFactory {
 		b.rbuf = C.malloc(slotSize)
 		w.poll = b.poll
 		w.checkFailed = b.checkFailed
-		w.destroy = b.destroy
+		w.destroy, w.unmap = b.destroy, b.unmap
 		w.release = b.release
 		w.start()
 		var addrErr error
@@ -85,14 +85,15 @@ type reg struct {
 	len  int
 }
 
-// memh returns the handle of the registered region holding [p, p+n), or
-// nil (UCX then registers on the fly).
-func (b *Backend) memh(p unsafe.Pointer, n int) C.ucp_mem_h {
+// memh returns the handle of registered region id if it holds [p, p+n),
+// else nil (UCX then registers on the fly). The region is the one the
+// transfer holds, so its handle outlives the request; another registration
+// covering the same bytes (overlapping windows of one arena) may be
+// unmapped while the request is in flight.
+func (b *Backend) memh(id nixl.RegionID, p unsafe.Pointer, n int) C.ucp_mem_h {
 	a := uintptr(p)
-	for _, r := range b.regs {
-		if a >= r.base && a+uintptr(n) <= r.base+uintptr(r.len) {
-			return r.memh
-		}
+	if r, ok := b.regs[id]; ok && a >= r.base && a+uintptr(n) <= r.base+uintptr(r.len) {
+		return r.memh
 	}
 	return nil
 }
@@ -190,6 +191,11 @@ func (b *Backend) destroy() {
 	for c := range b.conns {
 		c.closeEP()
 	}
+}
+
+// unmap unmaps every registration once shutdown has drained the requests
+// (a receive matched before destroy may still be writing through a memh).
+func (b *Backend) unmap() {
 	for id, r := range b.regs {
 		C.ucp_mem_unmap(b.w.ctx, r.memh)
 		delete(b.regs, id)

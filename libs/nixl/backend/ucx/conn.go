@@ -127,7 +127,7 @@ func (c *conn) notify(req *nixl.Request) {
 	var st C.ucs_status_t
 	r := C.nx_tag_send(c.ep, buf, C.size_t(len(msg)), notifTag, &st)
 	c.b.w.watch(request(r), status(st), func(st status) {
-		C.free(buf)
+		c.b.freeCBuf(buf) // kept until the worker is gone if UCX never finished it
 		if st != statusOK {
 			req.Done(c.gone(st.err()))
 			return
@@ -173,7 +173,9 @@ func (c *conn) closeEP() {
 			C.ucp_rkey_destroy(rk.h)
 			delete(c.rkeys, id)
 		}
-		C.free(unsafe.Pointer(c.failed))
+		// The error callback's argument: UCX may still call it until the
+		// worker is destroyed when shutdown gave up on the close.
+		c.b.freeCBuf(unsafe.Pointer(c.failed))
 	}
 	if r == nil {
 		finish(statusOK)

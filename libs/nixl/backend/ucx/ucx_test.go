@@ -8,6 +8,7 @@ import (
 	"errors"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -176,5 +177,57 @@ func TestManyWritesInFlight(t *testing.T) {
 		if !bytes.Equal(dst, src) {
 			t.Fatalf("round %d: target bytes differ from the source", round)
 		}
+	}
+}
+
+// Posts racing Close all end: the commands the worker accepted just
+// before it stopped are run (and then fail with the closed connection),
+// not dropped with their Xfers waiting for ever.
+func TestPostRacingClose(t *testing.T) {
+	t.Parallel()
+	for range 5 {
+		a, _, _ := agentWithArena(t, "a", 4096)
+		b, _, _ := agentWithArena(t, "b", 4096)
+		blob, err := b.Metadata()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := a.LoadRemoteMetadata(blob); err != nil {
+			t.Fatal(err)
+		}
+		var mu sync.Mutex
+		var xs []*nixl.Xfer
+		var wg sync.WaitGroup
+		stop := make(chan struct{})
+		for range 2 {
+			wg.Go(func() {
+				for {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					x, err := a.Post(nixl.XferRequest{Op: nixl.Write, Peer: "b", Notif: []byte("n")})
+					if err != nil {
+						return // closed
+					}
+					mu.Lock()
+					xs = append(xs, x)
+					mu.Unlock()
+				}
+			})
+		}
+		time.Sleep(5 * time.Millisecond)
+		_ = a.Close()
+		close(stop)
+		wg.Wait()
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second) // a hang guard
+		for i, x := range xs {
+			if err := x.Wait(ctx); errors.Is(err, context.DeadlineExceeded) {
+				cancel()
+				t.Fatalf("transfer %d of %d never ended after Close", i, len(xs))
+			}
+		}
+		cancel()
 	}
 }

@@ -48,6 +48,7 @@ type worker struct {
 	failures    int32       // nx_failures when checkFailed last ran
 	checkFailed func()
 	destroy     func()
+	unmap       func() // after the drain, before the UCX worker is destroyed
 	release     func() // after the UCX worker is destroyed: free C memory
 }
 
@@ -221,11 +222,19 @@ type finished struct {
 	st   status
 }
 
-// shutdown runs destroy, drains what it started, and frees the worker.
+// shutdown runs the commands queued before it (do accepted them, so their
+// owners wait for them: a Post racing Close must still complete), then
+// destroy, drains what those started, unmaps memory once no request can
+// use it, and frees the worker.
 func (w *worker) shutdown() {
 	w.mu.Lock()
-	w.stopped = true
+	w.stopped = true // do refuses from here on
+	cmds := w.cmds
+	w.cmds = nil
 	w.mu.Unlock()
+	for _, f := range cmds {
+		f()
+	}
 	if w.destroy != nil {
 		w.destroy()
 	}
@@ -238,6 +247,9 @@ func (w *worker) shutdown() {
 		p.done(status(C.UCS_ERR_TIMED_OUT))
 	}
 	w.active = nil
+	if w.unmap != nil {
+		w.unmap()
+	}
 	C.ucp_worker_destroy(w.w)
 	C.ucp_cleanup(w.ctx)
 	if w.release != nil {
@@ -245,11 +257,6 @@ func (w *worker) shutdown() {
 	}
 	_ = syscall.Close(w.wakeR)
 	_ = syscall.Close(w.wakeW)
-	w.mu.Lock()
-	cmds := w.cmds
-	w.cmds = nil
-	w.mu.Unlock()
-	_ = cmds // queued after stop: their owners see stopped via call/do
 }
 
 // stop asks the loop to shut down and waits for it.

@@ -148,7 +148,7 @@ func (c *conn) postWrite(req *nixl.Request) {
 		}
 		buf := unsafe.Pointer(unsafe.SliceData(p.Local))
 		r = C.nx_tag_send_mem(c.ep, buf, C.size_t(len(p.Local)), C.uint64_t(tagData|c.id|uint64(dseq+uint32(i))),
-			c.b.memh(buf, len(p.Local)), &st)
+			c.b.memh(p.LocalRegion, buf, len(p.Local)), &st)
 		w.watch(request(r), status(st), x.sent)
 	}
 	x.finish()
@@ -262,7 +262,7 @@ func (b *Backend) accept(stag uint64, h header) {
 		} else {
 			in.releases = append(in.releases, release)
 			buf = unsafe.Pointer(unsafe.SliceData(mem))
-			memh = b.memh(buf, len(mem))
+			memh = b.memh(p.region, buf, len(mem))
 		}
 		var st C.ucs_status_t
 		r := C.nx_tag_recv(b.w.w, buf, C.size_t(size), C.uint64_t(tagData|idBits|uint64(h.dseq+uint32(i))), memh, &st)
