@@ -16,6 +16,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 
@@ -237,13 +238,26 @@ func (e *Engine) Run(ctx context.Context) error {
 		}
 		e.fillBatch(&batch, plan)
 		start := e.stats.now()
-		err := e.exec.Execute(ctx, &batch)
+		err := e.execute(ctx, &batch)
 		if ctx.Err() != nil {
 			break
 		}
 		e.complete(plan, &batch, err, e.stats.now().Sub(start))
 	}
 	return nil
+}
+
+// execute runs one step. A panic in the executor (on this goroutine) is the
+// step's error: its requests fail, the others and the engine go on, rather
+// than one bad request ending the worker and everything it serves.
+func (e *Engine) execute(ctx context.Context, b *executor.Batch) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			e.log.Error("executor panicked; failing the step's requests", "panic", v, "stack", string(debug.Stack()))
+			err = fmt.Errorf("executor panicked: %v", v)
+		}
+	}()
+	return e.exec.Execute(ctx, b)
 }
 
 func (e *Engine) shutdown() {

@@ -3,9 +3,12 @@ package engine
 import (
 	"context"
 	"errors"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"switchyard.dev/libs/engine/executor"
 	"switchyard.dev/libs/engine/kvevent"
 	"switchyard.dev/libs/engine/sched"
 	"switchyard.dev/libs/engine/sim"
@@ -124,5 +127,40 @@ func TestImportEvictionsPublished(t *testing.T) {
 	}
 	if removed == 0 {
 		t.Fatalf("batch %+v has no Removed event", b)
+	}
+}
+
+// panicOnce panics in its first step, as a bug in an executor would.
+type panicOnce struct {
+	executor.Executor
+	done atomic.Bool
+}
+
+func (p *panicOnce) Execute(ctx context.Context, b *executor.Batch) error {
+	if !p.done.Swap(true) {
+		panic("executor bug")
+	}
+	return p.Executor.Execute(ctx, b)
+}
+
+// A panic in a step fails that step's requests; the engine goes on
+// serving (it ended the worker and every request on it).
+func TestExecutorPanicFailsTheStep(t *testing.T) {
+	t.Parallel()
+	ex, err := sim.New(sim.Config{VocabSize: 300, ContextLen: 128})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := start(t, Config{BlockSize: 4, NumBlocks: 32}, &panicOnce{Executor: ex})
+	first := run(t, e, Request{Prompt: prompt(5, 1), Stop: StopParams{MaxTokens: 3, IgnoreEOS: true}})
+	if first.final.Finish != FinishError || first.final.Err == nil || !strings.Contains(first.final.Err.Error(), "panicked") {
+		t.Fatalf("the step that panicked: %+v", first.final)
+	}
+	second := run(t, e, Request{Prompt: prompt(5, 2), Stop: StopParams{MaxTokens: 3, IgnoreEOS: true}})
+	if second.final.Finish != FinishLength || len(second.tokens) != 3 {
+		t.Fatalf("after the panic: %+v, %d tokens", second.final, len(second.tokens))
+	}
+	if m := e.Metrics(); m.KVUsedBlocks != 0 || m.Running != 0 {
+		t.Fatalf("state left behind: %+v", m)
 	}
 }
