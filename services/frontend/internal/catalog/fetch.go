@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"connectrpc.com/connect"
 
@@ -91,7 +92,14 @@ func (c *Catalog) urls(ctx context.Context, model string, e *entry) ([]string, e
 }
 
 // fetch asks the model's workers in turn for its info.
+// fetchTimeout bounds one model lookup (the router's Locate, each worker's
+// GetModelInfo): the request that makes it has no deadline of its own yet,
+// and every other first request for the model waits on it.
+const fetchTimeout = 10 * time.Second
+
 func (c *Catalog) fetch(ctx context.Context, model string, e *entry) (*Model, error) {
+	ctx, cancel := context.WithTimeout(ctx, fetchTimeout)
+	defer cancel()
 	urls, err := c.urls(ctx, model, e)
 	if err != nil {
 		return nil, err
