@@ -167,6 +167,11 @@ func (e *Engine) signal() {
 	}
 }
 
+// Validate checks r as Submit will, without submitting it: for work a
+// caller does before Submit (a remote prefill) that an invalid request
+// must not cost.
+func (e *Engine) Validate(r Request) error { return e.validate(&r) }
+
 // Submit validates r and queues it. The request is cancelled when ctx is
 // done or Stream.Cancel is called. Validation errors match
 // ErrInvalidRequest; no KV block is touched before validation passes.

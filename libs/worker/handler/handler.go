@@ -38,6 +38,7 @@ import (
 
 // Engine is what the handler needs from *engine.Engine.
 type Engine interface {
+	Validate(r engine.Request) error
 	Submit(ctx context.Context, r engine.Request) (*engine.Stream, error)
 	Subscribe(after uint64) *kvevent.Subscription
 	Dump() kvevent.Batch
