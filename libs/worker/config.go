@@ -103,6 +103,12 @@ func (c *Config) Validate() error {
 	}
 }
 
+// Bounds on the KV pool's shape.
+const (
+	MaxBlockSize = 1024
+	MaxNumBlocks = 1 << 24
+)
+
 func (c *Config) validateSizes() error {
 	for _, f := range []struct {
 		name string
@@ -122,6 +128,15 @@ func (c *Config) validateSizes() error {
 	}
 	if c.NumBlocks > 0 && c.NumBlocks < 2 {
 		return fmt.Errorf("-num-blocks=%d: need at least 2 blocks", c.NumBlocks)
+	}
+	// Upper bounds: products of these size the KV pool and the context,
+	// and a huge one wrapped to 0 (a worker that served nothing yet
+	// published itself).
+	if c.BlockSize > MaxBlockSize {
+		return fmt.Errorf("-block-size=%d: at most %d tokens a block", c.BlockSize, MaxBlockSize)
+	}
+	if c.NumBlocks > MaxNumBlocks {
+		return fmt.Errorf("-num-blocks=%d: at most %d", c.NumBlocks, MaxNumBlocks)
 	}
 	if sched.CheckOrder(c.PrefillOrder) != nil {
 		return fmt.Errorf("-prefill-order=%q: want %s or %s", c.PrefillOrder, sched.OrderFCFS, sched.OrderShortest)

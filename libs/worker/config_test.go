@@ -38,6 +38,8 @@ func TestValidateErrors(t *testing.T) {
 		{[]string{"-model", lonely}, `-model="` + lonely + `": `},
 		{[]string{"-tokenizer", "t.bin"}, `-tokenizer="t.bin": needs -model`},
 		{[]string{"-block-size", "0"}, "-block-size=0: must be at least 1"},
+		{[]string{"-block-size", "4611686018427387904"}, "-block-size=4611686018427387904: at most 1024"},
+		{[]string{"-num-blocks", "100000000"}, "-num-blocks=100000000: at most"},
 		{[]string{"-num-blocks", "-3"}, "-num-blocks=-3: must be at least 0"},
 		{[]string{"-num-blocks", "1"}, "-num-blocks=1: need at least 2 blocks"},
 		{[]string{"-prefill-order", "lifo"}, `-prefill-order="lifo": want fcfs or shortest`},

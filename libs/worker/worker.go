@@ -91,10 +91,23 @@ func Setup(ctx context.Context, rt *service.Runtime, cfg *Config) error {
 	mi := eng.ModelInfo()
 	publish(ctx, rt, cfg, mi, inv)
 
-	go run(ctx, eng, h, drainWindow(rt.Server.DrainTimeout()), log, func() {
-		_ = unregister()
-		_ = inv.Close()
-		tr.close(log)
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		run(ctx, eng, h, drainWindow(rt.Server.DrainTimeout()), log, func() {
+			_ = unregister()
+			_ = inv.Close()
+			tr.close(log)
+		})
+	}()
+	// The process waits for that teardown (the transfer agent's close, the
+	// arena's release) before it exits, bounded by the drain timeout.
+	rt.AfterDrain(func(dctx context.Context) {
+		select {
+		case <-stopped:
+		case <-dctx.Done():
+			log.Warn("worker teardown still running at exit")
+		}
 	})
 	log.Info("worker ready", "model", cfg.ModelName, "executor", cfg.Executor, "vocab", mi.VocabSize,
 		"context", mi.ContextLen, "kv_blocks", mi.NumBlocks, "block_size", mi.BlockSize)
