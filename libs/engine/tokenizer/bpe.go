@@ -74,6 +74,12 @@ func ParseBPE(data []byte, vocabSize int) (*BPE, error) {
 			t.index[s] = uint32(i) // first wins, like bsearch over a stable sort
 		}
 	}
+	if off != len(data) {
+		// The file holds more entries than the model's vocabulary: the
+		// tokenizer of another model (llama2.c's 32000-entry one beside a
+		// 512-token model), whose first pieces would decode to wrong text.
+		return nil, fmt.Errorf("%w: %d bytes left after the %d entries of the vocabulary (a tokenizer for a larger one?)", ErrFormat, len(data)-off, vocabSize)
+	}
 	for b := range 256 {
 		t.bytePick[b] = []byte{byte(b)}
 	}

@@ -128,6 +128,7 @@ func TestParseBPEErrors(t *testing.T) {
 		{"empty", nil, 10},
 		{"truncated", good[:len(good)-3], len(pieces)},
 		{"too many entries", good, len(pieces) + 1},
+		{"entries left over (a larger vocabulary's file)", good, len(pieces) - 1},
 		{"bad vocab", good, 0},
 		{"negative length", append(append([]byte{}, good[:4]...), 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff), 1},
 	}
