@@ -213,17 +213,14 @@ func (c *Config) validateSim() error {
 	return nil
 }
 
-// ResolveTokenizer finds the tokenizer of a llama2.c checkpoint: the file
-// tokenizer.bin in the checkpoint's directory (llama2.c's 32000-token
-// default), else tok<vocab>.bin there, vocab read from the checkpoint
-// header (llama2.c's name for custom vocabularies: tok512.bin for
-// stories260K).
+// ResolveTokenizer finds the tokenizer of a llama2.c checkpoint in its
+// directory: tok<vocab>.bin (llama2.c's name for a custom vocabulary:
+// tok512.bin for stories260K; vocab read from the checkpoint header), else
+// tokenizer.bin (llama2.c's 32000-token default). The vocabulary's own file
+// comes first: beside a 512-token model, the default 32000-token file is
+// another model's.
 func ResolveTokenizer(model string) (string, error) {
 	dir := filepath.Dir(model)
-	def := filepath.Join(dir, "tokenizer.bin")
-	if regularFile("tokenizer", def) == nil {
-		return def, nil
-	}
 	hdr, err := readHeader(model)
 	if err != nil {
 		return "", fmt.Errorf("-model=%q: %w", model, err)
@@ -232,7 +229,11 @@ func ResolveTokenizer(model string) (string, error) {
 	if regularFile("tokenizer", custom) == nil {
 		return custom, nil
 	}
-	return "", fmt.Errorf("-tokenizer: not set, and neither %s nor %s exists beside -model=%q", def, custom, model)
+	def := filepath.Join(dir, "tokenizer.bin")
+	if regularFile("tokenizer", def) == nil {
+		return def, nil
+	}
+	return "", fmt.Errorf("-tokenizer: not set, and neither %s nor %s exists beside -model=%q", custom, def, model)
 }
 
 func readHeader(path string) (llama.Config, error) {

@@ -101,7 +101,13 @@ func TestResolveTokenizer(t *testing.T) {
 	}
 	link(t, filepath.Join(stories, "tok512.bin"), filepath.Join(dir, "tokenizer.bin"))
 	if c, err := parse("-model", model); err != nil || c.Tokenizer != filepath.Join(dir, "tokenizer.bin") {
-		t.Fatalf("tokenizer %q, err %v; want tokenizer.bin first", c.Tokenizer, err)
+		t.Fatalf("tokenizer %q, err %v; want tokenizer.bin when it is the only one", c.Tokenizer, err)
+	}
+	// Both: the vocabulary's own file wins (tokenizer.bin is llama2.c's
+	// 32000-token default, another model's beside a 512-token one).
+	link(t, filepath.Join(stories, "tok512.bin"), filepath.Join(dir, "tok512.bin"))
+	if c, err := parse("-model", model); err != nil || c.Tokenizer != filepath.Join(dir, "tok512.bin") {
+		t.Fatalf("tokenizer %q, err %v; want tok512.bin first", c.Tokenizer, err)
 	}
 }
 
