@@ -40,11 +40,16 @@ type ExportConfig struct {
 	Region nixl.RegionID
 	Tracer trace.Tracer
 	Logger *slog.Logger
+	// MaxPeers bounds the decode agents kept known (metadata, connections)
+	// between requests; the least recently used idle ones are forgotten
+	// beyond it. Default DefaultMaxPeers.
+	MaxPeers int
 }
 
 // Exporter is the prefill side. It is safe for concurrent use.
 type Exporter struct {
-	cfg ExportConfig
+	cfg   ExportConfig
+	peers *peerSet
 }
 
 // NewExporter returns an Exporter.
@@ -55,7 +60,10 @@ func NewExporter(cfg ExportConfig) *Exporter {
 	if cfg.Tracer == nil {
 		cfg.Tracer = noop.NewTracerProvider().Tracer("")
 	}
-	return &Exporter{cfg: cfg}
+	if cfg.MaxPeers <= 0 {
+		cfg.MaxPeers = DefaultMaxPeers
+	}
+	return &Exporter{cfg: cfg, peers: newPeerSet(cfg.MaxPeers, cfg.Agent.Invalidate)}
 }
 
 // cancelWait bounds the wait for cancelled writes to stop touching the
@@ -75,6 +83,8 @@ func (x *Exporter) Prefill(ctx context.Context, m *workerv1.RemotePrefillRequest
 	if err != nil {
 		return nil, connect.NewError(connect.CodeInvalidArgument, err)
 	}
+	x.peers.use(peer, recv)
+	defer x.peers.done(peer)
 	ctx, span := x.cfg.Tracer.Start(ctx, "disagg.export", trace.WithAttributes(
 		attribute.Int("prompt_tokens", len(m.GetTokenIds())), attribute.Int("blocks", end-first)))
 	defer span.End()
