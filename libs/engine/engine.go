@@ -147,10 +147,7 @@ func (e *Engine) Close() error {
 	if e.running.Load() && !e.stopped {
 		return ErrStillRunning
 	}
-	e.stopped = true
-	for _, r := range e.reqs { // submitted to an engine that never ran
-		e.finish(r, FinishError, ErrStopped, nil)
-	}
+	e.stopLocked() // requests submitted to an engine that never ran end too
 	return e.kv.Close()
 }
 
@@ -268,9 +265,15 @@ func (e *Engine) execute(ctx context.Context, b *executor.Batch) (err error) {
 func (e *Engine) shutdown() {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	e.stopLocked()
+	e.flushEvents()
+}
+
+// stopLocked stops taking requests and ends every unfinished one with
+// ErrStopped; e.mu is held.
+func (e *Engine) stopLocked() {
 	e.stopped = true
 	for _, r := range e.reqs {
 		e.finish(r, FinishError, ErrStopped, nil)
 	}
-	e.flushEvents()
 }
