@@ -33,7 +33,8 @@ type Env struct {
 	// Regions serves remote accesses to local memory (targets of the
 	// backends that are not one-sided in hardware: tcp, local).
 	Regions RegionAccess
-	// Notify delivers a notification received from peer "from".
+	// Notify delivers a notification received from peer "from". It copies
+	// msg, so a backend may reuse the buffer once it returns.
 	Notify func(from string, msg []byte)
 }
 

@@ -33,7 +33,7 @@ func (a *Agent) LoadRemoteMetadata(blob []byte) (string, error) {
 	}
 	p := &peer{md: md}
 	if old != nil && old.conn != nil {
-		if addr, ok := md.Backend(old.backend.Name()); ok && string(addr) == string(mustAddr(old.md, old.backend.Name())) {
+		if sameEndpoint(md, old.md, old.backend.Name()) {
 			p.conn, p.backend = old.conn, old.backend // same endpoint: keep the connection
 			old = nil
 		}
@@ -47,9 +47,11 @@ func (a *Agent) LoadRemoteMetadata(blob []byte) (string, error) {
 	return md.Name, nil
 }
 
-func mustAddr(md *metadata.Agent, backend string) []byte {
-	addr, _ := md.Backend(backend)
-	return addr
+// sameEndpoint reports whether a and b give one address on backend.
+func sameEndpoint(a, b *metadata.Agent, backend string) bool {
+	x, okA := a.Backend(backend)
+	y, okB := b.Backend(backend)
+	return okA && okB && string(x) == string(y)
 }
 
 // Invalidate forgets a peer: its connection is closed and transfers in
@@ -167,7 +169,7 @@ func (a *Agent) connect(name string, p *peer) (Conn, Backend, error) {
 			errs = append(errs, fmt.Errorf("%s: %w", b.Name(), err))
 			continue
 		}
-		c, b, err = a.install(name, p, c, b, addr)
+		c, b, err = a.install(name, p, c, b)
 		if err == nil {
 			a.log.Debug("nixl: connected", "peer", name, "backend", b.Name())
 		}
@@ -179,21 +181,17 @@ func (a *Agent) connect(name string, p *peer) (Conn, Backend, error) {
 	return nil, nil, fmt.Errorf("%w: %s: %w", ErrPeerGone, name, errors.Join(errs...))
 }
 
-// install records c, just dialed at addr on backend b, as the connection
+// install records c, just dialed on backend b, as the connection
 // of peer name, which was p when the dial began. Metadata may have been
 // reloaded meanwhile (every remote prefill brings a new blob): an entry
 // for the same endpoint takes c, or keeps the connection it got another
 // way (c is closed). An entry gone (invalidated) or moved to another
 // endpoint does not take c, and c is closed rather than leaked.
-func (a *Agent) install(name string, p *peer, c Conn, b Backend, addr []byte) (Conn, Backend, error) {
+func (a *Agent) install(name string, p *peer, c Conn, b Backend) (Conn, Backend, error) {
 	a.mu.Lock()
 	cur := a.peers[name]
 	closed := a.closed
-	same := cur == p
-	if !same && cur != nil {
-		curAddr, ok := cur.md.Backend(b.Name())
-		same = ok && string(curAddr) == string(addr)
-	}
+	same := cur == p || cur != nil && sameEndpoint(cur.md, p.md, b.Name())
 	var keep Conn
 	var keepB Backend
 	switch {

@@ -79,12 +79,14 @@ func (x *Exporter) Prefill(ctx context.Context, m *workerv1.RemotePrefillRequest
 	if err != nil {
 		return nil, connect.NewError(connect.CodeInvalidArgument, err)
 	}
+	// In use before its metadata is loaded, so a concurrent request for
+	// another peer cannot forget it in between (loadPeer checks the name).
+	x.peers.use(m.GetTarget().GetAgent(), recv)
+	defer x.peers.done(m.GetTarget().GetAgent())
 	peer, err := x.loadPeer(m.GetTarget())
 	if err != nil {
 		return nil, connect.NewError(connect.CodeInvalidArgument, err)
 	}
-	x.peers.use(peer, recv)
-	defer x.peers.done(peer)
 	ctx, span := x.cfg.Tracer.Start(ctx, "disagg.export", trace.WithAttributes(
 		attribute.Int("prompt_tokens", len(m.GetTokenIds())), attribute.Int("blocks", end-first)))
 	defer span.End()

@@ -13,7 +13,6 @@ package consuldisc
 import (
 	"context"
 	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -154,9 +153,7 @@ func (r *Registry) Register(ctx context.Context, in discovery.Instance) (discove
 	// The check is this registration's own: a process whose id another
 	// instance took over finds its heartbeat refused, rather than marking
 	// the newcomer's check.
-	var token [8]byte
-	_, _ = rand.Read(token[:])
-	owner := hex.EncodeToString(token[:])
+	owner := rand.Text()
 	checkID := "switchyard:" + in.ID + ":" + owner
 	svc, err := r.agentService(in, checkID, owner)
 	if err != nil {

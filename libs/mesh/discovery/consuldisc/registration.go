@@ -39,21 +39,13 @@ func (g *registration) state() (status string, gone bool) {
 }
 
 // holder returns the owner token of the agent's service with our id ("" if
-// there is none) and whether its heartbeat check passes.
+// there is none) and whether its heartbeat check passes, in one call.
 func (g *registration) holder(ctx context.Context) (owner string, passing bool, err error) {
-	svc, _, err := g.r.client.Agent().Service(g.svc.ID, (&api.QueryOptions{}).WithContext(ctx))
-	if err != nil {
-		var se api.StatusError
-		if errors.As(err, &se) && se.Code == 404 {
-			return "", false, nil
-		}
+	status, info, err := g.r.client.Agent().AgentHealthServiceByIDOpts(g.svc.ID, (&api.QueryOptions{}).WithContext(ctx))
+	if err != nil || info == nil || info.Service == nil { // nil info: no such service
 		return "", false, err
 	}
-	status, _, err := g.r.client.Agent().AgentHealthServiceByIDOpts(g.svc.ID, (&api.QueryOptions{}).WithContext(ctx))
-	if err != nil {
-		return "", false, err
-	}
-	return svc.Meta[metaOwner], status == api.HealthPassing, nil
+	return info.Service.Meta[metaOwner], status == api.HealthPassing, nil
 }
 
 // ours reports whether the agent's service with our id is this

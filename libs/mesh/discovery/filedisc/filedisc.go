@@ -11,7 +11,6 @@ package filedisc
 import (
 	"context"
 	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -105,13 +104,11 @@ func (r *Registry) Register(ctx context.Context, in discovery.Instance) (discove
 	if err := in.Validate(); err != nil {
 		return nil, err
 	}
-	var token [8]byte
-	_, _ = rand.Read(token[:])
-	reg := &registration{r: r, rec: record{Instance: in.Clone(), PID: os.Getpid(), Host: r.hostname, Owner: hex.EncodeToString(token[:])}}
+	reg := &registration{r: r, rec: record{Instance: in.Clone(), PID: os.Getpid(), Host: r.hostname, Owner: rand.Text()}}
 	if err := os.MkdirAll(filepath.Join(r.cfg.Dir, in.Role), 0o755); err != nil {
 		return nil, fmt.Errorf("filedisc: %w", err)
 	}
-	if old, ok := readRecord(r.path(in.Role, in.ID)); ok && r.now().Before(old.Expires) && r.processAlive(old) {
+	if old, ok := readRecord(r.path(in.Role, in.ID)); ok && r.live(old, r.now()) {
 		return nil, fmt.Errorf("%w: %q is registered by pid %d on %s until %s", discovery.ErrIDTaken, in.ID, old.PID, old.Host, old.Expires.Format(time.RFC3339))
 	}
 	if err := reg.write(true); err != nil {
@@ -142,12 +139,8 @@ func (r *Registry) Instances(ctx context.Context, role string) ([]discovery.Inst
 		if e.IsDir() || !strings.HasSuffix(e.Name(), ".json") {
 			continue
 		}
-		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
-		if err != nil {
-			continue // removed between ReadDir and ReadFile
-		}
-		var rec record
-		if json.Unmarshal(b, &rec) != nil || rec.Role != role {
+		rec, ok := readRecord(filepath.Join(dir, e.Name()))
+		if !ok || rec.Role != role { // garbage, or removed since ReadDir
 			continue
 		}
 		if now.Sub(rec.Expires) > staleLeases*r.cfg.Lease {
@@ -157,7 +150,7 @@ func (r *Registry) Instances(ctx context.Context, role string) ([]discovery.Inst
 			_ = os.Remove(filepath.Join(dir, e.Name()))
 			continue
 		}
-		if rec.Critical || !now.Before(rec.Expires) || !r.processAlive(rec) {
+		if rec.Critical || !r.live(rec, now) {
 			continue
 		}
 		out = append(out, rec.Instance)
@@ -183,6 +176,11 @@ func (r *Registry) Watch(ctx context.Context, role string) (<-chan []discovery.I
 		}
 		return ins, err
 	}), nil
+}
+
+// live reports whether rec's lease runs at now and its process is alive.
+func (r *Registry) live(rec record, now time.Time) bool {
+	return now.Before(rec.Expires) && r.processAlive(rec)
 }
 
 func (r *Registry) processAlive(rec record) bool {
