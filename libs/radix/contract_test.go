@@ -193,6 +193,18 @@ func TestContract(t *testing.T) {
 			next:  map[string]uint64{"a": 0},
 		},
 		{
+			name: "resume sets the sequence a complete dump reflects",
+			steps: []step{add("a"),
+				{do: func(ix *Index) error { return ix.Reset("a", []Block{{7, kvtier.Device.Mask()}}) }},
+				apply("a", StoredEvent(dev, 8)),
+				{do: func(ix *Index) error { return ix.Resume("a", 41) }},
+				batch("a", 42, nil, StoredEvent(dev, 9)),
+				{do: func(ix *Index) error { return ix.Resume("zz", 1) }, wantErr: ErrUnknownWorker}},
+			query: []uint64{7, 8, 9},
+			want:  depthMap{"a": {3, 3, 3, 3}},
+			next:  map[string]uint64{"a": 43},
+		},
+		{
 			name: "removed worker is forgotten",
 			steps: []step{add("a", "b"),
 				apply("a", StoredEvent(dev, 1, 2)),

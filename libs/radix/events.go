@@ -146,6 +146,19 @@ func (ix *Index) Reset(name string, blocks []Block) error {
 	return ix.resync("reset", name, blocks, 0)
 }
 
+// Resume says worker name's blocks now reflect its sequence number seq
+// (a dump whose batches were applied as they came, now complete):
+// ApplyBatch then expects seq+1. Its blocks are left as they are.
+func (ix *Index) Resume(name string, seq uint64) error {
+	w, err := ix.lockWorker(name)
+	if err != nil {
+		return fmt.Errorf("resume: %w", err)
+	}
+	defer w.mu.Unlock()
+	w.next = seq + 1
+	return nil
+}
+
 func (ix *Index) resync(op, name string, blocks []Block, next uint64) error {
 	for _, b := range blocks {
 		if !b.Tiers.Valid() {

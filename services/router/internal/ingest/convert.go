@@ -38,8 +38,8 @@ func appendEvents(dst []radix.Event, evs []*workerv1.KvEvent) []radix.Event {
 	return dst
 }
 
-// dumpAcc accumulates a dump's batches into the block list Reset and
-// Resync take.
+// dumpAcc turns a dump's first batch into the block list Reset takes (the
+// later batches are applied as events).
 type dumpAcc struct {
 	masks map[uint64]kvtier.Mask
 	order []uint64

@@ -130,7 +130,7 @@ func (f *follower) session(ctx context.Context) (bool, error) {
 // sequence in the index (radix Reset): a snapshot taken mid-dump, or a
 // stream that breaks there, makes the next subscription dump again rather
 // than resume after S with part of the cache never sent. The complete dump
-// is then set at S (Resync). Workers before 0.4.0 do not mark the last
+// then gets S (radix Resume). Workers before 0.4.0 do not mark the last
 // batch; their dump ends at the first live batch.
 func (f *follower) apply(msg *workerv1.SubscribeKvEventsResponse, sub *subscription) error {
 	ix, id, seq := f.in.cfg.Index, f.w.ID, msg.GetSequence()
@@ -139,20 +139,18 @@ func (f *follower) apply(msg *workerv1.SubscribeKvEventsResponse, sub *subscript
 		if !first && (!sub.open || seq != sub.dumpSeq) {
 			return fmt.Errorf("%w: dump batch at sequence %d (dump at %d, open %t)", errNeedDump, seq, sub.dumpSeq, sub.open)
 		}
+		var err error
 		if first {
 			sub.sawDump, sub.open, sub.dumpSeq = true, true, seq
 			f.acc.reset()
-		}
-		f.acc.add(msg.GetEvents())
-		var err error
-		switch {
-		case msg.GetDumpComplete():
-			err = f.endDump(sub)
-		case first:
+			f.acc.add(msg.GetEvents())
 			err = ix.Reset(id, f.acc.blocks())
-		default:
+		} else {
 			f.evs = appendEvents(f.evs[:0], msg.GetEvents())
 			err = ix.Apply(id, f.evs...)
+		}
+		if err == nil && msg.GetDumpComplete() {
+			err = f.endDump(sub)
 		}
 		if err != nil {
 			return fmt.Errorf("ingest: %w", err)
@@ -182,10 +180,9 @@ func (f *follower) apply(msg *workerv1.SubscribeKvEventsResponse, sub *subscript
 	return fmt.Errorf("ingest: %w", err)
 }
 
-// endDump sets the whole dump in the index at its sequence.
+// endDump gives the worker the dump's sequence: its blocks are in the
+// index already, applied batch by batch.
 func (f *follower) endDump(sub *subscription) error {
 	sub.open = false
-	err := f.in.cfg.Index.Resync(f.w.ID, sub.dumpSeq, f.acc.blocks())
-	f.acc = dumpAcc{} // a large cache's dump is not kept for the next one
-	return err
+	return f.in.cfg.Index.Resume(f.w.ID, sub.dumpSeq)
 }
