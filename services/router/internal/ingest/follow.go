@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"connectrpc.com/connect"
 
@@ -40,14 +39,14 @@ type subscription struct {
 // and the ingester handles such workers otherwise.
 func (f *follower) run(ctx context.Context) {
 	log := f.in.cfg.Logger.With("worker", f.w.ID)
-	backoff, failures := time.Duration(0), 0
+	r := retry{in: f.in}
 	for ctx.Err() == nil {
 		progressed, err := f.session(ctx)
 		if ctx.Err() != nil {
 			return
 		}
 		if progressed {
-			backoff, failures = 0, 0
+			r.reset()
 		}
 		switch code := connect.CodeOf(err); {
 		case errors.Is(err, errNeedDump), code == connect.CodeOutOfRange, code == connect.CodeFailedPrecondition:
@@ -67,12 +66,7 @@ func (f *follower) run(ctx context.Context) {
 			}
 			continue
 		}
-		failures++
-		backoff = min(max(2*backoff, f.in.cfg.MinBackoff), f.in.cfg.MaxBackoff)
-		if discovery.LogRetry(failures) {
-			log.Warn("kv events: stream ended, reconnecting", "err", err, "failures", failures, "retry_in", backoff)
-		}
-		if !discovery.SleepCtx(ctx, backoff) {
+		if !r.wait(ctx, "kv events: stream ended, reconnecting", err, "worker", f.w.ID) {
 			return
 		}
 	}

@@ -12,6 +12,7 @@ import (
 
 	"switchyard.dev/gen/switchyard/worker/v1/workerv1connect"
 	"switchyard.dev/libs/kvevents"
+	"switchyard.dev/libs/mesh/discovery"
 	"switchyard.dev/libs/radix"
 )
 
@@ -151,3 +152,25 @@ func (in *Ingester) addWorker(id string) {
 
 // Wait blocks until every follower has stopped (after ctx ended).
 func (in *Ingester) Wait() { in.wg.Wait() }
+
+// retry is a reconnect loop's backoff: doubling from MinBackoff to
+// MaxBackoff, with the first failure and every tenth logged.
+type retry struct {
+	in       *Ingester
+	backoff  time.Duration
+	failures int
+}
+
+// reset starts over after progress.
+func (r *retry) reset() { r.backoff, r.failures = 0, 0 }
+
+// wait logs failure err (msg, with args) when due and sleeps the next
+// backoff; false if ctx ended first.
+func (r *retry) wait(ctx context.Context, msg string, err error, args ...any) bool {
+	r.failures++
+	r.backoff = min(max(2*r.backoff, r.in.cfg.MinBackoff), r.in.cfg.MaxBackoff)
+	if discovery.LogRetry(r.failures) {
+		r.in.cfg.Logger.Warn(msg, append(args, "err", err, "failures", r.failures, "retry_in", r.backoff)...)
+	}
+	return discovery.SleepCtx(ctx, r.backoff)
+}

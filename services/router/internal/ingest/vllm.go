@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"switchyard.dev/libs/kvevents"
-	"switchyard.dev/libs/mesh/discovery"
 	"switchyard.dev/libs/radix"
 )
 
@@ -54,8 +53,8 @@ func (in *Ingester) FollowVLLM(ctx context.Context, w VLLMWorker) {
 	go func() {
 		defer in.wg.Done()
 		h := &vllmHandler{ix: in.cfg.Index, id: w.ID}
-		var backoff time.Duration
-		for failures := 1; ctx.Err() == nil; failures++ {
+		r := retry{in: in}
+		for ctx.Err() == nil {
 			// Every (re)start resumes after what the index holds (a restored
 			// snapshot's sequence at first), so the subscriber knows the
 			// sequence it expects and reports an engine that restarted
@@ -72,13 +71,9 @@ func (in *Ingester) FollowVLLM(ctx context.Context, w VLLMWorker) {
 			// A subscription that fails at once (a handshake refused by
 			// something that is not the engine) is retried with backoff.
 			if time.Since(start) > in.cfg.MaxBackoff {
-				backoff, failures = 0, 1
+				r.reset()
 			}
-			backoff = min(max(2*backoff, in.cfg.MinBackoff), in.cfg.MaxBackoff)
-			if discovery.LogRetry(failures) {
-				in.cfg.Logger.Warn("vllm kv events stopped, restarting", "worker", w.ID, "err", err, "failures", failures, "retry_in", backoff)
-			}
-			if !discovery.SleepCtx(ctx, backoff) {
+			if !r.wait(ctx, "vllm kv events stopped, restarting", err, "worker", w.ID) {
 				return
 			}
 		}

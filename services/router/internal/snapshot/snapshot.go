@@ -86,7 +86,7 @@ func (s *Saver) Run(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		if err := s.save(ctx); err != nil && ctx.Err() == nil {
+		if err := s.save(ctx, max(s.Interval, time.Second)); err != nil && ctx.Err() == nil {
 			failures++
 			if discovery.LogRetry(failures) {
 				s.Logger.Warn("index snapshot failed; routing continues, retrying", "key", s.Key, "err", err, "failures", failures)
@@ -101,20 +101,17 @@ func (s *Saver) Run(ctx context.Context) {
 // finalTimeout bounds the shutdown's save.
 const finalTimeout = 2 * time.Second
 
-// Final makes the shutdown's save, bounded by ctx and finalTimeout, and
-// reports whether it succeeded (failures are logged).
-func (s *Saver) Final(ctx context.Context) bool {
-	fctx, cancel := context.WithTimeout(ctx, finalTimeout)
-	defer cancel()
-	if err := s.Store.Save(fctx, s.Key, s.Source()); err != nil {
+// Final makes the shutdown's save, bounded by ctx and finalTimeout;
+// a failure is logged.
+func (s *Saver) Final(ctx context.Context) {
+	if err := s.save(ctx, finalTimeout); err != nil {
 		s.Logger.Warn("final index snapshot failed", "key", s.Key, "err", err)
-		return false
 	}
-	return true
 }
 
-func (s *Saver) save(ctx context.Context) error {
-	cctx, cancel := context.WithTimeout(ctx, max(s.Interval, time.Second))
+// save saves once, bounded by timeout.
+func (s *Saver) save(ctx context.Context, timeout time.Duration) error {
+	cctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	return s.Store.Save(cctx, s.Key, s.Source())
 }
