@@ -84,16 +84,12 @@ func (st *state) consume(msg *workerv1.GenerateResponse, emit func(Delta) error)
 		lps = make([]Logprob, 0, len(ids))
 	}
 	for i, id := range ids {
-		var text string
-		var stop bool
-		if wantLogprobs { // the entry and the text share one decode of the token
-			prev := st.text.Prev()
-			piece := st.req.Tokenizer.Piece(prev, id)
+		prev := st.text.Prev()
+		piece := st.req.Tokenizer.Piece(prev, id) // one decode for the text and the logprob entry
+		if wantLogprobs {
 			lps = append(lps, st.logprob(prev, id, piece, msg.GetLogprobs()[i]))
-			text, stop = st.text.PushPiece(id, piece)
-		} else {
-			text, stop = st.text.Push(id)
 		}
+		text, stop := st.text.PushPiece(id, piece)
 		st.generated = append(st.generated, id)
 		b.WriteString(text)
 		if stop {
