@@ -133,7 +133,7 @@ func New(cfg Config, exec executor.Executor, logger *slog.Logger) (*Engine, erro
 	return &Engine{
 		cfg: cfg, exec: exec, log: logger, model: m, tok: exec.Tokenizer(),
 		maxLen:  min(m.ContextLen, cfg.NumBlocks*cfg.BlockSize),
-		journal: kvevent.NewJournal(cfg.EventBuffer),
+		journal: kvevent.NewJournalAfter(cfg.EventBuffer, kvevent.RandomStart()),
 		wake:    make(chan struct{}, 1),
 		kv:      kv, sched: s, reqs: make(map[uint64]*request),
 	}, nil

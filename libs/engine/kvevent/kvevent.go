@@ -7,12 +7,21 @@
 // resumes after the last number it saw, and one that fell off the replay
 // buffer gets ErrGap and should ask for a dump (Stored events for every
 // cached block, parents before children, tagged with the current number).
+//
+// A worker's journal starts each run at a random sequence number (as TCP
+// picks a random initial sequence number per connection): a subscriber
+// holding a position from an earlier run of the same worker (a router
+// restored from a snapshot while the worker restarted) then finds it
+// outside the new run's history, gets ErrGap or a refusal for a position
+// ahead of the latest batch, and takes a dump, instead of resuming
+// inside a history it never saw and keeping the dead process's blocks.
 package kvevent
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"sync"
 
 	"switchyard.dev/libs/kvhash/kvtier"
@@ -71,13 +80,29 @@ type Journal struct {
 	buf     []Batch // ring, oldest at start
 	start   int
 	n       int
+	start0  uint64 // the sequence number before the first batch
 	last    uint64
 	changed chan struct{}
 }
 
-// NewJournal returns an empty journal keeping at most capacity batches.
+// NewJournal returns an empty journal keeping at most capacity batches,
+// numbering its first batch 1.
 func NewJournal(capacity int) *Journal {
-	return &Journal{buf: make([]Batch, max(capacity, 1)), changed: make(chan struct{})}
+	return NewJournalAfter(capacity, 0)
+}
+
+// NewJournalAfter returns an empty journal whose first batch is numbered
+// start+1.
+func NewJournalAfter(capacity int, start uint64) *Journal {
+	return &Journal{buf: make([]Batch, max(capacity, 1)), start0: start, last: start, changed: make(chan struct{})}
+}
+
+// RandomStart returns a random sequence number to start a run's journal
+// after: at least 1 (0 stays "never seen" for subscribers) and below 2^62,
+// so a run never wraps. Two runs' histories overlap with a probability of
+// about their length over 2^62.
+func RandomStart() uint64 {
+	return 1 + rand.Uint64N(1<<62-1)
 }
 
 // Append records events as the next batch and returns its sequence number.
@@ -102,7 +127,8 @@ func (j *Journal) Append(events []Event) uint64 {
 	return j.last
 }
 
-// Last returns the sequence number of the newest batch (0 before any).
+// Last returns the sequence number of the newest batch (the start before
+// any).
 func (j *Journal) Last() uint64 {
 	j.mu.Lock()
 	defer j.mu.Unlock()
@@ -119,6 +145,9 @@ func (j *Journal) Since(after uint64) ([]Batch, error) {
 }
 
 func (j *Journal) sinceLocked(after uint64) ([]Batch, <-chan struct{}, error) {
+	if after == 0 {
+		after = j.start0
+	}
 	if after >= j.last {
 		return nil, j.changed, nil
 	}
@@ -142,7 +171,7 @@ type Subscription struct {
 }
 
 // Subscribe starts reading after sequence number after (0 for everything
-// still buffered from the start).
+// since the journal's start, if all of it is still buffered).
 func (j *Journal) Subscribe(after uint64) *Subscription {
 	return &Subscription{j: j, after: after}
 }

@@ -87,3 +87,49 @@ func TestSubscriptionGap(t *testing.T) {
 		t.Fatal("kind names")
 	}
 }
+
+// TestJournalAfterStart: a journal started after s numbers its first
+// batch s+1, Subscribe(0) reads from its start, and a position from
+// below its start (another run's) is a gap, not a resume.
+func TestJournalAfterStart(t *testing.T) {
+	t.Parallel()
+	const start = 1 << 40
+	j := NewJournalAfter(4, start)
+	if got := j.Last(); got != start {
+		t.Fatalf("Last before any batch = %d, want %d", got, start)
+	}
+	if got := j.Append(ev(1)); got != start+1 {
+		t.Fatalf("first batch numbered %d, want %d", got, start+1)
+	}
+	j.Append(ev(2))
+	all, err := j.Since(0)
+	if err != nil || len(all) != 2 || all[0].Seq != start+1 {
+		t.Fatalf("Since(0) = %v, %v; want both batches from %d", all, err, start+1)
+	}
+	for _, after := range []uint64{1, 17, start - 1} {
+		if _, err := j.Since(after); !errors.Is(err, ErrGap) {
+			t.Errorf("Since(%d) = %v, want ErrGap", after, err)
+		}
+	}
+	for range 3 {
+		j.Append(ev(3))
+	}
+	if _, err := j.Since(0); !errors.Is(err, ErrGap) {
+		t.Errorf("Since(0) after the start was dropped = %v, want ErrGap", err)
+	}
+}
+
+func TestRandomStart(t *testing.T) {
+	t.Parallel()
+	seen := map[uint64]bool{}
+	for range 100 {
+		s := RandomStart()
+		if s == 0 || s >= 1<<62 {
+			t.Fatalf("RandomStart() = %d, want in [1, 2^62)", s)
+		}
+		seen[s] = true
+	}
+	if len(seen) < 99 {
+		t.Fatalf("100 starts gave %d distinct values", len(seen))
+	}
+}

@@ -42,6 +42,7 @@ type Engine interface {
 	Submit(ctx context.Context, r engine.Request) (*engine.Stream, error)
 	Subscribe(after uint64) *kvevent.Subscription
 	Dump() kvevent.Batch
+	EventSeq() uint64
 	Metrics() engine.Metrics
 	ModelInfo() engine.ModelInfo
 }

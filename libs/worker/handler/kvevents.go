@@ -36,7 +36,10 @@ func (h *Handler) SubscribeKvEvents(ctx context.Context, req *connect.Request[wo
 		}
 		after = seq
 	} else if after > 0 {
-		if last := h.eng.Dump().Seq; after > last {
+		// A position ahead of the latest batch belongs to another run of
+		// this worker (each run starts at a random sequence number), as
+		// does one below the run's start (ErrGap from the journal).
+		if last := h.eng.EventSeq(); after > last {
 			return connect.NewError(connect.CodeOutOfRange, fmt.Errorf("after_sequence %d is ahead of this worker's latest batch %d (did it restart?); resubscribe with dump=true", after, last))
 		}
 	}

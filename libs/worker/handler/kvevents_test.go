@@ -61,10 +61,12 @@ func TestTierConversion(t *testing.T) {
 	}
 }
 
-// fill runs distinct prompts until the journal holds at least n batches.
+// fill runs distinct prompts until the journal holds at least n more
+// batches.
 func fill(t *testing.T, f *fixture, n uint64) {
 	t.Helper()
-	for i := uint32(0); f.eng.Dump().Seq < n; i++ {
+	until := f.eng.EventSeq() + n
+	for i := uint32(0); f.eng.EventSeq() < until; i++ {
 		if _, _, err := generate(t, f.client, genReq(prompt(20, 3+i), 2)); err != nil {
 			t.Fatal(err)
 		}
@@ -117,14 +119,20 @@ func TestSubscribeKvEvents(t *testing.T) {
 		t.Fatalf("resumed at %v (err %v); want sequence %d", resume.Msg(), resume.Err(), dumpSeq+1)
 	}
 
-	fill(t, f, 8) // batches 1..4 fall out of the 4-batch buffer
+	fill(t, f, 6) // dumpSeq+1 falls out of the 4-batch buffer
+	last := f.eng.EventSeq()
 	for _, tc := range []struct {
 		name  string
 		after uint64
 		msg   string
 	}{
-		{"dropped", 1, "dump=true"},
-		{"ahead", 1 << 40, "ahead of this worker's latest batch"},
+		{"dropped", dumpSeq, "dump=true"},
+		{"ahead", last + 1, "ahead of this worker's latest batch"},
+		// Positions an earlier run of the worker handed out: its runs
+		// start at random sequence numbers, so they lie below this run's
+		// start or above its latest batch.
+		{"earlier run, below", 1, "dump=true"},
+		{"earlier run, above", 1<<62 + 5, "ahead of this worker's latest batch"},
 	} {
 		gap, err := f.client.SubscribeKvEvents(t.Context(), connect.NewRequest(&workerv1.SubscribeKvEventsRequest{AfterSequence: tc.after}))
 		if err != nil {

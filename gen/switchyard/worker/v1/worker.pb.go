@@ -760,7 +760,12 @@ func (*KvEvent_Cleared) isKvEvent_Event() {}
 // SubscribeKvEventsResponse is one batch of events from one scheduler step.
 type SubscribeKvEventsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Per-worker, strictly increasing by one between batches.
+	// Per-worker, strictly increasing by one between batches. Each run of
+	// a worker (from 0.5.0) starts at a random number in [1, 2^62), so a
+	// position from an earlier run (a subscriber restored from a snapshot
+	// while the worker restarted) lies outside the new run's history and is
+	// refused with OutOfRange, rather than resumed inside a history the
+	// subscriber never saw.
 	Sequence uint64     `protobuf:"varint,1,opt,name=sequence,proto3" json:"sequence,omitempty"`
 	Events   []*KvEvent `protobuf:"bytes,2,rep,name=events,proto3" json:"events,omitempty"`
 	// True for the batches of an initial dump; the dump's sequence is the

@@ -108,6 +108,45 @@ func TestResume(t *testing.T) {
 	}
 }
 
+// A router restored from a snapshot taken before the worker restarted
+// holds a position from the worker's earlier run. Each run starts at a
+// random sequence number, so the position lies below the new run's start
+// or above its latest batch: the worker refuses it and the router dumps,
+// dropping the dead process's blocks (here block 1), rather than resuming
+// inside a history it never saw.
+func TestRestoredPositionFromEarlierRun(t *testing.T) {
+	t.Parallel()
+	const restored = 1 << 30 // the position the snapshot saved
+	for _, tc := range []struct {
+		name  string
+		start uint64 // the new run's start
+	}{
+		{"new run starts above it", restored + 1<<20},
+		{"new run still below it", restored - 1<<20},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			w := workertest.Start(t)
+			w.StartAfter(tc.start)
+			for h := range uint64(5) {
+				w.Store(h + 10)
+			}
+			ix := radix.New()
+			ix.AddWorker("w")
+			if err := ix.Resync("w", restored, []radix.Block{{Hash: 1, Tiers: kvtier.Device.Mask()}}); err != nil {
+				t.Fatal(err)
+			}
+			in := newIngester(t, ix)
+			in.Sync(t.Context(), []Worker{{ID: "w", URL: w.URL}})
+			testenv.Eventually(t, 10*time.Second, "in sync with the new run", inSync(ix, "w", w))
+			reqs := w.Requests()
+			if len(reqs) != 2 || reqs[0].GetAfterSequence() != restored || !reqs[1].GetDump() {
+				t.Errorf("subscriptions %v; want a resume after %d, refused, then a dump", reqs, restored)
+			}
+		})
+	}
+}
+
 // A stream that breaks inside a dump leaves the worker without a sequence,
 // so the next subscription dumps again instead of resuming after the
 // dump's sequence with the rest of the cache never sent.

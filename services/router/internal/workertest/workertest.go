@@ -31,7 +31,8 @@ type Worker struct {
 	Addr string
 
 	mu       sync.Mutex
-	batches  []*workerv1.SubscribeKvEventsResponse // batches[i].Sequence == i+1
+	start    uint64                                // the run's sequence before its first batch
+	batches  []*workerv1.SubscribeKvEventsResponse // batches[i].Sequence == start+i+1
 	oldest   uint64                                // history before it is gone
 	hidden   map[uint64]bool                       // never sent live (a gap)
 	blocks   map[uint64]bool
@@ -57,6 +58,17 @@ func Start(t testing.TB) *Worker {
 	t.Cleanup(srv.Close)
 	w.URL, w.Addr = srv.URL, srv.Listener.Addr().String()
 	return w
+}
+
+// StartAfter numbers the worker's batches from start+1, as a worker run
+// that began at a random sequence number; call it before any Store.
+func (w *Worker) StartAfter(start uint64) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.batches) > 0 {
+		panic("workertest: StartAfter after the first batch")
+	}
+	w.start, w.oldest = start, start+1
 }
 
 // DumpInChunks makes dumps span batches of n events each (all with the
@@ -97,8 +109,10 @@ func (w *Worker) NoEvents() {
 	w.noEvents = true
 }
 
+func (w *Worker) lastLocked() uint64 { return w.start + uint64(len(w.batches)) }
+
 func (w *Worker) appendLocked(ev *workerv1.KvEvent, hidden bool) uint64 {
-	seq := uint64(len(w.batches)) + 1
+	seq := w.lastLocked() + 1
 	w.batches = append(w.batches, &workerv1.SubscribeKvEventsResponse{Sequence: seq, Events: []*workerv1.KvEvent{ev}})
 	if hidden {
 		w.hidden[seq] = true
@@ -150,7 +164,7 @@ func (w *Worker) Forget(seq uint64) {
 func (w *Worker) State() radix.WorkerState {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	st := radix.WorkerState{Next: uint64(len(w.batches)) + 1}
+	st := radix.WorkerState{Next: w.lastLocked() + 1}
 	for h := range w.blocks {
 		st.Blocks = append(st.Blocks, radix.Block{Hash: h, Tiers: kvtier.Device.Mask()})
 	}
@@ -176,7 +190,7 @@ func (w *Worker) SubscribeKvEvents(ctx context.Context, req *connect.Request[wor
 	after := req.Msg.GetAfterSequence()
 	var dump []*workerv1.SubscribeKvEventsResponse
 	if req.Msg.GetDump() {
-		after = uint64(len(w.batches))
+		after = w.lastLocked()
 		var evs []*workerv1.KvEvent
 		for h := range w.blocks {
 			evs = append(evs, &workerv1.KvEvent{Event: &workerv1.KvEvent_Stored{Stored: &workerv1.KvBlocksStored{BlockHashes: []uint64{h}}}})
@@ -203,6 +217,9 @@ func (w *Worker) SubscribeKvEvents(ctx context.Context, req *connect.Request[wor
 	} else if after+1 < w.oldest {
 		w.mu.Unlock()
 		return connect.NewError(connect.CodeOutOfRange, fmt.Errorf("history after %d is gone; oldest is %d", after, w.oldest))
+	} else if last := w.lastLocked(); after > last {
+		w.mu.Unlock()
+		return connect.NewError(connect.CodeOutOfRange, fmt.Errorf("after %d is ahead of the latest batch %d", after, last))
 	}
 	w.mu.Unlock()
 	for _, b := range dump {
@@ -217,12 +234,12 @@ func (w *Worker) stream(ctx context.Context, after uint64, stream *connect.Serve
 	for {
 		w.mu.Lock()
 		var pending []*workerv1.SubscribeKvEventsResponse
-		for _, b := range w.batches[min(after, uint64(len(w.batches))):] {
+		for _, b := range w.batches[after-w.start:] {
 			if !w.hidden[b.Sequence] {
 				pending = append(pending, b)
 			}
 		}
-		after = uint64(len(w.batches))
+		after = w.lastLocked()
 		changed := w.changed
 		w.mu.Unlock()
 		for _, b := range pending {
