@@ -12,6 +12,7 @@ import "C"
 import (
 	"encoding/binary"
 	"fmt"
+	"time"
 	"unsafe"
 
 	"switchyard.dev/libs/nixl"
@@ -75,6 +76,9 @@ type Backend struct {
 	rbuf     unsafe.Pointer         // C buffer of slotSize: headers and notifications are received here
 	slots    []unsafe.Pointer       // free C buffers for WRITEs (getSlot)
 	cbufs    []unsafe.Pointer       // C buffers to free after the UCX worker is destroyed
+
+	strayAcks  int       // acks given up on, perhaps still to arrive (dropStrayAcks)
+	strayUntil time.Time // when to stop looking for them
 }
 
 // reg is a registered region.
@@ -233,6 +237,9 @@ func (b *Backend) poll() bool {
 	}
 	if r&4 != 0 {
 		b.pollHeaders()
+	}
+	if b.strayAcks > 0 {
+		b.dropStrayAcks()
 	}
 	return r != 0
 }

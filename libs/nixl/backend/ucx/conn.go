@@ -12,6 +12,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"time"
 	"unsafe"
 
 	"switchyard.dev/libs/nixl"
@@ -27,10 +28,12 @@ type conn struct {
 	closed bool
 
 	// Tagged WRITE state (write.go).
-	id     uint64 // random connection id, in bits 32-59 of tags
-	xseq   uint32 // last WRITE sequence number
-	dseq   uint32 // next data message sequence number
-	writes map[*wx]struct{}
+	id        uint64 // random connection id, in bits 32-59 of tags
+	xseq      uint32 // last WRITE sequence number
+	dseq      uint32 // next data message sequence number
+	writes    map[*wx]struct{}
+	sending   int  // WRITE header and data sends not yet complete
+	lingering bool // closed, the endpoint stays open until sending is 0
 }
 
 type rkey struct {
@@ -158,8 +161,19 @@ func (c *conn) rkey(d nixl.RemoteDesc) (rkey, error) {
 	return rk, nil
 }
 
-// closeEP force-closes the endpoint: UCX cancels its outstanding requests,
-// which then complete with errors.
+// closeLinger bounds how long a closed connection keeps sending the data
+// of its WRITEs (see closeEP).
+const closeLinger = 5 * time.Second
+
+// closeEP closes the endpoint. WRITEs in flight fail at once (their
+// handles end when UCX no longer reads their memory). If their data is
+// still being sent, the endpoint stays open until it is, for at most
+// closeLinger, as TCP lingers on close: the target may have matched those
+// messages already, and UCX cannot cancel a matched rendezvous receive, so
+// cutting the data off would leave the target holding the region it lands
+// in for as long as this worker lives (the target learns of a gone peer
+// only from its endpoint failing). Then it force-closes: UCX cancels what
+// is left, whose requests complete with errors.
 func (c *conn) closeEP() {
 	if c.closed {
 		return
@@ -167,6 +181,27 @@ func (c *conn) closeEP() {
 	c.closed = true
 	delete(c.b.conns, c)
 	c.failWrites(c.gone(fmt.Errorf("connection closed")))
+	// A stopping worker does not linger: destroying it closes its
+	// transports, which the target sees fail.
+	if c.sending == 0 || *c.failed != 0 || c.b.w.stopped {
+		c.forceClose()
+		return
+	}
+	c.lingering = true
+	time.AfterFunc(closeLinger, func() { c.b.w.do(c.endLinger) })
+}
+
+// endLinger force-closes a lingering connection, once.
+func (c *conn) endLinger() {
+	if c.lingering {
+		c.lingering = false
+		c.forceClose()
+	}
+}
+
+// forceClose closes the endpoint at once: UCX cancels its outstanding
+// requests.
+func (c *conn) forceClose() {
 	r := C.nx_ep_close(c.ep)
 	finish := func(status) {
 		for id, rk := range c.rkeys {

@@ -231,3 +231,48 @@ func TestPostRacingClose(t *testing.T) {
 		cancel()
 	}
 }
+
+// An initiator that closes its connection in the middle of a WRITE (an
+// Invalidate after its own deadline) leaves the target holding nothing:
+// the target can deregister the region the WRITE was landing in. The
+// initiator's worker stays alive, so the target cannot learn of it from
+// its endpoint; the close must not strand receives the target already
+// matched (UCX cannot cancel a matched rendezvous receive).
+func TestCloseMidWriteReleasesTarget(t *testing.T) {
+	t.Parallel()
+	const pairs, size = 32, 1 << 20
+	for round := range 6 {
+		init, lid, _ := agentWithArena(t, "init", pairs*size)
+		target, rid, _ := agentWithArena(t, "target", pairs*size)
+		blob, err := target.Metadata()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := init.LoadRemoteMetadata(blob); err != nil {
+			t.Fatal(err)
+		}
+		local, remote := make([]nixl.Desc, pairs), make([]nixl.Desc, pairs)
+		for i := range local {
+			local[i] = nixl.Desc{Region: lid, Offset: uint64(i * size), Len: size}
+			remote[i] = nixl.Desc{Region: rid, Offset: uint64(i * size), Len: size}
+		}
+		x, err := init.Post(nixl.XferRequest{Op: nixl.Write, Peer: "target", Local: local, Remote: remote})
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Duration(round) * 2 * time.Millisecond)
+		init.Invalidate("target")
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second) // a hang guard
+		err = x.Wait(ctx)
+		if errors.Is(err, context.DeadlineExceeded) {
+			cancel()
+			t.Fatalf("round %d: the WRITE never ended after the close", round)
+		}
+		t.Logf("round %d: the WRITE ended with %v", round, err)
+		if err := target.DeregisterMemory(ctx, rid); err != nil {
+			cancel()
+			t.Fatalf("round %d: target still holds the region: %v", round, err)
+		}
+		cancel()
+	}
+}

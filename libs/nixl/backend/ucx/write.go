@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"time"
 	"unsafe"
 
 	"switchyard.dev/libs/nixl"
@@ -140,6 +141,7 @@ func (c *conn) postWrite(req *nixl.Request) {
 		x.hdrBuf = C.CBytes(hdr)
 	}
 	r = C.nx_tag_send_mem(c.ep, x.hdrBuf, C.size_t(len(hdr)), C.uint64_t(tagHdr|c.id|xseq), nil, &st)
+	c.sending++
 	w.watch(request(r), status(st), x.sent)
 	for i, p := range req.Pairs {
 		if x.err != nil { // the peer failed: account for the rest
@@ -149,6 +151,7 @@ func (c *conn) postWrite(req *nixl.Request) {
 		buf := unsafe.Pointer(unsafe.SliceData(p.Local))
 		r = C.nx_tag_send_mem(c.ep, buf, C.size_t(len(p.Local)), C.uint64_t(tagData|c.id|uint64(dseq+uint32(i))),
 			c.b.memh(p.LocalRegion, buf, len(p.Local)), &st)
+		c.sending++
 		w.watch(request(r), status(st), x.sent)
 	}
 	x.finish()
@@ -157,6 +160,10 @@ func (c *conn) postWrite(req *nixl.Request) {
 func (x *wx) sent(st status) {
 	if st != statusOK {
 		x.fail(x.c.gone(st.err()))
+	}
+	c := x.c
+	if c.sending--; c.sending == 0 && c.lingering {
+		c.endLinger()
 	}
 	x.finish()
 }
@@ -169,6 +176,26 @@ func (x *wx) fail(err error) {
 	if x.ack != nil && !x.gaveUp {
 		x.gaveUp = true
 		C.nx_cancel(x.c.b.w.w, unsafe.Pointer(x.ack))
+		b := x.c.b
+		b.strayAcks++
+		b.strayUntil = time.Now().Add(strayAckWait)
+	}
+}
+
+// strayAckWait is how long after giving up on an ack the backend keeps
+// receiving acks nobody waits for (see dropStrayAcks).
+const strayAckWait = time.Minute
+
+// dropStrayAcks receives the acks of WRITEs that gave up waiting for them
+// (their connection closed or failed): with their receive canceled, each
+// would otherwise stay in UCX's unexpected queue for the worker's life.
+// An ack with a receive posted matches it on arrival, so only strays are
+// found here. It stops strayAckWait after the last give-up, as a target
+// that died sends none.
+func (b *Backend) dropStrayAcks() {
+	b.drainTagged(tagAck, classMask, func([]byte, uint64) { b.strayAcks-- })
+	if b.strayAcks <= 0 || time.Now().After(b.strayUntil) {
+		b.strayAcks = 0
 	}
 }
 
