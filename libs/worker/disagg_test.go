@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"switchyard.dev/libs/engine/llama"
+	"switchyard.dev/libs/mesh/discovery/filedisc"
 	"switchyard.dev/libs/mesh/testenv"
 	"switchyard.dev/libs/worker"
 )
@@ -69,4 +70,52 @@ func scrape(t *testing.T, url string) string {
 	defer res.Body.Close()
 	b, _ := io.ReadAll(res.Body)
 	return string(b)
+}
+
+// With discovery, a prefill worker writes KV only to decode workers listed
+// there at the transfer endpoints they published: a decode worker in the
+// same discovery gets its long prompt prefilled remotely, one outside it
+// is refused and prefills locally, with the same output either way.
+func TestDisaggTargetsFromDiscovery(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	disc := []string{"-discovery", "file", "-discovery-dir", dir}
+	pre := start(t, "prefill", append([]string{"-seed", "7"}, disc...)...)
+	listed := start(t, "decode", append([]string{"-seed", "7", "-disagg-threshold-tokens", "32"}, disc...)...)
+	unlisted := start(t, "decode", "-seed", "7", "-disagg-threshold-tokens", "32")
+	exec, err := llama.NewTinyRandom(llama.Config{}, 7, llama.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, err := filedisc.New(filedisc.Config{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 10*time.Second, "decode worker registered with its transfer endpoints", func() bool {
+		ins, err := reg.Instances(t.Context(), "decode")
+		return err == nil && len(ins) == 1 && len(ins[0].Meta[worker.MetaKVTransfer]) == 64
+	})
+	prompt := exec.Tokenizer().Encode(strings.Repeat("a long prompt for the prefill worker, if it trusts us; ", 4), true, false)
+	want := direct(t, exec, prompt, 12)
+	for _, tc := range []struct {
+		name string
+		dec  running
+		path string
+	}{
+		{"listed", listed, `path="remote"} 1`},
+		{"unlisted", unlisted, `path="fallback"} 1`},
+	} {
+		r := req(worker.TinyRandomName, prompt, 12)
+		r.Msg.PrefillWorker = pre.URL()
+		got, err := collect(t, tc.dec.client, r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(got.tokens, want) {
+			t.Fatalf("%s: %v, want %v", tc.name, got.tokens, want)
+		}
+		if body := scrape(t, tc.dec.URL()); !strings.Contains(body, tc.path) {
+			t.Errorf("%s decode worker's /metrics lacks %s", tc.name, tc.path)
+		}
+	}
 }

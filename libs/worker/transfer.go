@@ -15,6 +15,7 @@ import (
 	"switchyard.dev/libs/nixl"
 	"switchyard.dev/libs/nixl/backend/tcp"
 	"switchyard.dev/libs/nixl/backend/ucx"
+	"switchyard.dev/libs/nixl/metadata"
 	"switchyard.dev/libs/worker/disagg"
 	"switchyard.dev/libs/worker/handler"
 	"switchyard.dev/libs/worker/metrics"
@@ -70,6 +71,20 @@ func newTransfer(cfg *Config, name string, arena []byte, log *slog.Logger) (*tra
 	return &transfer{agent: a, region: id}, nil
 }
 
+// endpoints returns the agent's endpoint digest for discovery
+// (MetaKVTransfer).
+func (t *transfer) endpoints() (string, error) {
+	blob, err := t.agent.Metadata()
+	if err != nil {
+		return "", err
+	}
+	md, err := metadata.Decode(blob)
+	if err != nil {
+		return "", err
+	}
+	return md.Endpoints(), nil
+}
+
 // close deregisters the arena (waiting for in-flight accesses, bounded)
 // and closes the agent; the engine may unmap the arena afterwards.
 func (t *transfer) close(log *slog.Logger) {
@@ -106,7 +121,7 @@ func prefillDialer(tel *telemetry.Telemetry) (func(baseURL string) disagg.Prefil
 // disaggHooks builds the transfer agent and both sides of disaggregated
 // prefill for the handler. Without a transfer agent (-kv-transfer=none)
 // the worker neither exports KV nor imports it, but still records TTFT.
-func disaggHooks(rt *service.Runtime, cfg *Config, eng *engine.Engine, log *slog.Logger) (handler.Config, *transfer, error) {
+func disaggHooks(ctx context.Context, rt *service.Runtime, cfg *Config, eng *engine.Engine, log *slog.Logger) (handler.Config, *transfer, error) {
 	var hc handler.Config
 	ttft, err := metrics.NewTTFT(rt.Telemetry.Meter)
 	if err != nil {
@@ -133,7 +148,18 @@ func disaggHooks(rt *service.Runtime, cfg *Config, eng *engine.Engine, log *slog
 			return hc, nil, err
 		}
 		dc.Agent, dc.Dial = tr.agent, dial
-		hc.Exporter = disagg.NewExporter(disagg.ExportConfig{Engine: eng, Agent: tr.agent, Region: tr.region, Tracer: tracer, Logger: dc.Logger})
+		xc := disagg.ExportConfig{Engine: eng, Agent: tr.agent, Region: tr.region, Tracer: tracer, Logger: dc.Logger}
+		if rt.Registry != nil {
+			g, err := newTargetGuard(ctx, rt.Registry, dc.Logger)
+			if err != nil {
+				tr.close(log)
+				return hc, nil, err
+			}
+			xc.CheckTarget = g.check
+		} else {
+			log.Info("no discovery: remote prefill targets are not checked against it (any decode agent a request names is written to)")
+		}
+		hc.Exporter = disagg.NewExporter(xc)
 	}
 	hc.Disagg = disagg.NewDecoder(dc)
 	return hc, tr, nil

@@ -75,7 +75,7 @@ func Setup(ctx context.Context, rt *service.Runtime, cfg *Config) error {
 		_ = inv.Close()
 		return err
 	}
-	hc, tr, err := disaggHooks(rt, cfg, eng, log)
+	hc, tr, err := disaggHooks(ctx, rt, cfg, eng, log)
 	if err != nil {
 		_ = unregister()
 		_ = eng.Close()
@@ -89,7 +89,7 @@ func Setup(ctx context.Context, rt *service.Runtime, cfg *Config) error {
 	// streamed token's CPU.
 	rt.Server.Mount(workerv1connect.NewWorkerServiceHandler(h, rt.Server.HandlerOptions()...))
 	mi := eng.ModelInfo()
-	publish(ctx, rt, cfg, mi, inv)
+	publish(ctx, rt, cfg, mi, inv, tr)
 
 	stopped := make(chan struct{})
 	go func() {
@@ -149,15 +149,22 @@ func drain(h *handler.Handler, window time.Duration, log *slog.Logger) {
 	}
 }
 
-// publish puts the model and KV geometry into the discovery record and the
-// GPUs into InfoService.
-func publish(ctx context.Context, rt *service.Runtime, cfg *Config, mi engine.ModelInfo, inv cuda.Inventory) {
+// publish puts the model, KV geometry and KV transfer endpoints into the
+// discovery record and the GPUs into InfoService.
+func publish(ctx context.Context, rt *service.Runtime, cfg *Config, mi engine.ModelInfo, inv cuda.Inventory, tr *transfer) {
 	gpus, err := inv.GPUs(ctx)
 	if err != nil {
 		rt.Logger.Warn("listing GPUs", "err", err)
 	}
 	meta := Meta(cfg.Executor, mi)
 	maps.Copy(meta, cuda.Meta(gpus))
+	if tr != nil {
+		if d, err := tr.endpoints(); err != nil {
+			rt.Logger.Warn("KV transfer endpoints not published: prefill workers will refuse this worker as a target", "err", err)
+		} else {
+			meta[MetaKVTransfer] = d
+		}
+	}
 	rt.Server.UpdateInstance(func(in *discovery.Instance) {
 		in.Model = cfg.ModelName
 		if in.Meta == nil {

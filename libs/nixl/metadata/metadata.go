@@ -10,9 +10,13 @@
 package metadata
 
 import (
+	"crypto/sha256"
 	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 )
 
 // Version is the format version Encode writes. Decode also accepts
@@ -80,6 +84,33 @@ func (a *Agent) Backend(name string) ([]byte, bool) {
 		}
 	}
 	return nil, false
+}
+
+// Endpoints returns a digest of who the agent is and where it is
+// reached: its name, its run's epoch and each backend's name and
+// address (hex SHA-256, 64 characters), but not its regions, which change
+// with every registration. An agent publishes it where peers can trust
+// it (service discovery), and a peer handed a blob by anyone else checks
+// that the blob's Endpoints match before it connects to the addresses in
+// it.
+func (a *Agent) Endpoints() string {
+	h := sha256.New()
+	var n [8]byte
+	put := func(b []byte) {
+		binary.BigEndian.PutUint64(n[:], uint64(len(b)))
+		h.Write(n[:])
+		h.Write(b)
+	}
+	put([]byte(a.Name))
+	binary.BigEndian.PutUint64(n[:], a.Epoch)
+	h.Write(n[:])
+	backends := slices.Clone(a.Backends)
+	slices.SortFunc(backends, func(x, y Backend) int { return strings.Compare(x.Name, y.Name) })
+	for _, b := range backends {
+		put([]byte(b.Name))
+		put(b.Address)
+	}
+	return hex.EncodeToString(h.Sum(nil))
 }
 
 // Region returns the region with the given id.

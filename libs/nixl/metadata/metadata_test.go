@@ -154,3 +154,40 @@ func FuzzDecode(f *testing.F) {
 		}
 	})
 }
+
+// Endpoints changes with the name, the run and any backend address, not
+// with the regions or the generation, nor with the backends' order.
+func TestEndpoints(t *testing.T) {
+	t.Parallel()
+	base := Agent{Name: "decode-1", Epoch: 7, Gen: 3,
+		Backends: []Backend{{Name: "tcp", Address: []byte("10.0.0.1:4000")}, {Name: "ucx", Address: []byte{1, 2, 3}}},
+		Regions:  []Region{{ID: 1, Len: 4096}}}
+	want := base.Endpoints()
+	if len(want) != 64 {
+		t.Fatalf("Endpoints() = %q, want 64 hex characters", want)
+	}
+	same := base
+	same.Gen, same.Regions = 9, nil
+	same.Backends = []Backend{base.Backends[1], base.Backends[0]}
+	if got := same.Endpoints(); got != want {
+		t.Errorf("other generation, regions and backend order: %s, want %s", got, want)
+	}
+	for name, change := range map[string]func(a *Agent){
+		"name":  func(a *Agent) { a.Name = "decode-2" },
+		"epoch": func(a *Agent) { a.Epoch = 8 },
+		"address": func(a *Agent) {
+			a.Backends = []Backend{{Name: "tcp", Address: []byte("10.0.0.9:4000")}, base.Backends[1]}
+		},
+		"backend": func(a *Agent) { a.Backends = base.Backends[:1] },
+		// Length-prefixed fields: moving a byte from name to address differs.
+		"boundary": func(a *Agent) {
+			a.Backends = []Backend{{Name: "tc", Address: []byte("p10.0.0.1:4000")}, base.Backends[1]}
+		},
+	} {
+		a := base
+		change(&a)
+		if a.Endpoints() == want {
+			t.Errorf("changing the %s kept the digest", name)
+		}
+	}
+}

@@ -16,6 +16,7 @@ import (
 	"switchyard.dev/libs/engine"
 	"switchyard.dev/libs/engine/llama"
 	"switchyard.dev/libs/nixl"
+	"switchyard.dev/libs/nixl/metadata"
 )
 
 // shape is a tiny random llama: fast under -race, long enough context for
@@ -72,6 +73,7 @@ type stack struct {
 	decoder       *Decoder
 	exporter      *Exporter
 	preAgent      *nixl.Agent
+	decAgent      *nixl.Agent
 	obs           *recorder
 }
 
@@ -82,6 +84,7 @@ type stackOpts struct {
 	wrap      func(Prefiller) Prefiller
 	engine    func(DecodeEngine) DecodeEngine // wraps the decode engine
 	decBlocks int                             // the decode engine's KV pool (default 1024)
+	check     func(context.Context, *metadata.Agent) error
 }
 
 func newStack(t testing.TB, o stackOpts) *stack {
@@ -89,7 +92,8 @@ func newStack(t testing.TB, o stackOpts) *stack {
 	da, _ := newAgent(t, t.Name()+"-decode", o.backend(t), s.dec.KV().Arena)
 	pa, pr := newAgent(t, t.Name()+"-prefill", o.backend(t), s.pre.KV().Arena)
 	s.preAgent = pa
-	s.exporter = NewExporter(ExportConfig{Engine: s.pre, Agent: pa, Region: pr})
+	s.decAgent = da
+	s.exporter = NewExporter(ExportConfig{Engine: s.pre, Agent: pa, Region: pr, CheckTarget: o.check})
 	var p Prefiller = direct{s.exporter}
 	if o.wrap != nil {
 		p = o.wrap(p)

@@ -19,6 +19,7 @@ import (
 	"switchyard.dev/libs/engine/kvevent"
 	"switchyard.dev/libs/kvhash"
 	"switchyard.dev/libs/nixl"
+	"switchyard.dev/libs/nixl/metadata"
 	"switchyard.dev/libs/worker/wire"
 )
 
@@ -44,6 +45,12 @@ type ExportConfig struct {
 	// between requests; the least recently used idle ones are forgotten
 	// beyond it. Default DefaultMaxPeers.
 	MaxPeers int
+	// CheckTarget, when set, vets the decoded metadata of each request's
+	// target before this worker connects to any address in it: a
+	// RemotePrefill comes from whoever can reach this worker, and would
+	// otherwise make it dial, and write KV to, whatever the request names.
+	// Its error refuses the request with PermissionDenied.
+	CheckTarget func(ctx context.Context, md *metadata.Agent) error
 }
 
 // Exporter is the prefill side. It is safe for concurrent use.
@@ -83,9 +90,9 @@ func (x *Exporter) Prefill(ctx context.Context, m *workerv1.RemotePrefillRequest
 	// another peer cannot forget it in between (loadPeer checks the name).
 	x.peers.use(m.GetTarget().GetAgent(), recv)
 	defer x.peers.done(m.GetTarget().GetAgent())
-	peer, err := x.loadPeer(m.GetTarget())
+	peer, err := x.loadPeer(ctx, m.GetTarget())
 	if err != nil {
-		return nil, connect.NewError(connect.CodeInvalidArgument, err)
+		return nil, err
 	}
 	ctx, span := x.cfg.Tracer.Start(ctx, "disagg.export", trace.WithAttributes(
 		attribute.Int("prompt_tokens", len(m.GetTokenIds())), attribute.Int("blocks", end-first)))
@@ -117,17 +124,26 @@ func checkTarget(m *workerv1.RemotePrefillRequest, kv executor.KV) (first, end i
 	return first, end, nil
 }
 
-// loadPeer loads the target's metadata. Every remote prefill carries a
-// fresh blob (its own window); the agent keeps the newest of a run.
-func (x *Exporter) loadPeer(t *workerv1.KvTarget) (string, error) {
-	name, err := x.cfg.Agent.LoadRemoteMetadata(t.GetMetadata())
-	if err != nil {
-		return "", fmt.Errorf("target metadata: %w", err)
+// loadPeer checks and loads the target's metadata. Every remote prefill
+// carries a fresh blob (its own window); the agent keeps the newest of a
+// run. Errors are Connect errors.
+func (x *Exporter) loadPeer(ctx context.Context, t *workerv1.KvTarget) (string, error) {
+	md, err := metadata.Decode(t.GetMetadata())
+	switch {
+	case err != nil:
+		return "", connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("target metadata: %w", err))
+	case md.Name != t.GetAgent():
+		return "", connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("target metadata names agent %q, target says %q", md.Name, t.GetAgent()))
 	}
-	if name != t.GetAgent() {
-		return "", fmt.Errorf("target metadata names agent %q, target says %q", name, t.GetAgent())
+	if x.cfg.CheckTarget != nil {
+		if err := x.cfg.CheckTarget(ctx, md); err != nil {
+			return "", connect.NewError(connect.CodePermissionDenied, fmt.Errorf("target agent %q: %w", md.Name, err))
+		}
 	}
-	return name, nil
+	if _, err := x.cfg.Agent.LoadRemoteMetadata(t.GetMetadata()); err != nil {
+		return "", connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("target metadata: %w", err))
+	}
+	return md.Name, nil
 }
 
 // writer streams one request's blocks as the engine commits them.
