@@ -1,7 +1,9 @@
 package llama
 
 import (
+	"fmt"
 	"runtime"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 )
@@ -19,6 +21,7 @@ type crew struct {
 	gen  atomic.Uint64
 	fn   func(part int)
 	left atomic.Int64 // parts of the current phase still running
+	pan  atomic.Pointer[crewPanic]
 	quit atomic.Bool
 	wg   sync.WaitGroup
 }
@@ -51,19 +54,45 @@ func (c *crew) serve(part int) {
 			g = c.gen.Load()
 		}
 		seen = g
-		c.fn(part)
+		c.call(part)
 		c.left.Add(-1)
 	}
 }
 
+// crewPanic is a helper's panic, re-raised on the goroutine that ran the
+// phase, where the engine recovers a failed step: a panic left on a
+// helper goroutine would end the process.
+type crewPanic struct {
+	part  int
+	value any
+	stack []byte
+}
+
+func (p *crewPanic) String() string {
+	return fmt.Sprintf("llama: crew part %d panicked: %v\n%s", p.part, p.value, p.stack)
+}
+
+// call runs the phase's part on a helper, recording a panic instead of
+// letting it end the process (the first of a phase is kept).
+func (c *crew) call(part int) {
+	defer func() {
+		if r := recover(); r != nil {
+			c.pan.CompareAndSwap(nil, &crewPanic{part: part, value: r, stack: debug.Stack()})
+		}
+	}()
+	c.fn(part)
+}
+
 // run calls fn(part) for part in [0, size) and returns when all have
-// returned; the caller runs part 0.
+// returned; the caller runs part 0. A panic in a helper's part panics
+// here, on the caller, once every part has returned.
 func (c *crew) run(fn func(part int)) {
 	if c.size == 1 {
 		fn(0)
 		return
 	}
 	c.fn = fn
+	c.pan.Store(nil)
 	c.left.Store(int64(c.size - 1))
 	c.gen.Add(1) // publishes fn to the helpers
 	fn(0)
@@ -71,6 +100,9 @@ func (c *crew) run(fn func(part int)) {
 		if spins%spinsPerYield == spinsPerYield-1 {
 			runtime.Gosched()
 		}
+	}
+	if p := c.pan.Load(); p != nil {
+		panic(p.String())
 	}
 }
 
