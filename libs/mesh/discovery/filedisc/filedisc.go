@@ -128,6 +128,14 @@ func (r *Registry) Instances(ctx context.Context, role string) ([]discovery.Inst
 	dir := filepath.Join(r.cfg.Dir, role)
 	entries, err := os.ReadDir(dir)
 	if errors.Is(err, fs.ErrNotExist) {
+		// No role directory: nobody of the role has registered. But with
+		// the whole directory gone (removed while services run), an empty
+		// list would make every watcher drop every instance until their
+		// renewals write them back: say it failed, so watchers keep the
+		// last list.
+		if _, err := os.Stat(r.cfg.Dir); err != nil {
+			return nil, fmt.Errorf("filedisc: discovery directory: %w", err)
+		}
 		return []discovery.Instance{}, nil
 	}
 	if err != nil {

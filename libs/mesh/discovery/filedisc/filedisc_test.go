@@ -13,6 +13,7 @@ import (
 	"switchyard.dev/libs/mesh/discovery"
 	"switchyard.dev/libs/mesh/discovery/disctest"
 	"switchyard.dev/libs/mesh/discovery/filedisc"
+	"switchyard.dev/libs/mesh/testenv"
 )
 
 func newRegistry(t *testing.T, dir string) *filedisc.Registry {
@@ -158,4 +159,35 @@ func TestIDOwnership(t *testing.T) {
 	if err != nil || len(got) != 1 || got[0].Version != "new" {
 		t.Fatalf("after the old holder left: %v %v, want the new record", got, err)
 	}
+}
+
+// With the whole discovery directory removed under running services,
+// listing fails (watchers keep their last list) instead of answering "no
+// instances", until renewals write the records back. A missing role
+// directory alone is an empty role.
+func TestDirectoryRemoved(t *testing.T) {
+	t.Parallel()
+	dir := filepath.Join(t.TempDir(), "disc")
+	r := newRegistry(t, dir)
+	if ins, err := r.Instances(t.Context(), discovery.RoleDecode); err != nil || len(ins) != 0 {
+		t.Fatalf("a role nobody registered: %v, %v; want an empty list", ins, err)
+	}
+	reg, err := r.Register(t.Context(), discovery.Instance{ID: "decode-a", Role: discovery.RoleDecode, Version: "v1", Address: "127.0.0.1:9000"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = reg.Deregister(context.Background()) }()
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	if ins, err := r.Instances(t.Context(), discovery.RoleDecode); err == nil {
+		// The renewal may already have written it back.
+		if _, statErr := os.Stat(dir); statErr != nil || len(ins) != 1 {
+			t.Fatalf("directory gone: listed %v with no error", ins)
+		}
+	}
+	testenv.Eventually(t, 10*time.Second, "record written back", func() bool {
+		ins, err := r.Instances(t.Context(), discovery.RoleDecode)
+		return err == nil && len(ins) == 1
+	})
 }
