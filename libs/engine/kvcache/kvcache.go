@@ -36,7 +36,10 @@ type Config struct {
 
 type blockMeta struct {
 	ref      int32
-	children int32 // cached blocks whose parent is this block's hash
+	children int32  // cached blocks counted in this block's children (below)
+	gen      uint32 // counts the hashes this block has cached
+	counted  int32  // the parent block this one is counted in, or none
+	pgen     uint32 // that parent's gen when it was counted
 	prev     int32
 	next     int32
 	inLRU    bool
@@ -75,7 +78,7 @@ func New(cfg Config) (*Manager, error) {
 		unmap:   func() error { return nil },
 	}
 	for i := range m.blocks {
-		m.blocks[i].prev, m.blocks[i].next = none, none
+		m.blocks[i].prev, m.blocks[i].next, m.blocks[i].counted = none, none, none
 		m.free[i] = int32(cfg.NumBlocks - 1 - i) // pop order 0, 1, 2...
 	}
 	if cfg.BlockBytes > 0 {
@@ -230,8 +233,11 @@ func (m *Manager) Commit(id int, parent, hash uint64, tokens []uint32) bool {
 	b.hashed, b.hash, b.parent = true, hash, parent
 	b.tokens = append(b.tokens[:0], tokens...)
 	m.cache[hash] = int32(id)
+	b.gen++
+	b.counted = none
 	if p, ok := m.cache[parent]; ok && parent != kvhash.Root {
 		m.blocks[p].children++
+		b.counted, b.pgen = p, m.blocks[p].gen
 	}
 	m.emitStored(parent, hash, tokens)
 	return true
@@ -263,9 +269,13 @@ func (m *Manager) uncache(id int32) {
 		return
 	}
 	delete(m.cache, b.hash)
-	if p, ok := m.cache[b.parent]; ok && m.blocks[p].children > 0 {
+	// Only the parent block that counted this one, holding the same hash
+	// as then: a parent evicted first (the LRU fallback) and cached again
+	// did not count it, and must not lose one of the children it did.
+	if p := b.counted; p != none && m.blocks[p].hashed && m.blocks[p].gen == b.pgen {
 		m.blocks[p].children--
 	}
+	b.counted = none
 	if k := len(m.events); k > 0 && m.events[k-1].Kind == kvevent.Removed {
 		m.events[k-1].BlockHashes = append(m.events[k-1].BlockHashes, b.hash)
 	} else {

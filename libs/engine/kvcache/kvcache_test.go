@@ -220,3 +220,41 @@ func BenchmarkPrefixHit(b *testing.B) {
 		m.Release(got)
 	}
 }
+
+// A child evicted after its parent's hash was evicted (the LRU fallback)
+// and cached again in another block takes nothing from the new parent's
+// count: that block never counted it, and its own child must keep it
+// from being picked as a childless victim.
+func TestOrphanEvictionKeepsNewParentCount(t *testing.T) {
+	t.Parallel()
+	m := newManager(t, 8)
+	tokens := toks(0, 3*bs)
+	hashes := kvhash.BlockHashes(tokens, bs, 0)
+	ids, err := m.Allocate(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x, c := ids[0], ids[1]
+	m.Commit(x, kvhash.Root, hashes[0], tokens[:bs])
+	m.Commit(c, hashes[0], hashes[1], tokens[bs:2*bs])
+	m.uncache(int32(x)) // the parent goes first, as the fallback may do
+	ids, err = m.Allocate(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	y, d := ids[0], ids[1]
+	m.Commit(y, kvhash.Root, hashes[0], tokens[:bs]) // cached again elsewhere
+	other := kvhash.BlockHashes(append(toks(0, bs), toks(500, bs)...), bs, 0)
+	m.Commit(d, hashes[0], other[1], toks(500, bs)) // y's own child
+	if got := m.blocks[y].children; got != 1 {
+		t.Fatalf("new parent counts %d children, want 1", got)
+	}
+	m.uncache(int32(c)) // the orphan goes
+	if got := m.blocks[y].children; got != 1 {
+		t.Fatalf("after the orphan's eviction the new parent counts %d children, want 1 (its own child is cached)", got)
+	}
+	m.uncache(int32(d))
+	if got := m.blocks[y].children; got != 0 {
+		t.Fatalf("after its child's eviction the parent counts %d, want 0", got)
+	}
+}
