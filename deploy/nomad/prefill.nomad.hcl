@@ -46,7 +46,7 @@ job "switchyard-prefill" {
 
       config {
         command = "local/prefill"
-        args = ["-listen", "0.0.0.0:${NOMAD_PORT_http}", "-advertise", "${NOMAD_ADDR_http}", "-discovery", "consul", "-consul-addr", "${attr.unique.network.ip-address}:8500", "-executor", "llama", "-model", "${var.model_path}"]
+        args = ["-listen", "0.0.0.0:${NOMAD_PORT_http}", "-advertise", "${NOMAD_ADDR_http}", "-discovery", "consul", "-deregister-grace", "2s", "-consul-addr", "${attr.unique.network.ip-address}:8500", "-executor", "llama", "-model", "${var.model_path}"]
       }
 
       env {
@@ -68,7 +68,7 @@ job "switchyard-prefill" {
       }
 
       kill_signal  = "SIGTERM"
-      kill_timeout = "30s" # longer than -drain-timeout
+      kill_timeout = "30s" # longer than -deregister-grace plus -drain-timeout
 
       resources {
         cpu    = 1000

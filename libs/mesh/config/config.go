@@ -37,7 +37,11 @@ type Common struct {
 	LogFormat    string
 	Tags         string
 	DrainTimeout time.Duration
-	Pprof        bool
+	// DeregisterGrace is how long shutdown keeps serving, and background
+	// work keeps running, after the instance left discovery: routers and
+	// frontends see it gone before it refuses work.
+	DeregisterGrace time.Duration
+	Pprof           bool
 }
 
 // DefaultDiscoveryDir is where the file backend keeps records by default.
@@ -66,6 +70,7 @@ func (c *Common) Register(fs *flag.FlagSet, defaultListen string, getenv func(st
 	fs.StringVar(&c.LogFormat, "log-format", "text", "text or json")
 	fs.StringVar(&c.Tags, "tags", "", "comma-separated discovery tags (e.g. canary)")
 	fs.DurationVar(&c.DrainTimeout, "drain-timeout", 10*time.Second, "how long in-flight requests may finish on shutdown")
+	fs.DurationVar(&c.DeregisterGrace, "deregister-grace", 0, "on shutdown, keep serving this long after leaving discovery, so peers stop sending work first (Nomad jobs use 2s; 0 refuses new work at once, which peers retry elsewhere)")
 	fs.BoolVar(&c.Pprof, "pprof", false, "serve Go's profiler at /debug/pprof/ on the listen address (for diagnosis; off in production)")
 }
 
@@ -110,6 +115,9 @@ func (c *Common) Validate() error {
 	}
 	if c.DrainTimeout < 0 {
 		return fmt.Errorf("-drain-timeout=%v: must not be negative", c.DrainTimeout)
+	}
+	if c.DeregisterGrace < 0 || c.DeregisterGrace > time.Minute {
+		return fmt.Errorf("-deregister-grace=%v: want 0 to 1m", c.DeregisterGrace)
 	}
 	return nil
 }

@@ -41,6 +41,9 @@ type Config struct {
 	Telemetry    *telemetry.Telemetry
 	Logger       *slog.Logger
 	DrainTimeout time.Duration // default 10s
+	// DeregisterGrace: on shutdown, serve this long after leaving
+	// discovery before refusing new requests (default 0).
+	DeregisterGrace time.Duration
 	// UnaryTimeout is the deadline of unary handlers whose caller set none
 	// (default 30s); callers' deadlines are capped at 10× it.
 	UnaryTimeout time.Duration
@@ -232,6 +235,7 @@ func (s *Server) Serve(ctx context.Context) error {
 
 func (s *Server) shutdown(hs *http.Server, reg discovery.Registration) error {
 	s.cfg.Logger.Info("shutting down", "drain_timeout", s.cfg.DrainTimeout)
+	graceEnds := time.Now().Add(s.cfg.DeregisterGrace) // as the service's background work
 	s.mu.Lock()
 	s.draining = true
 	s.mu.Unlock()
@@ -247,6 +251,10 @@ func (s *Server) shutdown(hs *http.Server, reg discovery.Registration) error {
 			errs = append(errs, err)
 		}
 		cancel()
+		if g := time.Until(graceEnds); g > 0 {
+			s.cfg.Logger.Info("left discovery; serving on while peers notice", "for", g)
+			time.Sleep(g)
+		}
 	}
 	drain, cancel := context.WithTimeout(context.Background(), s.cfg.DrainTimeout)
 	defer cancel()

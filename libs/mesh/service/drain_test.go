@@ -7,8 +7,10 @@ import (
 	"testing"
 	"time"
 
+	"switchyard.dev/libs/mesh/discovery/filedisc"
 	"switchyard.dev/libs/mesh/meshtest"
 	"switchyard.dev/libs/mesh/service"
+	"switchyard.dev/libs/mesh/testenv"
 )
 
 // On shutdown an in-flight request finishes (within the drain timeout),
@@ -60,5 +62,58 @@ func TestShutdownDrainsInFlight(t *testing.T) {
 	}
 	if code := <-stopped; code != 0 {
 		t.Fatalf("exit code %d:\n%s", code, r.Log())
+	}
+}
+
+// With -deregister-grace, shutdown first leaves discovery and then serves
+// on, background work included, until the grace ends: a peer that still
+// sends a request after the instance left discovery is served, not
+// refused.
+func TestDeregisterGrace(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	var work context.Context
+	s := spec()
+	s.Setup = func(ctx context.Context, rt *service.Runtime) error {
+		work = ctx
+		rt.Server.Handle("GET /work", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if work.Err() != nil {
+				http.Error(w, "background work stopped", http.StatusServiceUnavailable)
+				return
+			}
+			w.Write([]byte("served"))
+		}))
+		return nil
+	}
+	r := meshtest.Start(t, s, "-discovery", "file", "-discovery-dir", dir, "-deregister-grace", "3s")
+	reg, err := filedisc.New(filedisc.Config{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	listed := func() int {
+		ins, err := reg.Instances(t.Context(), "planner")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(ins)
+	}
+	testenv.Eventually(t, 10*time.Second, "registered", func() bool { return listed() == 1 })
+	stopped := make(chan int, 1)
+	go func() { stopped <- r.Stop(t) }()
+	testenv.Eventually(t, 10*time.Second, "left discovery", func() bool { return listed() == 0 })
+	res, err := http.Get(r.URL() + "/work")
+	if err != nil {
+		t.Fatalf("request during the grace: %v", err)
+	}
+	b, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != http.StatusOK || string(b) != "served" {
+		t.Fatalf("request during the grace: %d %q, want it served", res.StatusCode, b)
+	}
+	if code := <-stopped; code != 0 {
+		t.Fatalf("exit code %d:\n%s", code, r.Log())
+	}
+	if work.Err() == nil {
+		t.Fatal("background work still running after shutdown")
 	}
 }

@@ -135,13 +135,14 @@ func run(ctx context.Context, spec Spec, env Env, common config.Common, log *slo
 		return err
 	}
 	srv, err := server.New(server.Config{
-		Instance:     discovery.Instance{ID: id, Role: spec.Role, Version: spec.Version, Address: common.Advertise, Tags: common.TagList()},
-		Listen:       common.Listen,
-		Registry:     reg,
-		Telemetry:    tel,
-		Logger:       log,
-		DrainTimeout: common.DrainTimeout,
-		Pprof:        common.Pprof,
+		Instance:        discovery.Instance{ID: id, Role: spec.Role, Version: spec.Version, Address: common.Advertise, Tags: common.TagList()},
+		Listen:          common.Listen,
+		Registry:        reg,
+		Telemetry:       tel,
+		Logger:          log,
+		DrainTimeout:    common.DrainTimeout,
+		DeregisterGrace: common.DeregisterGrace,
+		Pprof:           common.Pprof,
 	})
 	if err != nil {
 		return err
@@ -150,8 +151,10 @@ func run(ctx context.Context, spec Spec, env Env, common config.Common, log *slo
 	if err != nil {
 		return fmt.Errorf("-listen=%q: %w", common.Listen, err)
 	}
-	// Background work stops when shutdown begins, before the drain.
-	workCtx, stopWork := context.WithCancel(ctx)
+	// Background work stops when shutdown begins, before the drain: once
+	// the instance has left discovery and the grace for peers to notice
+	// has passed (the server serves on through it too).
+	workCtx, stopWork := afterGrace(ctx, common.DeregisterGrace)
 	defer stopWork()
 	rt := &Runtime{Logger: log, Registry: reg, Server: srv, Telemetry: tel, Common: common}
 	if spec.Setup != nil {
@@ -171,6 +174,30 @@ func run(ctx context.Context, spec Spec, env Env, common config.Common, log *slo
 		}
 	}
 	return err
+}
+
+// afterGrace returns a context cancelled grace after ctx ends (at once for
+// a grace of 0), or when stop is called.
+func afterGrace(ctx context.Context, grace time.Duration) (context.Context, context.CancelFunc) {
+	if grace <= 0 {
+		return context.WithCancel(ctx)
+	}
+	work, stop := context.WithCancel(context.WithoutCancel(ctx))
+	go func() {
+		select {
+		case <-ctx.Done():
+		case <-work.Done():
+			return
+		}
+		t := time.NewTimer(grace)
+		defer t.Stop()
+		select {
+		case <-t.C:
+			stop()
+		case <-work.Done():
+		}
+	}()
+	return work, stop
 }
 
 // telemetryFlushTimeout bounds the final export of spans and metrics.

@@ -103,6 +103,8 @@ func TestBadSettingsFailFast(t *testing.T) {
 		{[]string{"-advertise", "0.0.0.0:9000"}, `-advertise="0.0.0.0:9000"`},
 		{[]string{"-id", "bad id"}, `-id="bad id"`},
 		{[]string{"-discovery", "consul", "-listen", ":0"}, `-listen=":0" binds every interface`},
+		{[]string{"-deregister-grace", "-1s"}, `-deregister-grace=-1s`},
+		{[]string{"-deregister-grace", "2h"}, `-deregister-grace=2h0m0s`},
 	}
 	for _, tc := range cases {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
