@@ -33,7 +33,7 @@ func New(cfg Config) nixl.BackendFactory {
 		}
 		b := &Backend{env: env, w: w, peerErrs: !cfg.NoPeerErrHandling, oneSided: cfg.OneSidedWrite,
 			regs: map[nixl.RegionID]reg{}, conns: map[*conn]struct{}{},
-			incoming: map[*incoming]struct{}{}, replies: map[string]*conn{}}
+			incoming: map[*incoming]struct{}{}, replies: map[string]*conn{}, lingering: map[*conn]struct{}{}}
 		b.rbuf = C.malloc(slotSize)
 		w.poll = b.poll
 		w.checkFailed = b.checkFailed
@@ -69,13 +69,14 @@ type Backend struct {
 	peerErrs bool
 	oneSided bool
 
-	regs     map[nixl.RegionID]reg
-	conns    map[*conn]struct{}
-	incoming map[*incoming]struct{} // WRITEs this agent is the target of
-	replies  map[string]*conn       // endpoints to initiators, by address
-	rbuf     unsafe.Pointer         // C buffer of slotSize: headers and notifications are received here
-	slots    []unsafe.Pointer       // free C buffers for WRITEs (getSlot)
-	cbufs    []unsafe.Pointer       // C buffers to free after the UCX worker is destroyed
+	regs      map[nixl.RegionID]reg
+	conns     map[*conn]struct{}
+	lingering map[*conn]struct{}     // closed, still sending WRITE data (conn.closeEP)
+	incoming  map[*incoming]struct{} // WRITEs this agent is the target of
+	replies   map[string]*conn       // endpoints to initiators, by address
+	rbuf      unsafe.Pointer         // C buffer of slotSize: headers and notifications are received here
+	slots     []unsafe.Pointer       // free C buffers for WRITEs (getSlot)
+	cbufs     []unsafe.Pointer       // C buffers to free after the UCX worker is destroyed
 
 	strayAcks  int       // acks given up on, perhaps still to arrive (dropStrayAcks)
 	strayUntil time.Time // when to stop looking for them
@@ -193,6 +194,9 @@ func (b *Backend) destroy() {
 	}
 	for c := range b.conns {
 		c.closeEP()
+	}
+	for c := range b.lingering { // the worker's end closes its transports
+		c.endLinger()
 	}
 }
 

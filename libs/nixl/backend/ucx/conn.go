@@ -188,6 +188,7 @@ func (c *conn) closeEP() {
 		return
 	}
 	c.lingering = true
+	c.b.lingering[c] = struct{}{}
 	time.AfterFunc(closeLinger, func() { c.b.w.do(c.endLinger) })
 }
 
@@ -195,6 +196,7 @@ func (c *conn) closeEP() {
 func (c *conn) endLinger() {
 	if c.lingering {
 		c.lingering = false
+		delete(c.b.lingering, c)
 		c.forceClose()
 	}
 }
