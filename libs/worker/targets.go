@@ -2,18 +2,35 @@ package worker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
+	"time"
+
+	"connectrpc.com/connect"
 
 	"switchyard.dev/libs/mesh/discovery"
 	"switchyard.dev/libs/nixl/metadata"
+	"switchyard.dev/libs/worker/wire"
 )
 
 // MetaKVTransfer is the discovery metadata key under which a worker with
 // a KV transfer agent publishes the agent's endpoint digest
 // (metadata.Agent.Endpoints): its name, run and backend addresses.
 const MetaKVTransfer = "kv_transfer_endpoints"
+
+const (
+	// targetRetain is how long a decode worker that left discovery is
+	// still admitted: one shutting down leaves discovery first and then
+	// serves on (-deregister-grace, then its drain), and its long prompts
+	// should still be prefilled remotely.
+	targetRetain = time.Minute
+	// targetLookupEvery bounds the lookups in discovery for names the
+	// watch does not know: each refused request would otherwise cost one
+	// (an HTTP call with Consul), for anyone who can reach the worker.
+	targetLookupEvery = time.Second
+)
 
 // targetGuard admits as remote prefill targets only decode workers listed
 // in discovery, and only at the transfer endpoints they published there.
@@ -24,9 +41,19 @@ const MetaKVTransfer = "kv_transfer_endpoints"
 type targetGuard struct {
 	reg discovery.Registry
 	log *slog.Logger
+	now func() time.Time
 
-	mu    sync.Mutex
-	known map[string]string // decode instance ID → published endpoint digest
+	mu         sync.Mutex
+	known      map[string]target // decode instance ID → what it published
+	lastLookup time.Time
+	lastWarn   time.Time
+
+	lookupMu sync.Mutex // one lookup at a time
+}
+
+type target struct {
+	digest string
+	seen   time.Time // last listed in discovery
 }
 
 // newTargetGuard watches the decode workers in reg until ctx ends.
@@ -35,53 +62,101 @@ func newTargetGuard(ctx context.Context, reg discovery.Registry, log *slog.Logge
 	if err != nil {
 		return nil, fmt.Errorf("watching decode workers: %w", err)
 	}
-	g := &targetGuard{reg: reg, log: log, known: map[string]string{}}
+	g := &targetGuard{reg: reg, log: log, now: time.Now, known: map[string]target{}}
 	go func() {
 		for ins := range ch {
-			g.set(ins)
+			g.update(ins)
 		}
 	}()
 	return g, nil
 }
 
-func (g *targetGuard) set(ins []discovery.Instance) {
-	known := make(map[string]string, len(ins))
+// update records the decode workers listed now; those no longer listed
+// are kept for targetRetain after they were last.
+func (g *targetGuard) update(ins []discovery.Instance) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	now := g.now()
+	listed := make(map[string]bool, len(ins))
 	for _, in := range ins {
 		if d := in.Meta[MetaKVTransfer]; d != "" {
-			known[in.ID] = d
+			g.known[in.ID] = target{digest: d, seen: now}
+			listed[in.ID] = true
 		}
 	}
+	for id, t := range g.known {
+		if !listed[id] && now.Sub(t.seen) > targetRetain {
+			delete(g.known, id)
+		}
+	}
+}
+
+// admitted reports whether id is known with digest.
+func (g *targetGuard) admitted(id, digest string) bool {
 	g.mu.Lock()
-	g.known = known
-	g.mu.Unlock()
+	defer g.mu.Unlock()
+	t, ok := g.known[id]
+	return ok && t.digest == digest
 }
 
 // check is disagg.ExportConfig.CheckTarget. A name the watch does not
 // know (yet: a decode worker that has just registered) is looked up in
-// discovery once more before it is refused.
+// discovery, at most once every targetLookupEvery, before it is refused.
+// A lookup that fails is Unavailable (or the request's own context
+// error), not a refusal.
 func (g *targetGuard) check(ctx context.Context, md *metadata.Agent) error {
 	want := md.Endpoints()
-	g.mu.Lock()
-	got, ok := g.known[md.Name]
-	g.mu.Unlock()
-	if ok && got == want {
+	if g.admitted(md.Name, want) {
 		return nil
 	}
-	ins, err := g.reg.Instances(ctx, discovery.RoleDecode)
-	if err != nil {
-		return fmt.Errorf("looking the target up in discovery: %w", err)
+	g.lookupMu.Lock()
+	defer g.lookupMu.Unlock()
+	if g.admitted(md.Name, want) { // a lookup just before ours found it
+		return nil
 	}
-	g.set(ins)
-	for _, in := range ins {
-		if in.ID != md.Name {
-			continue
+	g.mu.Lock()
+	now := g.now()
+	lookup := now.Sub(g.lastLookup) >= targetLookupEvery
+	if lookup {
+		g.lastLookup = now
+	}
+	g.mu.Unlock()
+	if lookup {
+		ins, err := g.reg.Instances(ctx, discovery.RoleDecode)
+		if err != nil {
+			if ctx.Err() != nil {
+				return wire.ContextError(ctx, err)
+			}
+			return connect.NewError(connect.CodeUnavailable, fmt.Errorf("looking the target up in discovery: %w", err))
 		}
-		if in.Meta[MetaKVTransfer] == want {
+		for _, in := range ins {
+			if d := in.Meta[MetaKVTransfer]; in.ID == md.Name && d != "" {
+				g.mu.Lock()
+				g.known[in.ID] = target{digest: d, seen: g.now()}
+				g.mu.Unlock()
+			}
+		}
+		if g.admitted(md.Name, want) {
 			return nil
 		}
-		g.log.Warn("remote prefill refused: target metadata does not match the decode worker's published transfer endpoints", "target", md.Name)
-		return fmt.Errorf("its endpoints are not those decode worker %q published in discovery", md.Name)
 	}
-	g.log.Warn("remote prefill refused: target is no decode worker in discovery", "target", md.Name)
-	return fmt.Errorf("no decode worker %q with a KV transfer agent in discovery", md.Name)
+	g.warn(md.Name)
+	return errNotATarget
+}
+
+var errNotATarget = errors.New("no decode worker in discovery published these transfer endpoints")
+
+// warn logs a refusal, at most once a minute (the requests come from
+// whoever can reach the worker).
+func (g *targetGuard) warn(name string) {
+	g.mu.Lock()
+	now := g.now()
+	quiet := now.Sub(g.lastWarn) < time.Minute
+	if !quiet {
+		g.lastWarn = now
+	}
+	g.mu.Unlock()
+	if !quiet {
+		g.log.Warn("remote prefill refused: the target is no decode worker in discovery at the endpoints it names (further refusals this minute are not logged)", "target", name)
+	}
 }

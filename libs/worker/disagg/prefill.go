@@ -49,7 +49,8 @@ type ExportConfig struct {
 	// target before this worker connects to any address in it: a
 	// RemotePrefill comes from whoever can reach this worker, and would
 	// otherwise make it dial, and write KV to, whatever the request names.
-	// Its error refuses the request with PermissionDenied.
+	// Its error refuses the request with PermissionDenied, or with its own
+	// code when it is a *connect.Error (a lookup that failed).
 	CheckTarget func(ctx context.Context, md *metadata.Agent) error
 }
 
@@ -74,8 +75,9 @@ func NewExporter(cfg ExportConfig) *Exporter {
 }
 
 // cancelWait bounds the wait for cancelled writes to stop touching the
-// pinned blocks.
-const cancelWait = 5 * time.Second
+// pinned blocks: longer than a ucx connection closed mid-WRITE keeps
+// sending its data (5 s).
+const cancelWait = 10 * time.Second
 
 // Prefill computes m's prompt and writes the requested blocks into the
 // target. Errors are Connect errors.
@@ -86,13 +88,18 @@ func (x *Exporter) Prefill(ctx context.Context, m *workerv1.RemotePrefillRequest
 	if err != nil {
 		return nil, connect.NewError(connect.CodeInvalidArgument, err)
 	}
-	// In use before its metadata is loaded, so a concurrent request for
-	// another peer cannot forget it in between (loadPeer checks the name).
-	x.peers.use(m.GetTarget().GetAgent(), recv)
-	defer x.peers.done(m.GetTarget().GetAgent())
-	peer, err := x.loadPeer(ctx, m.GetTarget())
+	// Vetted first: a refused target must not take a place among the
+	// peers (which would push out real ones). Then in use before its
+	// metadata is loaded, so a concurrent request for another peer cannot
+	// forget it in between.
+	peer, err := x.vetTarget(ctx, m.GetTarget())
 	if err != nil {
 		return nil, err
+	}
+	x.peers.use(peer, recv)
+	defer x.peers.done(peer)
+	if _, err := x.cfg.Agent.LoadRemoteMetadata(m.GetTarget().GetMetadata()); err != nil {
+		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("target metadata: %w", err))
 	}
 	ctx, span := x.cfg.Tracer.Start(ctx, "disagg.export", trace.WithAttributes(
 		attribute.Int("prompt_tokens", len(m.GetTokenIds())), attribute.Int("blocks", end-first)))
@@ -124,10 +131,13 @@ func checkTarget(m *workerv1.RemotePrefillRequest, kv executor.KV) (first, end i
 	return first, end, nil
 }
 
-// loadPeer checks and loads the target's metadata. Every remote prefill
-// carries a fresh blob (its own window); the agent keeps the newest of a
-// run. Errors are Connect errors.
-func (x *Exporter) loadPeer(ctx context.Context, t *workerv1.KvTarget) (string, error) {
+// vetTarget decodes the target's metadata and checks it (CheckTarget)
+// before anything connects to it; it returns the agent's name. Every
+// remote prefill carries a fresh blob (its own window); the agent keeps
+// the newest of a run. Errors are Connect errors: PermissionDenied for a
+// refused target, or the check's own Connect error (a discovery lookup
+// that failed).
+func (x *Exporter) vetTarget(ctx context.Context, t *workerv1.KvTarget) (string, error) {
 	md, err := metadata.Decode(t.GetMetadata())
 	switch {
 	case err != nil:
@@ -137,11 +147,11 @@ func (x *Exporter) loadPeer(ctx context.Context, t *workerv1.KvTarget) (string, 
 	}
 	if x.cfg.CheckTarget != nil {
 		if err := x.cfg.CheckTarget(ctx, md); err != nil {
+			if ce := new(connect.Error); errors.As(err, &ce) {
+				return "", ce
+			}
 			return "", connect.NewError(connect.CodePermissionDenied, fmt.Errorf("target agent %q: %w", md.Name, err))
 		}
-	}
-	if _, err := x.cfg.Agent.LoadRemoteMetadata(t.GetMetadata()); err != nil {
-		return "", connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("target metadata: %w", err))
 	}
 	return md.Name, nil
 }

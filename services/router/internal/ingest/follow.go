@@ -78,8 +78,9 @@ func (f *follower) session(ctx context.Context) (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("ingest: %w", err)
 	}
-	// Sequence numbers of workers start at 1, so next == 0 means the index
-	// never saw this worker: only a dump can start it.
+	// Workers number batches from 1 or more (a random start per run), so
+	// next == 0 means the index never saw this worker: only a dump can
+	// start it.
 	dump := f.needDump || next == 0
 	req := &workerv1.SubscribeKvEventsRequest{Dump: dump}
 	if !dump {
