@@ -70,7 +70,7 @@ func (c *Common) Register(fs *flag.FlagSet, defaultListen string, getenv func(st
 	fs.StringVar(&c.LogFormat, "log-format", "text", "text or json")
 	fs.StringVar(&c.Tags, "tags", "", "comma-separated discovery tags (e.g. canary)")
 	fs.DurationVar(&c.DrainTimeout, "drain-timeout", 10*time.Second, "how long in-flight requests may finish on shutdown")
-	fs.DurationVar(&c.DeregisterGrace, "deregister-grace", 0, "on shutdown, keep serving this long after leaving discovery, so peers stop sending work first (Nomad jobs use 2s; 0 refuses new work at once, which peers retry elsewhere)")
+	fs.DurationVar(&c.DeregisterGrace, "deregister-grace", 0, "on shutdown, keep serving this long after leaving discovery, so peers stop sending work first (Nomad jobs use 2s; 0 refuses new work at once, which peers retry elsewhere; no effect with -discovery=none)")
 	fs.BoolVar(&c.Pprof, "pprof", false, "serve Go's profiler at /debug/pprof/ on the listen address (for diagnosis; off in production)")
 }
 

@@ -154,7 +154,11 @@ func run(ctx context.Context, spec Spec, env Env, common config.Common, log *slo
 	// Background work stops when shutdown begins, before the drain: once
 	// the instance has left discovery and the grace for peers to notice
 	// has passed (the server serves on through it too).
-	workCtx, stopWork := afterGrace(ctx, common.DeregisterGrace)
+	grace := common.DeregisterGrace
+	if reg == nil { // nothing to leave: the server refuses at once, so does the work
+		grace = 0
+	}
+	workCtx, stopWork := afterGrace(ctx, grace)
 	defer stopWork()
 	rt := &Runtime{Logger: log, Registry: reg, Server: srv, Telemetry: tel, Common: common}
 	if spec.Setup != nil {

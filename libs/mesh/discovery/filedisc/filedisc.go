@@ -132,7 +132,10 @@ func (r *Registry) Instances(ctx context.Context, role string) ([]discovery.Inst
 		// the whole directory gone (removed while services run), an empty
 		// list would make every watcher drop every instance until their
 		// renewals write them back: say it failed, so watchers keep the
-		// last list.
+		// last list. (Only until a renewal recreates the directory: then
+		// roles not renewed yet list empty until theirs, within a third
+		// of a lease. Closing that needs watchers to keep a vanished
+		// record until its lease ends, and deregistration by tombstone.)
 		if _, err := os.Stat(r.cfg.Dir); err != nil {
 			return nil, fmt.Errorf("filedisc: discovery directory: %w", err)
 		}
