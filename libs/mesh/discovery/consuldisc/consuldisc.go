@@ -1,7 +1,9 @@
 // Package consuldisc is the Consul discovery backend for clusters.
 //
-// Each instance is a Consul agent service named "<prefix><role>" with a TTL
-// check. A reconcile loop owns the registration: it heartbeats the check,
+// Each instance is a Consul agent service named "<prefix><role>", with
+// the service id "<prefix><instance id>" (ids are unique per agent, so
+// meshes with different prefixes sharing an agent keep theirs apart), and
+// a TTL check. A reconcile loop owns the registration: it heartbeats the check,
 // and when the heartbeat fails (the agent restarted and forgot us, or the
 // check was reaped) it registers again with capped exponential backoff,
 // logging the first and every tenth failure. If the process dies, the check
@@ -20,6 +22,7 @@ import (
 	"net"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/consul/api"
@@ -101,6 +104,17 @@ func New(ctx context.Context, cfg Config) (*Registry, error) {
 
 func (r *Registry) serviceName(role string) string { return r.cfg.ServicePrefix + role }
 
+// serviceID is the agent's service id of instance id. Service ids are
+// unique per agent, across service names: two meshes (prefixes) sharing
+// an agent would otherwise take each other's instances of one id.
+func (r *Registry) serviceID(id string) string { return r.cfg.ServicePrefix + id }
+
+// instanceID inverts serviceID (ids registered before the prefix was
+// added come back unchanged).
+func (r *Registry) instanceID(serviceID string) string {
+	return strings.TrimPrefix(serviceID, r.cfg.ServicePrefix)
+}
+
 func (r *Registry) agentService(in discovery.Instance, checkID, owner string) (*api.AgentServiceRegistration, error) {
 	host, portStr, _ := net.SplitHostPort(in.Address)
 	port, _ := strconv.Atoi(portStr)
@@ -115,7 +129,7 @@ func (r *Registry) agentService(in discovery.Instance, checkID, owner string) (*
 	}
 	meta[metaRole], meta[metaModel], meta[metaVersion], meta[metaOwner] = in.Role, in.Model, in.Version, owner
 	return &api.AgentServiceRegistration{
-		ID:      in.ID,
+		ID:      r.serviceID(in.ID),
 		Name:    r.serviceName(in.Role),
 		Address: host,
 		Port:    port,
@@ -188,7 +202,9 @@ func (r *Registry) query(ctx context.Context, role string, index uint64) ([]disc
 	}
 	out := make([]discovery.Instance, 0, len(entries))
 	for _, e := range entries {
-		out = append(out, fromEntry(e.Service))
+		in := fromEntry(e.Service)
+		in.ID = r.instanceID(in.ID)
+		out = append(out, in)
 	}
 	discovery.SortInstances(out)
 	return out, meta.LastIndex, nil

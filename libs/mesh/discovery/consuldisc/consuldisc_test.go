@@ -131,3 +131,36 @@ func TestIDOwnership(t *testing.T) {
 		t.Fatalf("registered %+v, want the replacement", got[0])
 	}
 }
+
+// Two meshes (service prefixes) sharing one agent may use the same
+// instance ids: each registers and lists its own, and deregistering one
+// leaves the other (service ids are unique per agent, so each mesh's
+// carry its prefix).
+func TestMeshesShareAnAgent(t *testing.T) {
+	t.Parallel()
+	c := testenv.StartConsul(t)
+	blue, green := newRegistry(t, c.Addr, "blue-"), newRegistry(t, c.Addr, "green-")
+	regs := map[string]discovery.Registration{}
+	for name, r := range map[string]*consuldisc.Registry{"blue": blue, "green": green} {
+		in := disctest.Instance("decode-0", discovery.RoleDecode)
+		in.Version = name
+		g, err := r.Register(t.Context(), in)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		regs[name] = g
+	}
+	for name, r := range map[string]*consuldisc.Registry{"blue": blue, "green": green} {
+		got := disctest.Eventually(t, r, discovery.RoleDecode, disctest.HasIDs("decode-0"), name+" lists its instance")
+		if got[0].Version != name {
+			t.Fatalf("%s lists %+v, want its own", name, got[0])
+		}
+	}
+	if err := regs["blue"].Deregister(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	disctest.Eventually(t, blue, discovery.RoleDecode, disctest.HasIDs(), "blue's instance gone")
+	if got := disctest.Eventually(t, green, discovery.RoleDecode, disctest.HasIDs("decode-0"), "green's instance stays"); got[0].Version != "green" {
+		t.Fatalf("green lists %+v", got[0])
+	}
+}
