@@ -160,12 +160,23 @@ func (a *Agent) DeregisterMemory(ctx context.Context, id RegionID) error {
 func (a *Agent) Metadata() ([]byte, error) {
 	// The generation is read before the regions: a blob lists every region
 	// registered up to its generation.
-	md := &metadata.Agent{Name: a.name, Epoch: a.epoch, Gen: a.gen.Load()}
+	md := a.identity()
+	md.Gen = a.gen.Load()
 	md.Regions = a.regions.snapshot()
+	return metadata.Encode(md)
+}
+
+// Endpoints is the digest of the agent's name, run and backend addresses
+// (metadata.Agent.Endpoints) that every blob it encodes carries.
+func (a *Agent) Endpoints() string { return a.identity().Endpoints() }
+
+// identity is the agent's metadata without generation and regions.
+func (a *Agent) identity() *metadata.Agent {
+	md := &metadata.Agent{Name: a.name, Epoch: a.epoch}
 	for _, b := range a.backends {
 		md.Backends = append(md.Backends, metadata.Backend{Name: b.Name(), Address: b.Address()})
 	}
-	return metadata.Encode(md)
+	return md
 }
 
 // Notified returns a channel that receives a value when notifications

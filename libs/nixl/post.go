@@ -16,20 +16,27 @@ func (a *Agent) LoadRemoteMetadata(blob []byte) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("nixl: load remote metadata: %w", err)
 	}
+	return md.Name, a.LoadRemoteAgent(md)
+}
+
+// LoadRemoteAgent is LoadRemoteMetadata for metadata already decoded (a
+// caller that vetted it first); the agent keeps md, which the caller must
+// not change afterwards.
+func (a *Agent) LoadRemoteAgent(md *metadata.Agent) error {
 	if md.Name == a.name {
-		return "", fmt.Errorf("nixl: remote metadata carries our own name %q", md.Name)
+		return fmt.Errorf("nixl: remote metadata carries our own name %q", md.Name)
 	}
 	a.mu.Lock()
 	if a.closed {
 		a.mu.Unlock()
-		return "", ErrClosed
+		return ErrClosed
 	}
 	old := a.peers[md.Name]
 	if old != nil && old.md.Newer(md) {
 		// An older blob of the same run, overtaken in flight by a newer one
 		// (two requests carried them concurrently): keep the newer.
 		a.mu.Unlock()
-		return md.Name, nil
+		return nil
 	}
 	p := &peer{md: md}
 	if old != nil && old.conn != nil {
@@ -44,7 +51,7 @@ func (a *Agent) LoadRemoteMetadata(blob []byte) (string, error) {
 		_ = old.conn.Close()
 	}
 	a.log.Debug("nixl: loaded remote metadata", "peer", md.Name, "regions", len(md.Regions))
-	return md.Name, nil
+	return nil
 }
 
 // sameEndpoint reports whether a and b give one address on backend.

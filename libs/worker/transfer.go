@@ -15,7 +15,6 @@ import (
 	"switchyard.dev/libs/nixl"
 	"switchyard.dev/libs/nixl/backend/tcp"
 	"switchyard.dev/libs/nixl/backend/ucx"
-	"switchyard.dev/libs/nixl/metadata"
 	"switchyard.dev/libs/worker/disagg"
 	"switchyard.dev/libs/worker/handler"
 	"switchyard.dev/libs/worker/metrics"
@@ -69,20 +68,6 @@ func newTransfer(cfg *Config, name string, arena []byte, log *slog.Logger) (*tra
 		return nil, fmt.Errorf("registering the KV arena: %w", err)
 	}
 	return &transfer{agent: a, region: id}, nil
-}
-
-// endpoints returns the agent's endpoint digest for discovery
-// (MetaKVTransfer).
-func (t *transfer) endpoints() (string, error) {
-	blob, err := t.agent.Metadata()
-	if err != nil {
-		return "", err
-	}
-	md, err := metadata.Decode(blob)
-	if err != nil {
-		return "", err
-	}
-	return md.Endpoints(), nil
 }
 
 // close deregisters the arena (waiting for in-flight accesses, bounded)

@@ -159,11 +159,7 @@ func publish(ctx context.Context, rt *service.Runtime, cfg *Config, mi engine.Mo
 	meta := Meta(cfg.Executor, mi)
 	maps.Copy(meta, cuda.Meta(gpus))
 	if tr != nil {
-		if d, err := tr.endpoints(); err != nil {
-			rt.Logger.Warn("KV transfer endpoints not published: prefill workers will refuse this worker as a target", "err", err)
-		} else {
-			meta[MetaKVTransfer] = d
-		}
+		meta[MetaKVTransfer] = tr.agent.Endpoints()
 	}
 	rt.Server.UpdateInstance(func(in *discovery.Instance) {
 		in.Model = cfg.ModelName

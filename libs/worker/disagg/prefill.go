@@ -92,13 +92,14 @@ func (x *Exporter) Prefill(ctx context.Context, m *workerv1.RemotePrefillRequest
 	// peers (which would push out real ones). Then in use before its
 	// metadata is loaded, so a concurrent request for another peer cannot
 	// forget it in between.
-	peer, err := x.vetTarget(ctx, m.GetTarget())
+	md, err := x.vetTarget(ctx, m.GetTarget())
 	if err != nil {
 		return nil, err
 	}
+	peer := md.Name
 	x.peers.use(peer, recv)
 	defer x.peers.done(peer)
-	if _, err := x.cfg.Agent.LoadRemoteMetadata(m.GetTarget().GetMetadata()); err != nil {
+	if err := x.cfg.Agent.LoadRemoteAgent(md); err != nil {
 		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("target metadata: %w", err))
 	}
 	ctx, span := x.cfg.Tracer.Start(ctx, "disagg.export", trace.WithAttributes(
@@ -132,28 +133,27 @@ func checkTarget(m *workerv1.RemotePrefillRequest, kv executor.KV) (first, end i
 }
 
 // vetTarget decodes the target's metadata and checks it (CheckTarget)
-// before anything connects to it; it returns the agent's name. Every
-// remote prefill carries a fresh blob (its own window); the agent keeps
-// the newest of a run. Errors are Connect errors: PermissionDenied for a
+// before anything connects to it. Every remote prefill carries a fresh
+// blob (its own window); the agent keeps the newest of a run. Errors are Connect errors: PermissionDenied for a
 // refused target, or the check's own Connect error (a discovery lookup
 // that failed).
-func (x *Exporter) vetTarget(ctx context.Context, t *workerv1.KvTarget) (string, error) {
+func (x *Exporter) vetTarget(ctx context.Context, t *workerv1.KvTarget) (*metadata.Agent, error) {
 	md, err := metadata.Decode(t.GetMetadata())
 	switch {
 	case err != nil:
-		return "", connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("target metadata: %w", err))
+		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("target metadata: %w", err))
 	case md.Name != t.GetAgent():
-		return "", connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("target metadata names agent %q, target says %q", md.Name, t.GetAgent()))
+		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("target metadata names agent %q, target says %q", md.Name, t.GetAgent()))
 	}
 	if x.cfg.CheckTarget != nil {
 		if err := x.cfg.CheckTarget(ctx, md); err != nil {
 			if ce := new(connect.Error); errors.As(err, &ce) {
-				return "", ce
+				return nil, ce
 			}
-			return "", connect.NewError(connect.CodePermissionDenied, fmt.Errorf("target agent %q: %w", md.Name, err))
+			return nil, connect.NewError(connect.CodePermissionDenied, fmt.Errorf("target agent %q: %w", md.Name, err))
 		}
 	}
-	return md.Name, nil
+	return md, nil
 }
 
 // writer streams one request's blocks as the engine commits them.
