@@ -79,16 +79,23 @@ func (g *targetGuard) update(ins []discovery.Instance) {
 	now := g.now()
 	listed := make(map[string]bool, len(ins))
 	for _, in := range ins {
-		if d := in.Meta[MetaKVTransfer]; d != "" {
-			g.known[in.ID] = target{digest: d, seen: now}
-			listed[in.ID] = true
-		}
+		listed[in.ID] = g.recordLocked(in, now)
 	}
 	for id, t := range g.known {
 		if !listed[id] && now.Sub(t.seen) > targetRetain {
 			delete(g.known, id)
 		}
 	}
+}
+
+// recordLocked records in's published endpoints, seen at now; it reports
+// whether in published any. g.mu held.
+func (g *targetGuard) recordLocked(in discovery.Instance, now time.Time) bool {
+	d := in.Meta[MetaKVTransfer]
+	if d != "" {
+		g.known[in.ID] = target{digest: d, seen: now}
+	}
+	return d != ""
 }
 
 // admitted reports whether id is known with digest.
@@ -130,9 +137,9 @@ func (g *targetGuard) check(ctx context.Context, md *metadata.Agent) error {
 			return connect.NewError(connect.CodeUnavailable, fmt.Errorf("looking the target up in discovery: %w", err))
 		}
 		for _, in := range ins {
-			if d := in.Meta[MetaKVTransfer]; in.ID == md.Name && d != "" {
+			if in.ID == md.Name {
 				g.mu.Lock()
-				g.known[in.ID] = target{digest: d, seen: g.now()}
+				g.recordLocked(in, g.now())
 				g.mu.Unlock()
 			}
 		}

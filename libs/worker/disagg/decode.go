@@ -90,6 +90,7 @@ type DecodeConfig struct {
 // Decoder is the decode side. It is safe for concurrent use.
 type Decoder struct {
 	cfg         DecodeConfig
+	vocab       int // the engine's vocabulary size: a first token must be below it
 	quarantined atomic.Int64
 }
 
@@ -104,7 +105,7 @@ func NewDecoder(cfg DecodeConfig) *Decoder {
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = 30 * time.Second
 	}
-	return &Decoder{cfg: cfg}
+	return &Decoder{cfg: cfg, vocab: cfg.Engine.ModelInfo().VocabSize}
 }
 
 // Prepare runs before r is submitted. When the prompt should be and could
@@ -221,7 +222,7 @@ func (p *prepared) remote(ctx context.Context, r *engine.Request, worker string)
 		d.quarantine(win, imported)
 		return err
 	}
-	if first, vocab := resp.GetFirstTokenId(), d.cfg.Engine.ModelInfo().VocabSize; int(first) >= vocab {
+	if first, vocab := resp.GetFirstTokenId(), d.vocab; int(first) >= vocab {
 		// A prefill worker of another model (or a broken one): neither its
 		// token nor its KV is used.
 		d.cfg.Engine.ReleaseBlocks(imported)

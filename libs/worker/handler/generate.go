@@ -29,9 +29,12 @@ func (h *Handler) Generate(ctx context.Context, req *connect.Request[workerv1.Ge
 	submitted, first := func() {}, func(*engine.Output) {}
 	if h.dis != nil {
 		// Refused before a remote prefill is spent on it (the prefill
-		// worker sees neither the stop conditions nor this context).
-		if err := h.eng.Validate(r); err != nil {
-			return wire.SubmitError(ctx, err)
+		// worker sees neither the stop conditions nor this context);
+		// without one, Submit validates.
+		if req.Msg.GetPrefillWorker() != "" {
+			if err := h.eng.Validate(r); err != nil {
+				return wire.SubmitError(ctx, err)
+			}
 		}
 		submitted, first = h.dis.Prepare(ctx, &r, req.Msg.GetPrefillWorker())
 	}
