@@ -12,7 +12,6 @@ import "C"
 import (
 	"encoding/binary"
 	"fmt"
-	"time"
 	"unsafe"
 
 	"switchyard.dev/libs/nixl"
@@ -78,8 +77,7 @@ type Backend struct {
 	slots     []unsafe.Pointer       // free C buffers for WRITEs (getSlot)
 	cbufs     []unsafe.Pointer       // C buffers to free after the UCX worker is destroyed
 
-	strayAcks  int       // acks given up on, perhaps still to arrive (dropStrayAcks)
-	strayUntil time.Time // when to stop looking for them
+	strayAcks int // acks given up on, perhaps still to arrive (dropStrayAcks)
 }
 
 // reg is a registered region.
@@ -235,14 +233,14 @@ func (b *Backend) deliver(data []byte) {
 // poll progresses the worker and receives waiting notifications and
 // WRITE headers; it reports whether anything happened.
 func (b *Backend) poll() bool {
-	r := C.nx_progress(b.w.w, notifTag, C.uint64_t(tagHdr), C.uint64_t(classMask))
+	r := C.nx_progress(b.w.w, notifTag, C.uint64_t(tagHdr), C.uint64_t(classMask), boolInt(b.strayAcks > 0), C.uint64_t(tagAck))
 	if r&2 != 0 {
 		b.pollNotifs()
 	}
 	if r&4 != 0 {
 		b.pollHeaders()
 	}
-	if b.strayAcks > 0 {
+	if r&8 != 0 {
 		b.dropStrayAcks()
 	}
 	return r != 0

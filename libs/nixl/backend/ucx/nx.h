@@ -42,14 +42,17 @@ static void nx_err_cb(void *arg, ucp_ep_h ep, ucs_status_t st) {
 }
 
 // nx_progress progresses w until it has nothing more to do, then peeks for
-// waiting notifications and WRITE headers, all in one cgo call. Bits of
-// the result: 1 progress was made, 2 a notification waits, 4 a header.
-static int nx_progress(ucp_worker_h w, uint64_t notif_tag, uint64_t hdr_tag, uint64_t hdr_mask) {
+// waiting notifications and WRITE headers, and with acks set for acks
+// (under hdr_mask) nobody waits for, all in one cgo call. Bits of the
+// result: 1 progress was made, 2 a notification waits, 4 a header, 8 an
+// ack.
+static int nx_progress(ucp_worker_h w, uint64_t notif_tag, uint64_t hdr_tag, uint64_t hdr_mask, int acks, uint64_t ack_tag) {
 	int r = 0;
 	while (ucp_worker_progress(w) != 0) r = 1;
 	ucp_tag_recv_info_t info;
 	if (ucp_tag_probe_nb(w, notif_tag, (uint64_t)-1, 0, &info) != NULL) r |= 2;
 	if (ucp_tag_probe_nb(w, hdr_tag, hdr_mask, 0, &info) != NULL) r |= 4;
+	if (acks && ucp_tag_probe_nb(w, ack_tag, hdr_mask, 0, &info) != NULL) r |= 8;
 	return r;
 }
 

@@ -14,7 +14,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
-	"time"
 	"unsafe"
 
 	"switchyard.dev/libs/nixl"
@@ -176,27 +175,19 @@ func (x *wx) fail(err error) {
 	if x.ack != nil && !x.gaveUp {
 		x.gaveUp = true
 		C.nx_cancel(x.c.b.w.w, unsafe.Pointer(x.ack))
-		b := x.c.b
-		b.strayAcks++
-		b.strayUntil = time.Now().Add(strayAckWait)
+		x.c.b.strayAcks++
 	}
 }
-
-// strayAckWait is how long after giving up on an ack the backend keeps
-// receiving acks nobody waits for (see dropStrayAcks).
-const strayAckWait = time.Minute
 
 // dropStrayAcks receives the acks of WRITEs that gave up waiting for them
 // (their connection closed or failed): with their receive canceled, each
 // would otherwise stay in UCX's unexpected queue for the worker's life.
 // An ack with a receive posted matches it on arrival, so only strays are
-// found here. It stops strayAckWait after the last give-up, as a target
-// that died sends none.
+// found here. The progress call looks for them while strayAcks > 0 (a
+// probe inside the call it makes anyway); a target that died sends none,
+// and its count stays, costing that probe only.
 func (b *Backend) dropStrayAcks() {
-	b.drainTagged(tagAck, classMask, func([]byte, uint64) { b.strayAcks-- })
-	if b.strayAcks <= 0 || time.Now().After(b.strayUntil) {
-		b.strayAcks = 0
-	}
+	b.drainTagged(tagAck, classMask, func([]byte, uint64) { b.strayAcks = max(b.strayAcks-1, 0) })
 }
 
 func (x *wx) finish() {
