@@ -58,18 +58,26 @@ trap 'cleanup; exit 130' INT
 trap 'cleanup; exit 143' TERM
 trap cleanup EXIT
 
+# wait_up TRIES WHAT CHECK...: run CHECK every 0.2 s until it succeeds,
+# dying when a started process exits or after TRIES tries.
+wait_up() {
+  local tries=$1 what=$2; shift 2
+  for _ in $(seq "$tries"); do
+    "$@" && return 0
+    for p in "${pids[@]}"; do kill -0 "$p" 2>/dev/null || die "a process exited while waiting for $what; see $logs"; done
+    sleep 0.2
+  done
+  die "$what not up after $((tries / 5))s; see $logs"
+}
+leader() { curl -fsS http://127.0.0.1:8500/v1/status/leader 2>/dev/null | grep -q :; }
+healthy() { curl -fsS "http://127.0.0.1:$1/health" >/dev/null 2>&1; }
+
 common=(-discovery "$DISCOVERY")
 if [ "$DISCOVERY" = consul ]; then
   consul=$(scripts/deps.sh | tail -1)
   "$consul" agent -dev -bind 127.0.0.1 -client 127.0.0.1 -log-level warn >"$logs/consul.log" 2>&1 &
   pids+=($!)
-  up=""
-  for _ in $(seq 100); do
-    curl -fsS http://127.0.0.1:8500/v1/status/leader 2>/dev/null | grep -q : && { up=1; break; }
-    kill -0 "${pids[-1]}" 2>/dev/null || die "the consul agent exited; see $logs/consul.log"
-    sleep 0.2
-  done
-  [ -n "$up" ] || die "the consul agent has no leader after 20s; see $logs/consul.log"
+  wait_up 100 "the consul agent (a leader)" leader
   common+=(-consul-addr 127.0.0.1:8500)
   echo "run: consul dev agent at http://127.0.0.1:8500 (UI: /ui)"
 elif [ "$DISCOVERY" = file ]; then
@@ -106,13 +114,7 @@ start frontend bin/frontend "${common[@]}" -id frontend-0 ${FRONTEND_ARGS:-} -li
 
 # Wait until every service answers its health endpoint.
 for port in "${ports[@]}"; do
-  ok=""
-  for _ in $(seq 300); do
-    curl -fsS "http://127.0.0.1:$port/health" >/dev/null 2>&1 && { ok=1; break; }
-    for p in "${pids[@]}"; do kill -0 "$p" 2>/dev/null || die "a process exited during start-up; see $logs"; done
-    sleep 0.2
-  done
-  [ -n "$ok" ] || die "127.0.0.1:$port not healthy after 60s; see $logs"
+  wait_up 300 "127.0.0.1:$port (health)" healthy "$port"
 done
 cat <<MSG
 

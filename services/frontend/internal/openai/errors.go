@@ -99,10 +99,8 @@ func ContextTooLong(context, prompt int, g Generation) *Error {
 	if g.MaxTokens > 0 {
 		msg = fmt.Sprintf("This model's maximum context length is %d tokens. However, you requested %d tokens (%d in the prompt, %d for the completion). Please reduce the prompt or %s.",
 			context, prompt+g.MaxTokens, prompt, g.MaxTokens, g.MaxTokensParam)
-	} else {
-		msg += ", which leaves no room for a completion. Please reduce the prompt."
 	}
-	return &Error{Status: http.StatusBadRequest, Type: TypeInvalidRequest, Param: tooLongParam(prompt < context, g), Code: CodeContextLength, Message: msg}
+	return contextError(msg, prompt < context, g)
 }
 
 // PromptTooLong is ContextTooLong for a text prompt refused before it was
@@ -111,10 +109,17 @@ func PromptTooLong(context, atLeast, bytes int, g Generation) *Error {
 	msg := fmt.Sprintf("This model's maximum context length is %d tokens. However, your prompt of %d bytes is at least %d tokens", context, bytes, atLeast)
 	if g.MaxTokens > 0 {
 		msg += fmt.Sprintf(", and %d more were requested for the completion. Please reduce the prompt or %s.", g.MaxTokens, g.MaxTokensParam)
-	} else {
+	}
+	return contextError(msg, atLeast < context, g)
+}
+
+// contextError builds the context-length 400 from its message, ending one
+// that asked for no completion tokens the same way for both callers.
+func contextError(msg string, promptFits bool, g Generation) *Error {
+	if g.MaxTokens <= 0 {
 		msg += ", which leaves no room for a completion. Please reduce the prompt."
 	}
-	return &Error{Status: http.StatusBadRequest, Type: TypeInvalidRequest, Param: tooLongParam(atLeast < context, g), Code: CodeContextLength, Message: msg}
+	return &Error{Status: http.StatusBadRequest, Type: TypeInvalidRequest, Param: tooLongParam(promptFits, g), Code: CodeContextLength, Message: msg}
 }
 
 // tooLongParam is the parameter to blame: max tokens when the prompt alone

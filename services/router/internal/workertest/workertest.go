@@ -189,6 +189,7 @@ func (w *Worker) SubscribeKvEvents(ctx context.Context, req *connect.Request[wor
 	}
 	after := req.Msg.GetAfterSequence()
 	var dump []*workerv1.SubscribeKvEventsResponse
+	broken := false // BreakDumpAfter: the stream fails after dump
 	if req.Msg.GetDump() {
 		after = w.lastLocked()
 		var evs []*workerv1.KvEvent
@@ -205,14 +206,7 @@ func (w *Worker) SubscribeKvEvents(ctx context.Context, req *connect.Request[wor
 			evs = evs[k:]
 		}
 		if w.breakAt > 0 && w.breakAt < len(dump) {
-			dump, w.breakAt = dump[:w.breakAt], 0
-			w.mu.Unlock()
-			for _, b := range dump {
-				if err := stream.Send(b); err != nil {
-					return err
-				}
-			}
-			return connect.NewError(connect.CodeUnavailable, fmt.Errorf("stream broken mid-dump"))
+			dump, w.breakAt, broken = dump[:w.breakAt], 0, true
 		}
 	} else if after+1 < w.oldest {
 		w.mu.Unlock()
@@ -226,6 +220,9 @@ func (w *Worker) SubscribeKvEvents(ctx context.Context, req *connect.Request[wor
 		if err := stream.Send(b); err != nil {
 			return err
 		}
+	}
+	if broken {
+		return connect.NewError(connect.CodeUnavailable, fmt.Errorf("stream broken mid-dump"))
 	}
 	return w.stream(ctx, after, stream)
 }
