@@ -238,8 +238,11 @@ func TestPostRacingClose(t *testing.T) {
 // initiator's worker stays alive, so the target cannot learn of it from
 // its endpoint; the close must not strand receives the target already
 // matched (UCX cannot cancel a matched rendezvous receive).
+//
+// Not parallel: closing endpoints mid-rendezvous is where Debian's UCX
+// 1.13 may hit its own tcp assertion (scripts/test.sh reruns that), and
+// overlapping it with TestPostRacingClose's churn made that likelier.
 func TestCloseMidWriteReleasesTarget(t *testing.T) {
-	t.Parallel()
 	const pairs, size = 32, 1 << 20
 	for round := range 6 {
 		init, lid, _ := agentWithArena(t, "init", pairs*size)
