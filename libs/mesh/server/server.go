@@ -42,8 +42,13 @@ type Config struct {
 	Logger       *slog.Logger
 	DrainTimeout time.Duration // default 10s
 	// DeregisterGrace: on shutdown, serve this long after leaving
-	// discovery before refusing new requests (default 0).
+	// discovery before refusing new requests (default 0; no grace without
+	// a Registry, as there is nothing to leave).
 	DeregisterGrace time.Duration
+	// GraceOver, if set, is called once on shutdown when the server stops
+	// taking new work: after the grace, before the drain (the service's
+	// background work stops then, on the same clock).
+	GraceOver func()
 	// UnaryTimeout is the deadline of unary handlers whose caller set none
 	// (default 30s); callers' deadlines are capped at 10× it.
 	UnaryTimeout time.Duration
@@ -227,6 +232,7 @@ func (s *Server) Serve(ctx context.Context) error {
 		if reg != nil {
 			_ = reg.Deregister(context.Background())
 		}
+		s.graceOver()
 		return fmt.Errorf("serve: %w", err)
 	case <-ctx.Done():
 	}
@@ -235,7 +241,7 @@ func (s *Server) Serve(ctx context.Context) error {
 
 func (s *Server) shutdown(hs *http.Server, reg discovery.Registration) error {
 	s.cfg.Logger.Info("shutting down", "drain_timeout", s.cfg.DrainTimeout)
-	graceEnds := time.Now().Add(s.cfg.DeregisterGrace) // as the service's background work
+	graceEnds := time.Now().Add(s.cfg.DeregisterGrace)
 	s.mu.Lock()
 	s.draining = true
 	s.mu.Unlock()
@@ -256,6 +262,7 @@ func (s *Server) shutdown(hs *http.Server, reg discovery.Registration) error {
 			time.Sleep(g)
 		}
 	}
+	s.graceOver()
 	drain, cancel := context.WithTimeout(context.Background(), s.cfg.DrainTimeout)
 	defer cancel()
 	if err := hs.Shutdown(drain); err != nil {
@@ -264,6 +271,12 @@ func (s *Server) shutdown(hs *http.Server, reg discovery.Registration) error {
 	}
 	s.cfg.Logger.Info("stopped")
 	return errors.Join(errs...)
+}
+
+func (s *Server) graceOver() {
+	if s.cfg.GraceOver != nil {
+		s.cfg.GraceOver()
+	}
 }
 
 // SetInfo replaces Config.Info, for detail a service learns in Setup (a

@@ -134,6 +134,11 @@ func run(ctx context.Context, spec Spec, env Env, common config.Common, log *slo
 	if err != nil {
 		return err
 	}
+	// Background work stops when the server stops taking new work: once
+	// the instance has left discovery and the grace for peers to notice
+	// has passed (at once without discovery), before the drain.
+	workCtx, stopWork := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopWork()
 	srv, err := server.New(server.Config{
 		Instance:        discovery.Instance{ID: id, Role: spec.Role, Version: spec.Version, Address: common.Advertise, Tags: common.TagList()},
 		Listen:          common.Listen,
@@ -142,6 +147,7 @@ func run(ctx context.Context, spec Spec, env Env, common config.Common, log *slo
 		Logger:          log,
 		DrainTimeout:    common.DrainTimeout,
 		DeregisterGrace: common.DeregisterGrace,
+		GraceOver:       stopWork,
 		Pprof:           common.Pprof,
 	})
 	if err != nil {
@@ -151,15 +157,6 @@ func run(ctx context.Context, spec Spec, env Env, common config.Common, log *slo
 	if err != nil {
 		return fmt.Errorf("-listen=%q: %w", common.Listen, err)
 	}
-	// Background work stops when shutdown begins, before the drain: once
-	// the instance has left discovery and the grace for peers to notice
-	// has passed (the server serves on through it too).
-	grace := common.DeregisterGrace
-	if reg == nil { // nothing to leave: the server refuses at once, so does the work
-		grace = 0
-	}
-	workCtx, stopWork := afterGrace(ctx, grace)
-	defer stopWork()
 	rt := &Runtime{Logger: log, Registry: reg, Server: srv, Telemetry: tel, Common: common}
 	if spec.Setup != nil {
 		if err := spec.Setup(workCtx, rt); err != nil {
@@ -178,30 +175,6 @@ func run(ctx context.Context, spec Spec, env Env, common config.Common, log *slo
 		}
 	}
 	return err
-}
-
-// afterGrace returns a context cancelled grace after ctx ends (at once for
-// a grace of 0), or when stop is called.
-func afterGrace(ctx context.Context, grace time.Duration) (context.Context, context.CancelFunc) {
-	if grace <= 0 {
-		return context.WithCancel(ctx)
-	}
-	work, stop := context.WithCancel(context.WithoutCancel(ctx))
-	go func() {
-		select {
-		case <-ctx.Done():
-		case <-work.Done():
-			return
-		}
-		t := time.NewTimer(grace)
-		defer t.Stop()
-		select {
-		case <-t.C:
-			stop()
-		case <-work.Done():
-		}
-	}()
-	return work, stop
 }
 
 // telemetryFlushTimeout bounds the final export of spans and metrics.
