@@ -15,8 +15,9 @@
 #   RATE         arrival rate relative to the trace's own: the trace is
 #                compressed SPEED*RATE times against workers SPEED times
 #                faster, so RATE 1.25 is 25% more load (default 1)
-#   LIMIT        replay the first LIMIT trace requests / send LIMIT synthetic
-#                requests (default 1000)
+#   LIMIT        replay the first LIMIT trace requests, 0 = the whole trace
+#                (issue 4's measure) / send LIMIT synthetic requests
+#                (default 1000)
 #   SIM_CONTEXT  sim context length (default 131072: the traces' prompts reach
 #                126k tokens; longer ones are cut to SIM_CONTEXT-2048)
 #   OUT          report folder (default results/<trace>-<mode>[-<blocks>])
