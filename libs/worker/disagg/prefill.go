@@ -134,9 +134,9 @@ func checkTarget(m *workerv1.RemotePrefillRequest, kv executor.KV) (first, end i
 
 // vetTarget decodes the target's metadata and checks it (CheckTarget)
 // before anything connects to it. Every remote prefill carries a fresh
-// blob (its own window); the agent keeps the newest of a run. Errors are Connect errors: PermissionDenied for a
-// refused target, or the check's own Connect error (a discovery lookup
-// that failed).
+// blob (its own window); the agent keeps the newest of a run. Errors are
+// Connect errors: PermissionDenied for a refused target, or the check's
+// own Connect error (a discovery lookup that failed).
 func (x *Exporter) vetTarget(ctx context.Context, t *workerv1.KvTarget) (*metadata.Agent, error) {
 	md, err := metadata.Decode(t.GetMetadata())
 	switch {

@@ -32,8 +32,9 @@ type conn struct {
 	xseq      uint32 // last WRITE sequence number
 	dseq      uint32 // next data message sequence number
 	writes    map[*wx]struct{}
-	sending   int  // WRITE header and data sends not yet complete
-	lingering bool // closed, the endpoint stays open until sending is 0
+	sending   int         // WRITE header and data sends not yet complete
+	lingering bool        // closed, the endpoint stays open until sending is 0
+	lingerEnd *time.Timer // force-closes a lingering connection at closeLinger
 }
 
 type rkey struct {
@@ -189,13 +190,14 @@ func (c *conn) closeEP() {
 	}
 	c.lingering = true
 	c.b.lingering[c] = struct{}{}
-	time.AfterFunc(closeLinger, func() { c.b.w.do(c.endLinger) })
+	c.lingerEnd = time.AfterFunc(closeLinger, func() { c.b.w.do(c.endLinger) })
 }
 
 // endLinger force-closes a lingering connection, once.
 func (c *conn) endLinger() {
 	if c.lingering {
 		c.lingering = false
+		c.lingerEnd.Stop() // its data was sent first, or this is the timer
 		delete(c.b.lingering, c)
 		c.forceClose()
 	}
