@@ -11,6 +11,7 @@ import "C"
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"unsafe"
 
@@ -26,13 +27,19 @@ const notifTag = 0x4E49584C_00000001
 // New returns a factory for UCX backends.
 func New(cfg Config) nixl.BackendFactory {
 	return func(env nixl.Env) (nixl.Backend, error) {
+		eagerMax := cfg.eagerMax()
+		amq := C.nx_am_queue_new(C.size_t(max(eagerMax, 0)), eagerPool)
+		if amq == nil {
+			return nil, errors.New("ucx: out of memory for the write queue")
+		}
 		w, err := newWorker(cfg)
 		if err != nil {
+			C.nx_am_queue_free(amq)
 			return nil, err
 		}
-		b := &Backend{env: env, w: w, peerErrs: !cfg.NoPeerErrHandling, oneSided: cfg.OneSidedWrite,
+		b := &Backend{env: env, w: w, peerErrs: !cfg.NoPeerErrHandling, oneSided: cfg.OneSidedWrite, eagerMax: eagerMax, amq: amq,
 			regs: map[nixl.RegionID]reg{}, conns: map[*conn]struct{}{},
-			incoming: map[*incoming]struct{}{}, replies: map[string]*conn{}, lingering: map[*conn]struct{}{}}
+			incoming: map[uint64]*incoming{}, replies: map[string]*conn{}, lingering: map[*conn]struct{}{}}
 		b.rbuf = C.malloc(slotSize)
 		w.poll = b.poll
 		w.checkFailed = b.checkFailed
@@ -40,7 +47,13 @@ func New(cfg Config) nixl.BackendFactory {
 		w.release = b.release
 		w.start()
 		var addrErr error
-		w.call(func() { b.addr, addrErr = workerAddress(w.w) })
+		w.call(func() {
+			if st := status(C.nx_am_listen(w.w, amWrite, b.amq)); st != statusOK {
+				addrErr = fmt.Errorf("ucx: write handler: %w", st.err())
+				return
+			}
+			b.addr, addrErr = workerAddress(w.w)
+		})
 		if addrErr != nil {
 			w.stop()
 			return nil, addrErr
@@ -67,15 +80,18 @@ type Backend struct {
 	addr     []byte
 	peerErrs bool
 	oneSided bool
+	eagerMax int
 
 	regs      map[nixl.RegionID]reg
 	conns     map[*conn]struct{}
-	lingering map[*conn]struct{}     // closed, still sending WRITE data (conn.closeEP)
-	incoming  map[*incoming]struct{} // WRITEs this agent is the target of
-	replies   map[string]*conn       // endpoints to initiators, by address
-	rbuf      unsafe.Pointer         // C buffer of slotSize: headers and notifications are received here
-	slots     []unsafe.Pointer       // free C buffers for WRITEs (getSlot)
-	cbufs     []unsafe.Pointer       // C buffers to free after the UCX worker is destroyed
+	lingering map[*conn]struct{}   // closed, still sending WRITE data (conn.closeEP)
+	incoming  map[uint64]*incoming // WRITEs this agent is the target of, by header key
+	amq       *C.nx_am_queue       // WRITE messages the AM callback queued (pollWrites)
+	amDropped int                  // amq.dropped last logged
+	replies   map[string]*conn     // endpoints to initiators, by address
+	rbuf      unsafe.Pointer       // C buffer of slotSize: notifications and stray acks are received here
+	slots     []unsafe.Pointer     // free C buffers for WRITEs (getSlot)
+	cbufs     []unsafe.Pointer     // C buffers to free after the UCX worker is destroyed
 
 	strayAcks int // acks given up on, perhaps still to arrive (dropStrayAcks)
 }
@@ -175,6 +191,10 @@ func (b *Backend) connect(name string, address []byte) (*conn, error) {
 		C.free(unsafe.Pointer(c.failed))
 		return nil, fmt.Errorf("ucx: %w: ep create to %s: %w", nixl.ErrPeerGone, name, st.err())
 	}
+	c.eagerMax = -1
+	if C.nx_ep_am_tcp(c.ep) != 0 {
+		c.eagerMax = b.eagerMax
+	}
 	b.conns[c] = struct{}{}
 	return c, nil
 }
@@ -187,7 +207,7 @@ func (b *Backend) Close() error {
 
 // destroy runs on the loop during shutdown.
 func (b *Backend) destroy() {
-	for in := range b.incoming {
+	for _, in := range b.incoming {
 		in.cancel()
 	}
 	for c := range b.conns {
@@ -218,6 +238,7 @@ func (b *Backend) release() {
 	}
 	b.slots, b.cbufs = nil, nil
 	C.free(b.rbuf)
+	C.nx_am_queue_free(b.amq)
 }
 
 // deliver parses a notification: name length (1 byte), name, message.
@@ -231,14 +252,14 @@ func (b *Backend) deliver(data []byte) {
 }
 
 // poll progresses the worker and receives waiting notifications and
-// WRITE headers; it reports whether anything happened.
+// WRITE messages; it reports whether anything happened.
 func (b *Backend) poll() bool {
-	r := C.nx_progress(b.w.w, notifTag, C.uint64_t(tagHdr), C.uint64_t(classMask), boolInt(b.strayAcks > 0), C.uint64_t(tagAck))
+	r := C.nx_progress(b.w.w, notifTag, b.amq, boolInt(b.strayAcks > 0), C.uint64_t(tagAck), C.uint64_t(classMask))
 	if r&2 != 0 {
 		b.pollNotifs()
 	}
 	if r&4 != 0 {
-		b.pollHeaders()
+		b.pollWrites()
 	}
 	if r&8 != 0 {
 		b.dropStrayAcks()

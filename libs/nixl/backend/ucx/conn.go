@@ -27,8 +27,9 @@ type conn struct {
 	rkeys  map[nixl.RegionID]rkey
 	closed bool
 
-	// Tagged WRITE state (write.go).
-	id        uint64 // random connection id, in bits 32-59 of tags
+	// WRITE state (write.go).
+	eagerMax  int    // Config.EagerMax over tcp, else -1 (UCX chooses)
+	id        uint64 // random connection id, in bits 32-59 of ack tags
 	xseq      uint32 // last WRITE sequence number
 	dseq      uint32 // next data message sequence number
 	writes    map[*wx]struct{}

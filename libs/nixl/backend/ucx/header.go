@@ -7,69 +7,95 @@ import (
 	"switchyard.dev/libs/nixl"
 )
 
-// The header of a tagged WRITE (write.go), little endian:
+// The header of one message of a WRITE (write.go): each descriptor pair
+// travels as one UCX active message whose header says where its data goes
+// and whose data is the pair's bytes, so the target learns the
+// destination from the rendezvous request itself and receives straight
+// into it. Little endian:
 //
-//	u32 len, reply address (the initiator's UCX worker address)
-//	u32 first data sequence number
-//	u32 npairs
-//	u8 len, initiator name (nixl names are at most 255 bytes)
-//	u8 has notification (0 or 1)
-//	u32 len, notification
-//	npairs × {u32 region, u64 offset, u64 length}
+//	u64 key: the initiating connection's id | the WRITE's sequence number
+//	    (the target's ack carries it back in its tag)
+//	u32 index of this pair in the WRITE
+//	u32 count of pairs in the WRITE (0: a notification-only WRITE, whose
+//	    one message has index 0 and no data)
+//	u32 target region, u64 offset (the data's length is the message's)
+//	index 0 only, the WRITE's own fields:
+//	  u32 len, reply address (the initiator's UCX worker address)
+//	  u8 len, initiator name (nixl names are at most 255 bytes)
+//	  u8 has notification (0 or 1)
+//	  u32 len, notification
 //
 // It arrives from the network, so parseHeader checks every length and
-// accepts only what appendHeaderStart and appendHeaderPair write. This
-// file is plain Go, so the format is tested and fuzzed without libucx.
+// accepts only what appendHeader writes. This file is plain Go, so the
+// format is tested and fuzzed without libucx.
 
-// appendHeaderStart appends everything before the pairs; npairs of them
-// must follow (appendHeaderPair).
-func appendHeaderStart(h, addr []byte, dseq uint32, npairs int, from string, notif []byte, hasNotif bool) []byte {
-	h = binary.LittleEndian.AppendUint32(h, uint32(len(addr)))
-	h = append(h, addr...)
-	h = binary.LittleEndian.AppendUint32(h, dseq)
-	h = binary.LittleEndian.AppendUint32(h, uint32(npairs))
-	h = append(h, byte(len(from)))
-	h = append(h, from...)
-	if hasNotif {
-		h = append(h, 1)
-	} else {
-		h = append(h, 0)
-	}
-	h = binary.LittleEndian.AppendUint32(h, uint32(len(notif)))
-	return append(h, notif...)
-}
-
-// appendHeaderPair appends one (target region, offset, length).
-func appendHeaderPair(h []byte, region nixl.RegionID, off, n uint64) []byte {
-	h = binary.LittleEndian.AppendUint32(h, uint32(region))
-	h = binary.LittleEndian.AppendUint64(h, off)
-	return binary.LittleEndian.AppendUint64(h, n)
-}
-
-// pairBytes is the encoded size of one pair.
-const pairBytes = 4 + 8 + 8
-
-type hdrPair struct {
-	region   nixl.RegionID
-	off, len uint64
-}
-
+// header is one message's header. addr, from, notif and hasNtf are the
+// WRITE's and travel with index 0 only.
 type header struct {
+	key          uint64
+	index, count uint32
+	region       nixl.RegionID
+	off          uint64
+
 	addr   []byte
-	dseq   uint32
 	from   string
 	notif  []byte
 	hasNtf bool
-	pairs  []hdrPair
+}
+
+// pairHeaderBytes is the size of a header other than index 0's.
+const pairHeaderBytes = 8 + 4 + 4 + 4 + 8
+
+// appendHeader appends h's encoding.
+func appendHeader(b []byte, h *header) []byte {
+	b = binary.LittleEndian.AppendUint64(b, h.key)
+	b = binary.LittleEndian.AppendUint32(b, h.index)
+	b = binary.LittleEndian.AppendUint32(b, h.count)
+	b = binary.LittleEndian.AppendUint32(b, uint32(h.region))
+	b = binary.LittleEndian.AppendUint64(b, h.off)
+	if h.index != 0 {
+		return b
+	}
+	b = binary.LittleEndian.AppendUint32(b, uint32(len(h.addr)))
+	b = append(b, h.addr...)
+	b = append(b, byte(len(h.from)))
+	b = append(b, h.from...)
+	if h.hasNtf {
+		b = append(b, 1)
+	} else {
+		b = append(b, 0)
+	}
+	b = binary.LittleEndian.AppendUint32(b, uint32(len(h.notif)))
+	return append(b, h.notif...)
 }
 
 var (
 	errShort   = errors.New("ucx: truncated write header")
+	errLong    = errors.New("ucx: write header: trailing bytes")
 	errBadFlag = errors.New("ucx: write header: notification flag is neither 0 nor 1")
+	errIndex   = errors.New("ucx: write header: pair index out of range")
 )
 
 // parseHeader decodes a header; addr and notif alias b.
 func parseHeader(b []byte) (h header, err error) {
+	if len(b) < pairHeaderBytes {
+		return h, errShort
+	}
+	h.key = binary.LittleEndian.Uint64(b)
+	h.index = binary.LittleEndian.Uint32(b[8:])
+	h.count = binary.LittleEndian.Uint32(b[12:])
+	h.region = nixl.RegionID(binary.LittleEndian.Uint32(b[16:]))
+	h.off = binary.LittleEndian.Uint64(b[20:])
+	b = b[pairHeaderBytes:]
+	if h.index >= max(h.count, 1) {
+		return h, errIndex
+	}
+	if h.index != 0 {
+		if len(b) != 0 {
+			return h, errLong
+		}
+		return h, nil
+	}
 	take := func(n uint64) []byte {
 		if err != nil || n > uint64(len(b)) {
 			if err == nil {
@@ -88,8 +114,6 @@ func parseHeader(b []byte) (h header, err error) {
 		return 0
 	}
 	h.addr = take(uint64(u32()))
-	h.dseq = u32()
-	n := u32()
 	if nb := take(1); nb != nil {
 		h.from = string(take(uint64(nb[0])))
 	}
@@ -102,16 +126,8 @@ func parseHeader(b []byte) (h header, err error) {
 		}
 	}
 	h.notif = take(uint64(u32()))
-	if err != nil {
-		return h, err
+	if err == nil && len(b) != 0 {
+		err = errLong
 	}
-	if uint64(n)*pairBytes != uint64(len(b)) {
-		return h, errShort
-	}
-	h.pairs = make([]hdrPair, n)
-	for i := range h.pairs {
-		h.pairs[i] = hdrPair{nixl.RegionID(binary.LittleEndian.Uint32(b)), binary.LittleEndian.Uint64(b[4:]), binary.LittleEndian.Uint64(b[12:])}
-		b = b[pairBytes:]
-	}
-	return h, nil
+	return h, err
 }

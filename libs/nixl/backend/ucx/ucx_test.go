@@ -87,7 +87,7 @@ func agentWithArena(t *testing.T, name string, size int) (*nixl.Agent, nixl.Regi
 	return a, id, ar.Bytes()
 }
 
-// TestWriteRejectedByTarget: a tagged WRITE is checked against the
+// TestWriteRejectedByTarget: a WRITE is checked against the
 // target's registrations (the initiator here trusts lying metadata); the
 // rejected data, eager or rendezvous sized, is drained and the connection
 // keeps working. OneSidedWrite keeps put semantics (not checked remotely).

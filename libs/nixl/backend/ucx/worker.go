@@ -58,6 +58,14 @@ type pending struct {
 	done func(status)
 }
 
+// defaultRxSeg is UCX 1.13's tcp receive segment (UCX_TCP_RX_SEG_SIZE);
+// eagerSlack is room beside an eager message's data for its headers (UCX's
+// and a WRITE's index 0, with the reply address and a notification).
+const (
+	defaultRxSeg = 64 << 10
+	eagerSlack   = 4 << 10
+)
+
 func newWorker(cfg Config) (*worker, error) {
 	w := &worker{done: make(chan struct{}), efd: -1}
 	w.idleMs = C.int(max(cfg.IdleWait, time.Millisecond) / time.Millisecond)
@@ -65,7 +73,12 @@ func newWorker(cfg Config) (*worker, error) {
 	if w.spin == 0 {
 		w.spin = defaultSpinWait
 	}
-	if st := status(C.nx_init(1, &w.ctx, &w.w)); st != statusOK {
+	var rxSeg *C.char
+	if seg := cfg.eagerMax() + eagerSlack; seg > defaultRxSeg {
+		rxSeg = C.CString(fmt.Sprintf("%dk", (seg+1023)/1024))
+		defer C.free(unsafe.Pointer(rxSeg))
+	}
+	if st := status(C.nx_init(1, rxSeg, &w.ctx, &w.w)); st != statusOK {
 		return nil, fmt.Errorf("ucx: init: %w", st.err())
 	}
 	if st := status(C.ucp_worker_get_efd(w.w, &w.efd)); st != statusOK {

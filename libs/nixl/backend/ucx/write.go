@@ -19,29 +19,36 @@ import (
 	"switchyard.dev/libs/nixl"
 )
 
-// Tagged WRITE. UCX 1.13 has no one-sided put on tcp or shared memory: it
+// WRITE. UCX 1.13 has no one-sided put on tcp or shared memory: it
 // emulates put with active messages that the target must progress, in
-// bounce-buffer fragments. Its tag rendezvous instead moves large messages
-// zero-copy (cma on shared memory, put/get zcopy on tcp). A WRITE therefore
-// goes as:
+// bounce-buffer fragments. Its rendezvous instead moves large messages
+// zero-copy (cma on shared memory, put/get zcopy on tcp). A WRITE
+// therefore goes as one UCX active message per descriptor pair, whose
+// header (header.go) names the pair's destination and whose data is the
+// pair's bytes:
 //
 //	initiator                                   target
 //	post recv(ack)
-//	send hdr {reply address, data tags, pairs} ─► probe hdr, check each pair
-//	send data[i] (registered, rendezvous)        against its registrations,
-//	                                             post recv(data[i]) into them
+//	am send {hdr[i], data[i]} (registered) ────► the AM callback queues it;
+//	                                             the loop checks the
+//	                                             destination against its
+//	                                             registrations and receives
+//	                                             the data straight into it
 //	                                         ◄── all landed: notify, send ack
 //	ack received → Done
 //
-// Tags: bits 60-63 class, 32-59 the initiating connection's random id,
-// 0-31 a per-connection sequence number.
+// The header rides in the rendezvous request (or the eager message), so
+// a WRITE costs the initiator one message a pair plus the ack, as
+// ucx_perftest's tag_bw costs one a message. The ack is a tagged message
+// whose tag is tagAck | the header's key: bits 32-59 the initiating
+// connection's random id, 0-31 its WRITE sequence number.
 const (
 	classShift = 60
 	classMask  = uint64(0xF) << classShift
-	tagHdr     = uint64(0xA) << classShift
-	tagData    = uint64(0xB) << classShift
 	tagAck     = uint64(0xC) << classShift
 	connIDBits = 28
+	// amWrite is the active message id of WRITE messages.
+	amWrite = 0x5759 // "WY"
 )
 
 // Ack codes sent back by the target.
@@ -54,7 +61,7 @@ const (
 
 func newConnID() uint64 { return rand.Uint64N(1<<connIDBits) << 32 }
 
-// wx is an initiated tagged WRITE.
+// wx is an initiated WRITE.
 type wx struct {
 	c      *conn
 	req    *nixl.Request
@@ -66,14 +73,19 @@ type wx struct {
 	gaveUp bool           // the ack receive was canceled
 }
 
-// slotSize is the size of the C buffers a WRITE takes its ack and header
-// from: 8 bytes of ack, then a header of up to ~200 descriptors (larger
-// ones are malloc'd). The backend keeps freed slots for the next WRITE, so
+// slotSize is the size of the C buffers a WRITE takes its ack and headers
+// from: 8 bytes of ack, then index 0's header and 28 bytes for each further
+// pair's, about 130 pairs (the headers of larger WRITEs are malloc'd). The backend keeps freed slots for the next WRITE, so
 // a WRITE makes no cgo call to allocate or free them.
 const (
 	slotSize     = 4096
 	maxFreeSlots = 256
 )
+
+// eagerPool is how many freed eager receive buffers (Config.EagerMax
+// bytes each) a target keeps for the next eager messages: a window of
+// WRITEs in flight to it.
+const eagerPool = 64
 
 // getSlot returns a C buffer of slotSize bytes (loop goroutine only).
 func (b *Backend) getSlot() unsafe.Pointer {
@@ -107,17 +119,16 @@ func (b *Backend) freeCBuf(p unsafe.Pointer) {
 	C.free(p)
 }
 
-// postWrite issues a tagged WRITE (see above).
+// postWrite issues a WRITE (see above).
 func (c *conn) postWrite(req *nixl.Request) {
 	w := c.b.w
 	c.xseq++
-	xseq := uint64(c.xseq)
-	dseq := c.dseq
-	c.dseq += uint32(len(req.Pairs))
+	key := c.id | uint64(c.xseq)
+	msgs := max(len(req.Pairs), 1) // a notification-only WRITE is one message
 
-	x := &wx{c: c, req: req, left: 3 + len(req.Pairs), slot: c.b.getSlot()}
+	x := &wx{c: c, req: req, left: 2 + msgs, slot: c.b.getSlot()}
 	var st C.ucs_status_t
-	r := C.nx_tag_recv(w.w, x.slot, 8, C.uint64_t(tagAck|c.id|xseq), nil, &st)
+	r := C.nx_tag_recv(w.w, x.slot, 8, C.uint64_t(tagAck|key), nil, &st)
 	if status(st) == statusInProgress {
 		x.ack = request(r)
 		c.writes[x] = struct{}{}
@@ -133,23 +144,40 @@ func (c *conn) postWrite(req *nixl.Request) {
 		x.finish()
 	})
 
-	// The header is encoded straight into the slot when it fits.
+	// The headers, index 0's first, are encoded straight into the slot
+	// when they fit; UCX reads them until each send completes.
 	in := unsafe.Add(x.slot, 8)
-	hdr := c.appendHeader(unsafe.Slice((*byte)(in), slotSize-8)[:0], req, dseq)
-	if x.hdrBuf = in; unsafe.Pointer(unsafe.SliceData(hdr)) != in {
-		x.hdrBuf = C.CBytes(hdr)
+	h := header{key: key, count: uint32(len(req.Pairs)), addr: c.b.addr, from: c.b.env.Agent, notif: req.Notif, hasNtf: req.Notif != nil}
+	if len(req.Pairs) > 0 {
+		h.region, h.off = req.Pairs[0].Remote.Region, req.Pairs[0].Remote.Offset
 	}
-	r = C.nx_tag_send_mem(c.ep, x.hdrBuf, C.size_t(len(hdr)), C.uint64_t(tagHdr|c.id|xseq), nil, &st)
-	c.sending++
-	w.watch(request(r), status(st), x.sent)
-	for i, p := range req.Pairs {
+	hdrs := appendHeader(unsafe.Slice((*byte)(in), slotSize-8)[:0], &h)
+	first := len(hdrs)
+	for i := 1; i < len(req.Pairs); i++ {
+		h.index, h.region, h.off = uint32(i), req.Pairs[i].Remote.Region, req.Pairs[i].Remote.Offset
+		hdrs = appendHeader(hdrs, &h)
+	}
+	if x.hdrBuf = in; unsafe.Pointer(unsafe.SliceData(hdrs)) != in {
+		x.hdrBuf = C.CBytes(hdrs)
+	}
+	for i := range msgs {
 		if x.err != nil { // the peer failed: account for the rest
-			x.left -= len(req.Pairs) - i
+			x.left -= msgs - i
 			break
 		}
-		buf := unsafe.Pointer(unsafe.SliceData(p.Local))
-		r = C.nx_tag_send_mem(c.ep, buf, C.size_t(len(p.Local)), C.uint64_t(tagData|c.id|uint64(dseq+uint32(i))),
-			c.b.memh(p.LocalRegion, buf, len(p.Local)), &st)
+		hdr, hlen := x.hdrBuf, first
+		if i > 0 {
+			hdr, hlen = unsafe.Add(x.hdrBuf, first+(i-1)*pairHeaderBytes), pairHeaderBytes
+		}
+		var buf unsafe.Pointer
+		var n int
+		var memh C.ucp_mem_h
+		if len(req.Pairs) > 0 {
+			p := req.Pairs[i]
+			buf, n = unsafe.Pointer(unsafe.SliceData(p.Local)), len(p.Local)
+			memh = c.b.memh(p.LocalRegion, buf, n)
+		}
+		r = C.nx_am_send(c.ep, amWrite, hdr, C.size_t(hlen), buf, C.size_t(n), memh, boolInt(n <= c.eagerMax), &st)
 		c.sending++
 		w.watch(request(r), status(st), x.sent)
 	}
@@ -211,98 +239,154 @@ func ackErr(code byte) error {
 	return fmt.Errorf("ucx: %w: target failed to receive", nixl.ErrRemote)
 }
 
-// appendHeader appends the header of a WRITE of req to h (header.go).
-func (c *conn) appendHeader(h []byte, req *nixl.Request, dseq uint32) []byte {
-	h = appendHeaderStart(h, c.b.addr, dseq, len(req.Pairs), c.b.env.Agent, req.Notif, req.Notif != nil)
-	for _, p := range req.Pairs {
-		h = appendHeaderPair(h, p.Remote.Region, p.Remote.Offset, uint64(len(p.Local)))
-	}
-	return h
-}
-
 // incoming is a WRITE this agent is the target of.
 type incoming struct {
 	b        *Backend
-	reply    *conn
-	ackTag   uint64
+	key      uint64 // the headers' key: the ack's tag is tagAck | key
+	count    uint32
+	reply    *conn // from index 0's reply address; nil before it or without a way back
 	from     string
 	notif    []byte
 	hasNtf   bool
-	left     int // receives not yet finished, +1 while posting
+	left     int // pairs not yet landed, +1 until index 0 has arrived
 	code     byte
 	releases []func()
-	recvs    []request // receives still outstanding (few: one a pair)
-	scratch  unsafe.Pointer
+	recvs    []request // rendezvous receives still outstanding
 }
 
-// pollHeaders accepts waiting WRITE headers.
-func (b *Backend) pollHeaders() {
-	// Parsed in place: accept copies what it keeps.
-	b.drainTagged(tagHdr, classMask, func(msg []byte, stag uint64) {
-		if h, err := parseHeader(msg); err != nil {
-			b.env.Logger.Warn("nixl ucx: dropping malformed write header", "len", len(msg))
-		} else {
-			b.accept(stag, h)
+// pollWrites handles the WRITE messages the AM callback queued during the
+// last progress call.
+func (b *Backend) pollWrites() {
+	q := b.amq
+	// Read q afresh each time: UCX calls made below could in principle
+	// run the callback, which appends (and may move the arrays).
+	for i := 0; i < int(q.n); i++ {
+		m := *(*C.nx_am_msg)(unsafe.Add(unsafe.Pointer(q.msgs), uintptr(i)*C.sizeof_nx_am_msg))
+		// Parsed in place: receive copies what it keeps before any UCX call.
+		h, err := parseHeader(unsafe.Slice((*byte)(unsafe.Add(unsafe.Pointer(q.hbuf), m.hoff)), int(m.hlen)))
+		if err != nil {
+			b.env.Logger.Warn("nixl ucx: dropping malformed write message", "header", int(m.hlen), "err", err)
+			b.dropData(m)
+			continue
 		}
+		b.receive(&h, m)
+	}
+	q.n, q.hlen = 0, 0
+	if d := int(q.dropped); d != b.amDropped {
+		b.env.Logger.Error("nixl ucx: write messages dropped: out of memory queueing them", "total", d)
+		b.amDropped = d
+	}
+}
+
+// dropData releases a message's data without receiving it.
+func (b *Backend) dropData(m C.nx_am_msg) {
+	switch {
+	case m.data == nil:
+	case m.rndv != 0:
+		C.ucp_am_data_release(b.w.w, m.data)
+	default:
+		C.nx_pool_put(b.amq, m.data, m.len)
+	}
+}
+
+// receive checks one message's destination against this agent's
+// registrations and receives its data there. UCX delivers an endpoint's
+// messages in order, so a WRITE's index 0 arrives first.
+func (b *Backend) receive(h *header, m C.nx_am_msg) {
+	in := b.incoming[h.key]
+	switch {
+	case in == nil:
+		in = &incoming{b: b, key: h.key, count: h.count, left: int(h.count) + 1}
+		b.incoming[h.key] = in
+	case h.count != in.count || h.index == 0:
+		b.env.Logger.Warn("nixl ucx: dropping write message inconsistent with its write", "index", h.index, "count", h.count)
+		b.dropData(m)
+		return
+	}
+	if h.index == 0 {
+		in.from, in.notif, in.hasNtf = h.from, bytes.Clone(h.notif), h.hasNtf
+		reply, err := b.replyConn(h.addr)
+		if err != nil {
+			// Without a way back the initiator learns of it from its
+			// endpoint (or its context); the data still has to be drained.
+			b.env.Logger.Warn("nixl ucx: no reply endpoint", "from", h.from, "err", err)
+		}
+		in.reply = reply
+	}
+	if h.count > 0 {
+		in.land(h, m)
+	} else if m.data != nil || m.len > 0 {
+		in.reject(ackFailed)
+		b.dropData(m)
+	}
+	if h.index == 0 {
+		if in.reply != nil && in.reply.alive() != nil {
+			// Failed before we looked: the failure scan may already be past.
+			in.cancel()
+		}
+		in.finish() // the WRITE's own fields have arrived
+	}
+}
+
+// land receives one pair's data into the region it names, or rejects it.
+func (in *incoming) land(h *header, m C.nx_am_msg) {
+	b := in.b
+	if in.reply != nil && in.reply.alive() != nil { // the initiator is gone
+		in.reject(ackFailed)
+		b.dropData(m)
+		in.finish()
+		return
+	}
+	mem, release, err := b.env.Regions.Acquire(h.region, h.off, uint64(m.len))
+	switch {
+	case err != nil:
+		code := byte(ackFailed)
+		if errors.Is(err, nixl.ErrUnknownRegion) {
+			code = ackUnknownRegion
+		} else if errors.Is(err, nixl.ErrOutOfRange) {
+			code = ackOutOfRange
+		}
+		in.reject(code)
+		b.dropData(m)
+		in.finish()
+		return
+	case m.data == nil && m.len > 0: // data UCX did not keep for us
+		release()
+		in.reject(ackFailed)
+		in.finish()
+		return
+	}
+	in.releases = append(in.releases, release)
+	buf := unsafe.Pointer(unsafe.SliceData(mem))
+	if m.rndv == 0 { // eager: the data is here already
+		if m.len > 0 {
+			copy(mem, unsafe.Slice((*byte)(m.data), int(m.len)))
+			b.dropData(m)
+		}
+		in.finish()
+		return
+	}
+	var st C.ucs_status_t
+	r := C.nx_am_recv(b.w.w, m.data, buf, m.len, b.memh(h.region, buf, len(mem)), &st)
+	if status(st) == statusInProgress {
+		in.recvs = append(in.recvs, request(r))
+	}
+	b.w.watch(request(r), status(st), func(st status) {
+		if i := slices.Index(in.recvs, request(r)); i >= 0 {
+			in.recvs = slices.Delete(in.recvs, i, i+1)
+		}
+		if st != statusOK {
+			in.reject(ackFailed)
+		}
+		in.finish()
 	})
 }
 
-// accept posts the receives of one incoming WRITE.
-func (b *Backend) accept(stag uint64, h header) {
-	reply, err := b.replyConn(h.addr)
-	if err != nil {
-		// Without a way back the initiator learns of it from its endpoint
-		// (or its context); the data still has to be drained.
-		b.env.Logger.Warn("nixl ucx: no reply endpoint", "from", h.from, "err", err)
+// reject records the WRITE's first failure.
+func (in *incoming) reject(code byte) {
+	if in.code == ackOK {
+		in.code = code
 	}
-	in := &incoming{b: b, reply: reply, ackTag: tagAck | stag&^classMask, from: h.from, notif: bytes.Clone(h.notif), hasNtf: h.hasNtf,
-		left: len(h.pairs) + 1}
-	b.incoming[in] = struct{}{}
-	idBits := stag &^ classMask &^ 0xFFFFFFFF
-	for i, p := range h.pairs {
-		mem, release, err := b.env.Regions.Acquire(p.region, p.off, p.len)
-		var buf unsafe.Pointer
-		var memh C.ucp_mem_h
-		size := p.len
-		if err != nil {
-			if in.code == ackOK {
-				in.code = ackFailed
-				if errors.Is(err, nixl.ErrUnknownRegion) {
-					in.code = ackUnknownRegion
-				} else if errors.Is(err, nixl.ErrOutOfRange) {
-					in.code = ackOutOfRange
-				}
-			}
-			if in.scratch == nil {
-				in.scratch = C.malloc(64)
-			}
-			buf, size = in.scratch, 0 // truncates: the data is dropped
-		} else {
-			in.releases = append(in.releases, release)
-			buf = unsafe.Pointer(unsafe.SliceData(mem))
-			memh = b.memh(p.region, buf, len(mem))
-		}
-		var st C.ucs_status_t
-		r := C.nx_tag_recv(b.w.w, buf, C.size_t(size), C.uint64_t(tagData|idBits|uint64(h.dseq+uint32(i))), memh, &st)
-		if status(st) == statusInProgress {
-			in.recvs = append(in.recvs, request(r))
-		}
-		rejected := err != nil
-		b.w.watch(request(r), status(st), func(st status) {
-			if i := slices.Index(in.recvs, request(r)); i >= 0 {
-				in.recvs = slices.Delete(in.recvs, i, i+1)
-			}
-			if st != statusOK && !rejected && in.code == ackOK {
-				in.code = ackFailed
-			}
-			in.finish()
-		})
-	}
-	if reply != nil && reply.alive() != nil {
-		// Failed before we looked: the failure scan may already be past.
-		in.cancel()
-	}
-	in.finish()
 }
 
 func (in *incoming) finish() {
@@ -310,12 +394,9 @@ func (in *incoming) finish() {
 		return
 	}
 	b := in.b
-	delete(b.incoming, in)
+	delete(b.incoming, in.key)
 	for _, release := range in.releases {
 		release()
-	}
-	if in.scratch != nil {
-		b.freeCBuf(in.scratch)
 	}
 	if in.code == ackOK && in.hasNtf {
 		b.env.Notify(in.from, in.notif)
@@ -324,7 +405,7 @@ func (in *incoming) finish() {
 		return
 	}
 	var st C.ucs_status_t
-	r := C.nx_send_ack(in.reply.ep, C.int(in.code), C.uint64_t(in.ackTag), &st)
+	r := C.nx_send_ack(in.reply.ep, C.int(in.code), C.uint64_t(tagAck|in.key), &st)
 	b.w.watch(request(r), status(st), ignoreStatus)
 }
 
@@ -370,7 +451,7 @@ func (b *Backend) checkFailed() {
 		}
 		c.failWrites(c.gone(status(*c.failed).err()))
 	}
-	for in := range b.incoming {
+	for _, in := range b.incoming {
 		if len(in.recvs) > 0 && in.reply != nil && in.reply.alive() != nil {
 			in.cancel()
 		}
