@@ -81,6 +81,7 @@ type Backend struct {
 	peerErrs bool
 	oneSided bool
 	eagerMax int
+	tcp      bool // a connection's active messages go over tcp: progress once a poll (nx_progress)
 
 	regs      map[nixl.RegionID]reg
 	conns     map[*conn]struct{}
@@ -194,6 +195,7 @@ func (b *Backend) connect(name string, address []byte) (*conn, error) {
 	c.eagerMax = -1
 	if C.nx_ep_am_tcp(c.ep) != 0 {
 		c.eagerMax = b.eagerMax
+		b.tcp = true
 	}
 	b.conns[c] = struct{}{}
 	return c, nil
@@ -254,7 +256,7 @@ func (b *Backend) deliver(data []byte) {
 // poll progresses the worker and receives waiting notifications and
 // WRITE messages; it reports whether anything happened.
 func (b *Backend) poll() bool {
-	r := C.nx_progress(b.w.w, notifTag, b.amq, boolInt(b.strayAcks > 0), C.uint64_t(tagAck), C.uint64_t(classMask))
+	r := C.nx_progress(b.w.w, boolInt(!b.tcp), notifTag, b.amq, boolInt(b.strayAcks > 0), C.uint64_t(tagAck), C.uint64_t(classMask))
 	if r&2 != 0 {
 		b.pollNotifs()
 	}

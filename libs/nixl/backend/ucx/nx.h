@@ -167,14 +167,22 @@ static void nx_am_queue_free(nx_am_queue *q) {
 	free(q);
 }
 
-// nx_progress progresses w until it has nothing more to do, then peeks for
-// waiting notifications, and with acks set for acks (under ack_mask)
-// nobody waits for, all in one cgo call. Bits of the result: 1 progress
-// was made, 2 a notification waits, 4 WRITE messages are queued, 8 an
-// ack.
-static int nx_progress(ucp_worker_h w, uint64_t notif_tag, nx_am_queue *q, int acks, uint64_t ack_tag, uint64_t ack_mask) {
+// nx_progress progresses w (once, or with all set until it has nothing
+// more to do), then peeks for waiting notifications, and with acks set for
+// acks (under ack_mask) nobody waits for, all in one cgo call. Over tcp
+// every progress call is an epoll_wait, and the call that finds nothing
+// more cost a 64 KiB WRITE's initiator five of them: progressing once and
+// coming back after the loop's other work moved 15-20% more pinned. Over
+// shared memory a call costs no system call and draining in C moved 1 MiB
+// 25% faster. Bits of the result: 1 progress was made, 2 a notification
+// waits, 4 WRITE messages are queued, 8 an ack.
+static int nx_progress(ucp_worker_h w, int all, uint64_t notif_tag, nx_am_queue *q, int acks, uint64_t ack_tag, uint64_t ack_mask) {
 	int r = 0;
-	while (ucp_worker_progress(w) != 0) r = 1;
+	if (all) {
+		while (ucp_worker_progress(w) != 0) r = 1;
+	} else if (ucp_worker_progress(w) != 0) {
+		r = 1;
+	}
 	ucp_tag_recv_info_t info;
 	if (ucp_tag_probe_nb(w, notif_tag, (uint64_t)-1, 0, &info) != NULL) r |= 2;
 	if (q->n > 0) r |= 4;
