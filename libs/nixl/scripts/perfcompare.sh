@@ -7,7 +7,7 @@
 #                                      # SIZES="64KiB 1MiB 16MiB"; perftest iterations
 #                                      # N64K=50000, N1=5000, N16=500 (~1 s each)
 #
-# tag_bw and our tagged WRITE run ROUNDS times, alternating, and the medians
+# tag_bw and our (active-message) WRITE run ROUNDS times, alternating, and the medians
 # are compared (one run of either swings by 30% on a shared 2-core VM);
 # put_bw and our one-sided put once each.
 #
@@ -63,7 +63,7 @@ pct() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.0f%%", 100 * a / b
 # median of the arguments (empty ones ignored)
 median() { printf '%s\n' "$@" | awk 'NF' | sort -g | awk '{v[NR] = $1} END { if (NR) print v[int((NR + 1) / 2)] }'; }
 
-printf '%-5s %-6s %12s %12s %12s %8s %8s %12s %12s %8s %12s %12s %8s\n' TLS size perftest-tag tagged-1proc tagged-2proc '1p%tag' '2p%tag' \
+printf '%-5s %-6s %12s %12s %12s %8s %8s %12s %12s %8s %12s %12s %8s\n' TLS size perftest-tag write-1proc write-2proc '1p%tag' '2p%tag' \
 	pinned-tag pinned-2proc 'pin%tag' perftest-put put-2proc '%put'
 for tls in ${TLSES:-tcp sm}; do
 	for size in ${SIZES:-64KiB 1MiB 16MiB}; do
