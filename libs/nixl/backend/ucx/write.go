@@ -245,6 +245,7 @@ type incoming struct {
 	key      uint64 // the headers' key: the ack's tag is tagAck | key
 	count    uint32
 	reply    *conn // from index 0's reply address; nil before it or without a way back
+	meta     bool  // index 0 has arrived
 	from     string
 	notif    []byte
 	hasNtf   bool
@@ -291,19 +292,21 @@ func (b *Backend) dropData(m C.nx_am_msg) {
 
 // receive checks one message's destination against this agent's
 // registrations and receives its data there. UCX delivers an endpoint's
-// messages in order, so a WRITE's index 0 arrives first.
+// messages in order, so a WRITE's index 0 arrives first; a later pair
+// arriving before it is still received, and the ack waits for index 0.
 func (b *Backend) receive(h *header, m C.nx_am_msg) {
 	in := b.incoming[h.key]
 	switch {
 	case in == nil:
 		in = &incoming{b: b, key: h.key, count: h.count, left: int(h.count) + 1}
 		b.incoming[h.key] = in
-	case h.count != in.count || h.index == 0:
+	case h.count != in.count || h.index == 0 && in.meta:
 		b.env.Logger.Warn("nixl ucx: dropping write message inconsistent with its write", "index", h.index, "count", h.count)
 		b.dropData(m)
 		return
 	}
 	if h.index == 0 {
+		in.meta = true
 		in.from, in.notif, in.hasNtf = h.from, bytes.Clone(h.notif), h.hasNtf
 		reply, err := b.replyConn(h.addr)
 		if err != nil {
