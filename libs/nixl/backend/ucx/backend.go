@@ -28,7 +28,7 @@ const notifTag = 0x4E49584C_00000001
 func New(cfg Config) nixl.BackendFactory {
 	return func(env nixl.Env) (nixl.Backend, error) {
 		eagerMax := cfg.eagerMax()
-		amq := C.nx_am_queue_new(C.size_t(max(eagerMax, 0)), eagerPool)
+		amq := C.nx_am_queue_new(C.size_t(max(eagerMax, 0)), C.int(eagerPool(eagerMax)))
 		if amq == nil {
 			return nil, errors.New("ucx: out of memory for the write queue")
 		}

@@ -89,7 +89,8 @@ type Config struct {
 	// (cma, one copy) beat eager's fragments and copies (README.md).
 	// Unless UCX_TCP_RX_SEG_SIZE is set, the backend raises UCX's tcp
 	// receive segment to hold an EagerMax message with its headers.
-	// Negative: never force eager.
+	// Negative: never force eager; at most 1 MiB (larger values are
+	// taken as 1 MiB).
 	EagerMax int
 }
 
@@ -103,5 +104,9 @@ func (c Config) eagerMax() int {
 	case c.EagerMax < 0:
 		return -1
 	}
-	return c.EagerMax
+	return min(c.EagerMax, maxEagerMax)
 }
+
+// maxEagerMax caps Config.EagerMax: each eager message is held whole in a
+// tcp receive segment and in one of the target's pooled buffers.
+const maxEagerMax = 1 << 20

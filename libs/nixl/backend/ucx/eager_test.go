@@ -22,6 +22,7 @@ func TestEagerOnlyOverTCP(t *testing.T) {
 		{"tcp", "tcp", Config{}, defaultEagerMax},
 		{"tcp, 16 KiB", "tcp", Config{EagerMax: 16 << 10}, 16 << 10},
 		{"tcp, eager off", "tcp", Config{EagerMax: -1}, -1},
+		{"tcp, 4 MiB taken as 1 MiB", "tcp", Config{EagerMax: 4 << 20}, 1 << 20},
 		{"shared memory", "sm", Config{NoPeerErrHandling: true}, -1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

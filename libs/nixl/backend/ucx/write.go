@@ -84,8 +84,14 @@ const (
 
 // eagerPool is how many freed eager receive buffers (Config.EagerMax
 // bytes each) a target keeps for the next eager messages: a window of
-// WRITEs in flight to it.
-const eagerPool = 64
+// WRITEs in flight to it, and at most eagerPoolBytes.
+func eagerPool(eagerMax int) int {
+	const buffers, eagerPoolBytes = 64, 4 << 20
+	if eagerMax <= 0 {
+		return 0
+	}
+	return max(1, min(buffers, eagerPoolBytes/eagerMax))
+}
 
 // getSlot returns a C buffer of slotSize bytes (loop goroutine only).
 func (b *Backend) getSlot() unsafe.Pointer {
