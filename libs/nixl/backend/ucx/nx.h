@@ -159,7 +159,12 @@ static ucs_status_t nx_am_listen(ucp_worker_h w, unsigned id, nx_am_queue *q) {
 	return ucp_worker_set_am_recv_handler(w, &p);
 }
 
+// nx_am_queue_free frees q once its worker is destroyed (which released
+// the rendezvous descriptors of messages still queued; their eager copies
+// are q's own).
 static void nx_am_queue_free(nx_am_queue *q) {
+	for (int i = 0; i < q->n; i++)
+		if (!q->msgs[i].rndv) free(q->msgs[i].data);
 	while (q->npool > 0) free(q->pool[--q->npool]);
 	free(q->pool);
 	free(q->msgs);
