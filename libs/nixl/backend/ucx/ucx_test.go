@@ -279,3 +279,54 @@ func TestCloseMidWriteReleasesTarget(t *testing.T) {
 		cancel()
 	}
 }
+
+// TestInitiatorGoneMidWriteReleasesTarget: an initiator that closes (its
+// worker destroyed, no linger) in the middle of a WRITE of many eager
+// descriptors leaves the target some of them only. The target gives that
+// WRITE up once it sees the initiator's endpoint fail: the regions its
+// landed descriptors hold are released, so it can deregister them.
+func TestInitiatorGoneMidWriteReleasesTarget(t *testing.T) {
+	t.Setenv("UCX_TLS", "tcp") // eager WRITE messages
+	const pairs, size = 512, 64 << 10
+	for round := range 3 {
+		init, lid, _ := agentWithArena(t, "init", pairs*size)
+		target, rid, _ := agentWithArena(t, "target", pairs*size)
+		blob, err := target.Metadata()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := init.LoadRemoteMetadata(blob); err != nil {
+			t.Fatal(err)
+		}
+		local, remote := make([]nixl.Desc, pairs), make([]nixl.Desc, pairs)
+		for i := range local {
+			local[i] = nixl.Desc{Region: lid, Offset: uint64(i * size), Len: size}
+			remote[i] = nixl.Desc{Region: rid, Offset: uint64(i * size), Len: size}
+		}
+		// One whole WRITE first: the target's endpoint back to the
+		// initiator is then wired up before the initiator goes (UCX 1.13
+		// asserts when an endpoint fails with its wireup reply pending).
+		warm, err := init.Post(nixl.XferRequest{Op: nixl.Write, Peer: "target", Local: local[:1], Remote: remote[:1]})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := warm.Wait(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		x, err := init.Post(nixl.XferRequest{Op: nixl.Write, Peer: "target", Local: local, Remote: remote})
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Duration(round) * time.Millisecond)
+		if err := init.Close(); err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second) // a hang guard
+		t.Logf("round %d: the WRITE ended with %v", round, x.Wait(ctx))
+		if err := target.DeregisterMemory(ctx, rid); err != nil {
+			cancel()
+			t.Fatalf("round %d: target still holds the region: %v", round, err)
+		}
+		cancel()
+	}
+}

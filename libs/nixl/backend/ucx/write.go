@@ -252,6 +252,8 @@ type incoming struct {
 	count    uint32
 	reply    *conn // from index 0's reply address; nil before it or without a way back
 	meta     bool  // index 0 has arrived
+	arrived  int   // of left's count, what has arrived (abandon counts the rest)
+	gone     bool  // abandoned: the initiator is gone
 	from     string
 	notif    []byte
 	hasNtf   bool
@@ -306,10 +308,17 @@ func (b *Backend) receive(h *header, m C.nx_am_msg) {
 	case in == nil:
 		in = &incoming{b: b, key: h.key, count: h.count, left: int(h.count) + 1}
 		b.incoming[h.key] = in
+	case in.gone: // given up on (abandon): the rest is dropped
+		b.dropData(m)
+		return
 	case h.count != in.count || h.index == 0 && in.meta:
 		b.env.Logger.Warn("nixl ucx: dropping write message inconsistent with its write", "index", h.index, "count", h.count)
 		b.dropData(m)
 		return
+	}
+	in.arrived++ // its pair, or a notification-only WRITE's fields
+	if h.index == 0 && h.count > 0 {
+		in.arrived++ // and index 0's fields
 	}
 	if h.index == 0 {
 		in.meta = true
@@ -329,10 +338,6 @@ func (b *Backend) receive(h *header, m C.nx_am_msg) {
 		b.dropData(m)
 	}
 	if h.index == 0 {
-		if in.reply != nil && in.reply.alive() != nil {
-			// Failed before we looked: the failure scan may already be past.
-			in.cancel()
-		}
 		in.finish() // the WRITE's own fields have arrived
 	}
 }
@@ -340,8 +345,9 @@ func (b *Backend) receive(h *header, m C.nx_am_msg) {
 // land receives one pair's data into the region it names, or rejects it.
 func (in *incoming) land(h *header, m C.nx_am_msg) {
 	b := in.b
-	if in.reply != nil && in.reply.alive() != nil { // the initiator is gone
-		in.reject(ackFailed)
+	if in.reply != nil && in.reply.alive() != nil {
+		// The initiator is gone, and the failure scan may be past already.
+		in.abandon()
 		b.dropData(m)
 		in.finish()
 		return
@@ -421,6 +427,25 @@ func (in *incoming) finish() {
 // ignoreStatus is the completion of a request nobody waits for.
 func ignoreStatus(status) {}
 
+// abandon gives up on a WRITE whose initiator is gone: the receives still
+// outstanding are canceled, and the messages that have not arrived (and
+// now never will) count as ended, so the WRITE ends, releasing the regions
+// its landed pairs hold, once the canceled receives complete. Messages
+// still arriving for it are dropped.
+func (in *incoming) abandon() {
+	if in.gone {
+		return
+	}
+	in.gone = true
+	in.reject(ackFailed)
+	in.cancel()
+	missing := int(in.count) + 1 - in.arrived
+	in.arrived += missing
+	for range missing {
+		in.finish()
+	}
+}
+
 // cancel stops waiting for the rest of the data (the initiator is gone).
 func (in *incoming) cancel() {
 	for _, r := range in.recvs {
@@ -460,9 +485,9 @@ func (b *Backend) checkFailed() {
 		}
 		c.failWrites(c.gone(status(*c.failed).err()))
 	}
-	for _, in := range b.incoming {
-		if len(in.recvs) > 0 && in.reply != nil && in.reply.alive() != nil {
-			in.cancel()
+	for _, in := range b.incoming { // finish may delete in: allowed in a range
+		if in.reply != nil && in.reply.alive() != nil {
+			in.abandon()
 		}
 	}
 }
