@@ -87,6 +87,28 @@ func agentWithArena(t *testing.T, name string, size int) (*nixl.Agent, nixl.Regi
 	return a, id, ar.Bytes()
 }
 
+// writePair starts an initiator and a target that knows of each other,
+// each with an arena of pairs*size bytes, and returns the descriptors of
+// a WRITE of the initiator's arena onto the target's, size bytes a pair.
+func writePair(t *testing.T, pairs, size int) (init, target *nixl.Agent, rid nixl.RegionID, local, remote []nixl.Desc) {
+	t.Helper()
+	init, lid, _ := agentWithArena(t, "init", pairs*size)
+	target, rid, _ = agentWithArena(t, "target", pairs*size)
+	blob, err := target.Metadata()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := init.LoadRemoteMetadata(blob); err != nil {
+		t.Fatal(err)
+	}
+	local, remote = make([]nixl.Desc, pairs), make([]nixl.Desc, pairs)
+	for i := range local {
+		local[i] = nixl.Desc{Region: lid, Offset: uint64(i * size), Len: uint64(size)}
+		remote[i] = nixl.Desc{Region: rid, Offset: uint64(i * size), Len: uint64(size)}
+	}
+	return init, target, rid, local, remote
+}
+
 // TestWriteRejectedByTarget: a WRITE is checked against the
 // target's registrations (the initiator here trusts lying metadata); the
 // rejected data, eager or rendezvous sized, is drained and the connection
@@ -245,20 +267,7 @@ func TestPostRacingClose(t *testing.T) {
 func TestCloseMidWriteReleasesTarget(t *testing.T) {
 	const pairs, size = 32, 1 << 20
 	for round := range 6 {
-		init, lid, _ := agentWithArena(t, "init", pairs*size)
-		target, rid, _ := agentWithArena(t, "target", pairs*size)
-		blob, err := target.Metadata()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := init.LoadRemoteMetadata(blob); err != nil {
-			t.Fatal(err)
-		}
-		local, remote := make([]nixl.Desc, pairs), make([]nixl.Desc, pairs)
-		for i := range local {
-			local[i] = nixl.Desc{Region: lid, Offset: uint64(i * size), Len: size}
-			remote[i] = nixl.Desc{Region: rid, Offset: uint64(i * size), Len: size}
-		}
+		init, target, rid, local, remote := writePair(t, pairs, size)
 		x, err := init.Post(nixl.XferRequest{Op: nixl.Write, Peer: "target", Local: local, Remote: remote})
 		if err != nil {
 			t.Fatal(err)
@@ -289,20 +298,7 @@ func TestInitiatorGoneMidWriteReleasesTarget(t *testing.T) {
 	t.Setenv("UCX_TLS", "tcp") // eager WRITE messages
 	const pairs, size = 512, 64 << 10
 	for round := range 3 {
-		init, lid, _ := agentWithArena(t, "init", pairs*size)
-		target, rid, _ := agentWithArena(t, "target", pairs*size)
-		blob, err := target.Metadata()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := init.LoadRemoteMetadata(blob); err != nil {
-			t.Fatal(err)
-		}
-		local, remote := make([]nixl.Desc, pairs), make([]nixl.Desc, pairs)
-		for i := range local {
-			local[i] = nixl.Desc{Region: lid, Offset: uint64(i * size), Len: size}
-			remote[i] = nixl.Desc{Region: rid, Offset: uint64(i * size), Len: size}
-		}
+		init, target, rid, local, remote := writePair(t, pairs, size)
 		// One whole WRITE first: the target's endpoint back to the
 		// initiator is then wired up before the initiator goes (UCX 1.13
 		// asserts when an endpoint fails with its wireup reply pending).
