@@ -42,6 +42,14 @@ type Registry struct {
 	cfg      Config
 	hostname string
 	now      func() time.Time
+
+	// seen holds, per role, the live records the last listing read, so a
+	// record that vanishes from disk without a tombstone (its directory
+	// removed under running services) stays listed until its lease ends
+	// or its process is gone, instead of dropping out until its renewal
+	// writes it back.
+	mu   sync.Mutex
+	seen map[string]map[string]record
 }
 
 // record is the on-disk form of an instance.
@@ -58,6 +66,11 @@ type record struct {
 	// a registration rewrites or removes only its own record, so a second
 	// process given the same id cannot flip or delete the first's.
 	Owner string `json:"owner,omitempty"`
+	// Gone marks a tombstone: the record of a registration that
+	// deregistered, left so listings drop it at once rather than keep it
+	// to its lease's end as a record that vanished (Registry.seen). It is
+	// removed staleLeases leases later, like any dead record.
+	Gone bool `json:"gone,omitempty"`
 }
 
 // read returns the record at path, if there is a readable one.
@@ -91,7 +104,7 @@ func New(cfg Config) (*Registry, error) {
 		return nil, fmt.Errorf("filedisc: discovery dir %q: %w", cfg.Dir, err)
 	}
 	host, _ := os.Hostname()
-	return &Registry{cfg: cfg, hostname: host, now: time.Now}, nil
+	return &Registry{cfg: cfg, hostname: host, now: time.Now, seen: map[string]map[string]record{}}, nil
 }
 
 func (r *Registry) path(role, id string) string {
@@ -128,24 +141,21 @@ func (r *Registry) Instances(ctx context.Context, role string) ([]discovery.Inst
 	dir := filepath.Join(r.cfg.Dir, role)
 	entries, err := os.ReadDir(dir)
 	if errors.Is(err, fs.ErrNotExist) {
-		// No role directory: nobody of the role has registered. But with
-		// the whole directory gone (removed while services run), an empty
-		// list would make every watcher drop every instance until their
-		// renewals write them back: say it failed, so watchers keep the
-		// last list. (Only until a renewal recreates the directory: then
-		// roles not renewed yet list empty until theirs, within a third
-		// of a lease. Closing that needs watchers to keep a vanished
-		// record until its lease ends, and deregistration by tombstone.)
+		// No role directory: nobody of the role has registered, or the
+		// directory was removed under running services and the role's
+		// renewals have not written it back yet (the records this
+		// registry saw are kept, below). With the whole directory gone,
+		// say the listing failed, so watchers keep their last list: a
+		// registry that saw nothing yet cannot tell "none" from "gone".
 		if _, err := os.Stat(r.cfg.Dir); err != nil {
 			return nil, fmt.Errorf("filedisc: discovery directory: %w", err)
 		}
-		return []discovery.Instance{}, nil
-	}
-	if err != nil {
+		entries = nil
+	} else if err != nil {
 		return nil, fmt.Errorf("filedisc: %w", err)
 	}
 	now := r.now()
-	out := []discovery.Instance{}
+	onDisk := map[string]record{}
 	for _, e := range entries {
 		if e.IsDir() || !strings.HasSuffix(e.Name(), ".json") {
 			continue
@@ -155,19 +165,49 @@ func (r *Registry) Instances(ctx context.Context, role string) ([]discovery.Inst
 			continue
 		}
 		if now.Sub(rec.Expires) > staleLeases*r.cfg.Lease {
-			// Left by a process that died without deregistering, long
-			// enough ago that no renewal is coming: remove it, so crashed
-			// instances do not pile up for every watcher to read.
+			// Left by a process that died without deregistering (or a
+			// tombstone), long enough ago that no renewal is coming:
+			// remove it, so dead instances do not pile up for every
+			// watcher to read.
 			_ = os.Remove(filepath.Join(dir, e.Name()))
 			continue
 		}
-		if rec.Critical || !r.live(rec, now) {
-			continue
+		onDisk[rec.ID] = rec
+	}
+	return r.list(role, onDisk, now), nil
+}
+
+// list returns the listable instances of role from the records on disk
+// and those this registry saw before that have vanished without a
+// tombstone, and remembers the live ones for the next listing.
+func (r *Registry) list(role string, onDisk map[string]record, now time.Time) []discovery.Instance {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	seen := r.seen[role]
+	next := map[string]record{}
+	for id, rec := range seen {
+		if _, ok := onDisk[id]; !ok && r.live(rec, now) {
+			next[id] = rec // vanished: kept until its lease ends
 		}
-		out = append(out, rec.Instance)
+	}
+	for id, rec := range onDisk {
+		if !rec.Gone && r.live(rec, now) {
+			next[id] = rec
+		}
+	}
+	out := []discovery.Instance{}
+	for _, rec := range next {
+		if !rec.Critical {
+			out = append(out, rec.Instance)
+		}
+	}
+	if len(next) > 0 {
+		r.seen[role] = next
+	} else {
+		delete(r.seen, role)
 	}
 	discovery.SortInstances(out)
-	return out, nil
+	return out
 }
 
 // Watch polls the role's directory. A listing that fails keeps the last
@@ -307,8 +347,35 @@ func (g *registration) Deregister(context.Context) error {
 	if g.theirs() { // not ours to remove
 		return nil
 	}
-	err := os.Remove(g.r.path(g.rec.Role, g.rec.ID))
-	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+	// A tombstone, not a removal: listings that saw the record drop it at
+	// once (a record that merely vanished is kept to its lease's end).
+	// Its lease ends now, so the id is free for a new registration, and
+	// listings remove it staleLeases leases later. It is written over the
+	// record in place, never creating a file: a record already gone needs
+	// none, and a directory being removed (a test's cleanup, an operator)
+	// must not find a file appear in it. A reader that catches the file
+	// half-written skips it once, as a vanished record, until it reads the
+	// tombstone.
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.rec.Gone = true
+	g.rec.Expires = g.r.now()
+	b, err := json.Marshal(g.rec)
+	if err != nil {
+		return fmt.Errorf("filedisc: %w", err)
+	}
+	f, err := os.OpenFile(g.r.path(g.rec.Role, g.rec.ID), os.O_WRONLY|os.O_TRUNC, 0)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("filedisc: deregister %s: %w", g.rec.ID, err)
+	}
+	_, err = f.Write(b)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
 		return fmt.Errorf("filedisc: deregister %s: %w", g.rec.ID, err)
 	}
 	return nil

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
@@ -190,4 +191,126 @@ func TestDirectoryRemoved(t *testing.T) {
 		ins, err := r.Instances(t.Context(), discovery.RoleDecode)
 		return err == nil && len(ins) == 1
 	})
+}
+
+// A listing keeps a record it saw that vanished from disk without a
+// tombstone (its directory removed under running services and not yet
+// written back by its renewal) until its lease ends, instead of answering
+// "none of the role" in between; a deregistration's tombstone drops it at
+// once.
+func TestVanishedRecordKeptUntilLease(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	// A lease long enough that no renewal (every third of it) runs in the
+	// test: only the registry's memory can keep the record listed.
+	r, err := filedisc.New(filedisc.Config{Dir: dir, Lease: time.Minute, PollInterval: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, err := r.Register(t.Context(), disctest.Instance("decode-a", discovery.RoleDecode))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = reg.Deregister(context.Background()) }()
+	if ins, err := r.Instances(t.Context(), discovery.RoleDecode); err != nil || len(ins) != 1 {
+		t.Fatalf("registered: %v, %v", ins, err)
+	}
+	// The whole directory removed, then recreated by another role's
+	// renewal: the decode role's directory is missing.
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(dir, discovery.RoleRouter), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if ins, err := r.Instances(t.Context(), discovery.RoleDecode); err != nil || len(ins) != 1 || ins[0].ID != "decode-a" {
+		t.Fatalf("record vanished within its lease: listed %v, %v; want decode-a kept", ins, err)
+	}
+	// Another registry (another process) never saw it: for it the role is
+	// empty, as nothing on disk says otherwise.
+	if ins, err := newRegistry(t, dir).Instances(t.Context(), discovery.RoleDecode); err != nil || len(ins) != 0 {
+		t.Fatalf("a registry that never saw the record: %v, %v", ins, err)
+	}
+	// The record written back (as its renewal would), then deregistered:
+	// its tombstone drops it at once. (Deregistering while the record is
+	// missing writes no tombstone, so a listing that kept it keeps it to
+	// its lease's end, as it would a crashed instance on another host.)
+	if err := reg.SetHealth(t.Context(), discovery.Passing); err != nil {
+		t.Fatal(err)
+	}
+	if err := reg.Deregister(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if ins, err := r.Instances(t.Context(), discovery.RoleDecode); err != nil || len(ins) != 0 {
+		t.Fatalf("after deregistering: %v, %v; want none at once", ins, err)
+	}
+	// The tombstone frees the id at once.
+	again, err := r.Register(t.Context(), disctest.Instance("decode-a", discovery.RoleDecode))
+	if err != nil {
+		t.Fatalf("re-registering a deregistered id: %v", err)
+	}
+	defer func() { _ = again.Deregister(context.Background()) }()
+	if ins, err := r.Instances(t.Context(), discovery.RoleDecode); err != nil || len(ins) != 1 {
+		t.Fatalf("re-registered: %v, %v", ins, err)
+	}
+}
+
+// A record whose process died is not kept when it vanishes, and a
+// tombstone is removed like any dead record once it is staleLeases old.
+func TestVanishedDeadRecordAndOldTombstone(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	r := newRegistry(t, dir)
+	host, _ := os.Hostname()
+	write := func(name string, rec map[string]any) {
+		t.Helper()
+		b, _ := json.Marshal(rec)
+		if err := os.MkdirAll(filepath.Join(dir, "decode"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "decode", name), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A live record of this process, seen, then removed by hand with the
+	// process still there: kept.
+	write("decode-x.json", map[string]any{"id": "decode-x", "role": "decode", "version": "v1", "address": "127.0.0.1:9000",
+		"pid": os.Getpid(), "host": host, "expires": time.Now().Add(time.Hour)})
+	if ins, err := r.Instances(t.Context(), "decode"); err != nil || len(ins) != 1 {
+		t.Fatalf("listed %v, %v", ins, err)
+	}
+	if err := os.Remove(filepath.Join(dir, "decode", "decode-x.json")); err != nil {
+		t.Fatal(err)
+	}
+	if ins, err := r.Instances(t.Context(), "decode"); err != nil || len(ins) != 1 {
+		t.Fatalf("vanished live record: %v, %v; want it kept", ins, err)
+	}
+	// A record of a process that then exits, and whose record vanishes:
+	// not kept (a crash deregisters at once on this host).
+	child := exec.Command("sleep", "60")
+	if err := child.Start(); err != nil {
+		t.Fatal(err)
+	}
+	write("decode-child.json", map[string]any{"id": "decode-child", "role": "decode", "version": "v1", "address": "127.0.0.1:9001",
+		"pid": child.Process.Pid, "host": host, "expires": time.Now().Add(time.Hour)})
+	if ins, err := r.Instances(t.Context(), "decode"); err != nil || len(ins) != 2 {
+		t.Fatalf("with the child's record: %v, %v", ins, err)
+	}
+	_ = child.Process.Kill()
+	_ = child.Wait()
+	if err := os.Remove(filepath.Join(dir, "decode", "decode-child.json")); err != nil {
+		t.Fatal(err)
+	}
+	if ins, err := r.Instances(t.Context(), "decode"); err != nil || len(ins) != 1 || ins[0].ID != "decode-x" {
+		t.Fatalf("the child exited and its record vanished: %v, %v; want decode-x only", ins, err)
+	}
+	// An old tombstone is removed from disk by a listing.
+	write("decode-old.json", map[string]any{"id": "decode-old", "role": "decode", "version": "v1", "address": "127.0.0.1:9002",
+		"pid": os.Getpid(), "host": host, "expires": time.Now().Add(-time.Hour), "gone": true})
+	if _, err := r.Instances(t.Context(), "decode"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "decode", "decode-old.json")); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("old tombstone still on disk: %v", err)
+	}
 }
