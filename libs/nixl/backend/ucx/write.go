@@ -166,6 +166,7 @@ func (c *conn) postWrite(req *nixl.Request) {
 	if x.hdrBuf = in; unsafe.Pointer(unsafe.SliceData(hdrs)) != in {
 		x.hdrBuf = C.CBytes(hdrs)
 	}
+	sent := x.sent // one closure for every message's completion
 	for i := range msgs {
 		if x.err != nil { // the peer failed: account for the rest
 			x.left -= msgs - i
@@ -185,7 +186,7 @@ func (c *conn) postWrite(req *nixl.Request) {
 		}
 		r = C.nx_am_send(c.ep, amWrite, hdr, C.size_t(hlen), buf, C.size_t(n), memh, boolInt(n <= c.eagerMax), &st)
 		c.sending++
-		w.watch(request(r), status(st), x.sent)
+		w.watch(request(r), status(st), sent)
 	}
 	x.finish()
 }
@@ -261,6 +262,8 @@ type incoming struct {
 	code     byte
 	releases []func()
 	recvs    []request // rendezvous receives still outstanding
+	release1 [1]func()
+	recv1    [1]request
 }
 
 // pollWrites handles the WRITE messages the AM callback queued during the
@@ -307,6 +310,7 @@ func (b *Backend) receive(h *header, m C.nx_am_msg) {
 	switch {
 	case in == nil:
 		in = &incoming{b: b, key: h.key, count: h.count, left: int(h.count) + 1}
+		in.releases, in.recvs = in.release1[:0], in.recv1[:0] // a one-pair WRITE allocates neither
 		b.incoming[h.key] = in
 	case in.gone: // given up on (abandon): the rest is dropped
 		b.dropData(m)
