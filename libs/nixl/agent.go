@@ -126,7 +126,7 @@ func (a *Agent) RegisterMemory(mem []byte) (RegionID, error) {
 			return 0, fmt.Errorf("nixl: register with %s: %w", b.Name(), err)
 		}
 		if key != nil {
-			keys = append(keys, metadata.Key{Backend: b.Name(), Key: key})
+			keys = append(keys, metadata.Key{Backend: wireName(b), Key: key})
 		}
 	}
 	a.regions.setKeys(id, keys)
@@ -174,7 +174,7 @@ func (a *Agent) Endpoints() string { return a.identity().Endpoints() }
 func (a *Agent) identity() *metadata.Agent {
 	md := &metadata.Agent{Name: a.name, Epoch: a.epoch}
 	for _, b := range a.backends {
-		md.Backends = append(md.Backends, metadata.Backend{Name: b.Name(), Address: b.Address()})
+		md.Backends = append(md.Backends, metadata.Backend{Name: wireName(b), Address: b.Address()})
 	}
 	return md
 }

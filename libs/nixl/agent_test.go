@@ -12,31 +12,55 @@ import (
 	"switchyard.dev/libs/nixl/backend/tcp"
 )
 
+// versioned is a backend under another wire name: another version of its
+// protocol (nixl.WireNamer).
+type versioned struct {
+	nixl.Backend
+	wire string
+}
+
+func (v versioned) WireName() string { return v.wire }
+
+// withWire gives the backends f builds the wire name wire ("" keeps
+// theirs).
+func withWire(f nixl.BackendFactory, wire string) nixl.BackendFactory {
+	return func(env nixl.Env) (nixl.Backend, error) {
+		b, err := f(env)
+		if err != nil || wire == "" {
+			return b, err
+		}
+		return versioned{b, wire}, nil
+	}
+}
+
 // TestBackendChoice: the first backend in preference order that both
-// peers advertise wins.
+// peers advertise under the same wire name wins.
 func TestBackendChoice(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
-		name string
-		pref []string
-		want string
+		name         string
+		pref         []string
+		wireA, wireB string // the local backend's wire name on a and b
+		want         string
 	}{
-		{"default prefers tcp over local", nil, tcp.Name},
-		{"explicit local first", []string{"local", "tcp"}, local.Name},
+		{"default prefers tcp over local", nil, "", "", tcp.Name},
+		{"explicit local first", []string{"local", "tcp"}, "", "", local.Name},
+		{"local in two protocol versions: tcp", []string{"local", "tcp"}, "", "local-v2", tcp.Name},
+		{"local in the same newer version", []string{"local", "tcp"}, "local-v2", "local-v2", local.Name},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			reg := local.NewRegistry()
-			mk := func(name string) *nixl.Agent {
+			mk := func(name, wire string) *nixl.Agent {
 				a, err := nixl.NewAgent(nixl.Config{Name: name, Preference: tc.pref,
-					Backends: []nixl.BackendFactory{local.New(reg), tcp.New(tcp.Config{})}})
+					Backends: []nixl.BackendFactory{withWire(local.New(reg), wire), tcp.New(tcp.Config{})}})
 				if err != nil {
 					t.Fatal(err)
 				}
 				t.Cleanup(func() { _ = a.Close() })
 				return a
 			}
-			a, b := mk("a"), mk("b")
+			a, b := mk("a", tc.wireA), mk("b", tc.wireB)
 			ar, err := arena.Map(4096)
 			if err != nil {
 				t.Fatal(err)

@@ -6,7 +6,8 @@ import "log/slog"
 // subpackages (backend/local, backend/tcp, backend/ucx) and are injected as
 // BackendFactory values.
 type Backend interface {
-	// Name is the identifier advertised in metadata ("tcp", "ucx", ...).
+	// Name is the backend's identifier ("tcp", "ucx", ...): in
+	// Config.Preference, and in metadata unless it has a WireName.
 	Name() string
 	// Address is this agent's address on the backend, published in
 	// metadata for peers' Connect.
@@ -21,6 +22,23 @@ type Backend interface {
 	Connect(peer PeerInfo) (Conn, error)
 	// Close releases everything; posted transfers fail with ErrClosed.
 	Close() error
+}
+
+// WireNamer is a backend whose metadata name (its wire name) differs from
+// its Name: the version of its protocol. Agents use a backend with a peer
+// only when both advertise the same wire name, so two versions of a
+// protocol never meet (during a rolling upgrade they fall to the next
+// backend both have); its region keys are published under it too.
+type WireNamer interface {
+	WireName() string
+}
+
+// wireName is b's name in metadata.
+func wireName(b Backend) string {
+	if w, ok := b.(WireNamer); ok {
+		return w.WireName()
+	}
+	return b.Name()
 }
 
 // BackendFactory builds a backend for one agent.

@@ -40,7 +40,7 @@ func (a *Agent) LoadRemoteAgent(md *metadata.Agent) error {
 	}
 	p := &peer{md: md}
 	if old != nil && old.conn != nil {
-		if sameEndpoint(md, old.md, old.backend.Name()) {
+		if sameEndpoint(md, old.md, wireName(old.backend)) {
 			p.conn, p.backend = old.conn, old.backend // same endpoint: keep the connection
 			old = nil
 		}
@@ -121,7 +121,7 @@ func (a *Agent) Post(req XferRequest) (*Xfer, error) {
 		releases = append(releases, release)
 		r := req.Remote[i]
 		reg, _ := p.md.Region(uint32(r.Region))
-		br.Pairs = append(br.Pairs, Pair{Local: mem, LocalRegion: l.Region, Remote: RemoteDesc{Region: r.Region, Offset: r.Offset, Key: reg.Key(be.Name())}})
+		br.Pairs = append(br.Pairs, Pair{Local: mem, LocalRegion: l.Region, Remote: RemoteDesc{Region: r.Region, Offset: r.Offset, Key: reg.Key(wireName(be))}})
 	}
 	x := newXfer(func(err error) {
 		releaseAll()
@@ -167,7 +167,7 @@ func (a *Agent) connect(name string, p *peer) (Conn, Backend, error) {
 	}
 	var errs []error
 	for _, b := range a.backends {
-		addr, ok := p.md.Backend(b.Name())
+		addr, ok := p.md.Backend(wireName(b))
 		if !ok {
 			continue
 		}
@@ -198,7 +198,7 @@ func (a *Agent) install(name string, p *peer, c Conn, b Backend) (Conn, Backend,
 	a.mu.Lock()
 	cur := a.peers[name]
 	closed := a.closed
-	same := cur == p || cur != nil && sameEndpoint(cur.md, p.md, b.Name())
+	same := cur == p || cur != nil && sameEndpoint(cur.md, p.md, wireName(b))
 	var keep Conn
 	var keepB Backend
 	switch {

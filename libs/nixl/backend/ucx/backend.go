@@ -120,6 +120,9 @@ func (b *Backend) memh(id nixl.RegionID, p unsafe.Pointer, n int) C.ucp_mem_h {
 // Name implements nixl.Backend.
 func (b *Backend) Name() string { return Name }
 
+// WireName implements nixl.WireNamer.
+func (b *Backend) WireName() string { return WireName }
+
 // Address implements nixl.Backend: the packed UCP worker address.
 func (b *Backend) Address() []byte { return b.addr }
 

@@ -48,8 +48,16 @@ import (
 // defaultSpinWait is Config.SpinWait's default.
 const defaultSpinWait = 100 * time.Microsecond
 
-// Name is the backend's identifier in metadata.
+// Name is the backend's identifier.
 const Name = "ucx"
+
+// WireName is the backend's name in metadata: the version of its protocol
+// (nixl.WireNamer). "ucx-am" is the active-message WRITE of the ninth
+// session; agents of the tagged WRITE before it advertised "ucx", so the
+// two never talk over ucx (a tagged header to this backend, or an active
+// message to that one, would be dropped and its WRITE wait out its
+// deadline): they fall to tcp.
+const WireName = "ucx-am"
 
 // ErrUnavailable is returned by the factory when the package was built
 // without the ucx tag or cgo.

@@ -326,3 +326,28 @@ func TestInitiatorGoneMidWriteReleasesTarget(t *testing.T) {
 		cancel()
 	}
 }
+
+// TestWireName: an agent advertises the backend under its protocol's wire
+// name, and its region keys with it, not under "ucx", which agents of the
+// tagged WRITE before it advertised: the two fall to another backend
+// instead of sending each other messages they drop.
+func TestWireName(t *testing.T) {
+	a, _, _ := agentWithArena(t, "a", 1<<20)
+	blob, err := a.Metadata()
+	if err != nil {
+		t.Fatal(err)
+	}
+	md, err := metadata.Decode(blob)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := md.Backend(ucx.WireName); !ok {
+		t.Errorf("metadata backends %+v: no %q", md.Backends, ucx.WireName)
+	}
+	if _, ok := md.Backend(ucx.Name); ok {
+		t.Errorf("metadata advertises %q, the tagged WRITE's name", ucx.Name)
+	}
+	if len(md.Regions) != 1 || len(md.Regions[0].Keys) != 1 || md.Regions[0].Keys[0].Backend != ucx.WireName {
+		t.Errorf("region keys %+v, want one under %q", md.Regions, ucx.WireName)
+	}
+}
