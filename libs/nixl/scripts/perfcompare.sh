@@ -11,6 +11,16 @@
 # are compared (one run of either swings by 30% on a shared 2-core VM);
 # put_bw and our one-sided put once each.
 #
+# Error handling, like for like: over tcp the backend's endpoints handle
+# peer failure (UCP_ERR_HANDLING_MODE_PEER: a dead peer fails its
+# transfers instead of hanging them), and with it UCX 1.13 moves
+# rendezvous data over tcp as 64K active-message fragments instead of one
+# put (ucx_perftest too: its -e). So with PEER_ERR=1 (the default) the tcp
+# rows run ucx_perftest -e against the backend's default; PEER_ERR=0 runs
+# perftest without -e against the backend with Config.NoPeerErrHandling
+# (NIXL_UCX_NO_PEER_ERR=1). Over sm neither handles peer failure (UCX
+# 1.13's shared-memory transports cannot), whatever PEER_ERR says.
+#
 # "pinned" runs each side on a core of its own (taskset: server/target on
 # CPU 1, client/initiator on CPU 0), perftest and ours alike. ucx_perftest
 # is one thread per side; a Go process also runs its scheduler's threads,
@@ -31,13 +41,19 @@ go test -c -tags ucx -o "$bin" ./backend/ucx
 srv_cpu() { if [ "${PIN:-0}" = 1 ]; then taskset -c 1 "$@"; else "$@"; fi; }
 cli_cpu() { if [ "${PIN:-0}" = 1 ]; then taskset -c 0 "$@"; else "$@"; fi; }
 
+PEER_ERR=${PEER_ERR:-1}
+# errh TLS -> perftest's error-handling flag for TLS (see above)
+errh() { if [ "$1" = tcp ] && [ "$PEER_ERR" = 1 ]; then echo -e; fi; }
+
 # perftest TLS TEST BYTES ITERATIONS -> overall MB/s
 perftest() {
 	PORT=$((PORT + 1))
-	UCX_TLS=$1 srv_cpu timeout 120 ucx_perftest -p "$PORT" >/dev/null 2>&1 &
+	local e
+	e=$(errh "$1")
+	UCX_TLS=$1 srv_cpu timeout 120 ucx_perftest -p "$PORT" $e >/dev/null 2>&1 &
 	local srv=$!
 	sleep 0.5
-	UCX_TLS=$1 cli_cpu timeout 120 ucx_perftest 127.0.0.1 -p "$PORT" -t "$2" -s "$3" -n "$4" -w "$W" 2>/dev/null |
+	UCX_TLS=$1 cli_cpu timeout 120 ucx_perftest 127.0.0.1 -p "$PORT" $e -t "$2" -s "$3" -n "$4" -w "$W" 2>/dev/null |
 		awk '/^Final:/ {print $7}'
 	wait "$srv" 2>/dev/null || true
 }
@@ -51,7 +67,9 @@ perftest() {
 ours() {
 	local target=
 	if [ "${PIN:-0}" = 1 ]; then target=1; fi
-	UCX_TLS=$1 NIXL_UCX_ONE_SIDED=$3 NIXL_UCX_BENCH_TARGET_CPUS=$target cli_cpu "$bin" -test.run '^$' \
+	local nopeer=0
+	if [ "$PEER_ERR" = 0 ]; then nopeer=1; fi
+	UCX_TLS=$1 NIXL_UCX_ONE_SIDED=$3 NIXL_UCX_NO_PEER_ERR=$nopeer NIXL_UCX_BENCH_TARGET_CPUS=$target cli_cpu "$bin" -test.run '^$' \
 		-test.bench "^Benchmark$4\$/^Perftest\$/^$2\$" -test.benchtime "$BENCHTIME" |
 		awk '/^Benchmark/ {for (i = 1; i <= NF; i++) if ($i == "MB/s") print $(i-1)}'
 }
@@ -63,6 +81,11 @@ pct() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.0f%%", 100 * a / b
 # median of the arguments (empty ones ignored)
 median() { printf '%s\n' "$@" | awk 'NF' | sort -g | awk '{v[NR] = $1} END { if (NR) print v[int((NR + 1) / 2)] }'; }
 
+if [ "$PEER_ERR" = 1 ]; then
+	echo "PEER_ERR=1: over tcp, ucx_perftest -e against the backend's default (both handle peer failure)"
+else
+	echo "PEER_ERR=0: over tcp, ucx_perftest against the backend without peer error handling"
+fi
 printf '%-5s %-6s %12s %12s %12s %8s %8s %12s %12s %8s %12s %12s %8s\n' TLS size perftest-tag write-1proc write-2proc '1p%tag' '2p%tag' \
 	pinned-tag pinned-2proc 'pin%tag' perftest-put put-2proc '%put'
 for tls in ${TLSES:-tcp sm}; do

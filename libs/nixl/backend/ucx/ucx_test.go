@@ -35,15 +35,17 @@ func setup(testing.TB) (a, b nixl.BackendFactory) {
 }
 
 // benchSetup follows UCX_TLS: restricted to shared memory, endpoints must
-// go without peer error handling (see Config.NoPeerErrHandling).
-// NIXL_UCX_ONE_SIDED=1 measures Config.OneSidedWrite (perfcompare.sh).
+// go without peer error handling (see Config.NoPeerErrHandling), and
+// NIXL_UCX_NO_PEER_ERR=1 drops it elsewhere too (perfcompare.sh
+// PEER_ERR=0). NIXL_UCX_ONE_SIDED=1 measures Config.OneSidedWrite.
 func benchSetup(testing.TB) (a, b nixl.BackendFactory) {
 	return ucx.New(benchConfig()), ucx.New(benchConfig())
 }
 
 func benchConfig() ucx.Config {
 	tls := os.Getenv("UCX_TLS")
-	return ucx.Config{NoPeerErrHandling: tls != "" && !strings.Contains(tls, "tcp") && !strings.Contains(tls, "all"),
+	shmOnly := tls != "" && !strings.Contains(tls, "tcp") && !strings.Contains(tls, "all")
+	return ucx.Config{NoPeerErrHandling: shmOnly || os.Getenv("NIXL_UCX_NO_PEER_ERR") == "1",
 		OneSidedWrite: os.Getenv("NIXL_UCX_ONE_SIDED") == "1"}
 }
 
