@@ -274,24 +274,23 @@ func (b *Backend) poll() bool {
 
 // pollNotifs receives waiting notifications.
 func (b *Backend) pollNotifs() {
-	// msg lies in the reused rbuf: Notify (the agent's queue) copies it.
-	b.drainTagged(notifTag, ^uint64(0), func(msg []byte, _ uint64) { b.deliver(msg) })
+	// Each lies in the reused rbuf: deliver hands it to Notify, which copies it.
+	b.drainTagged(notifTag, ^uint64(0), b.deliver)
 }
 
 // drainTagged receives every waiting message whose tag matches tag under
 // mask and hands each to handle, in b.rbuf when it fits there (handle must
 // copy what it keeps), then frees a larger one. Messages UCX failed to
 // receive are dropped.
-func (b *Backend) drainTagged(tag, mask uint64, handle func(msg []byte, senderTag uint64)) {
+func (b *Backend) drainTagged(tag, mask uint64, handle func(msg []byte)) {
 	for {
 		var buf unsafe.Pointer
-		var stag C.uint64_t
-		n := C.nx_tag_poll(b.w.w, C.uint64_t(tag), C.uint64_t(mask), b.rbuf, slotSize, &buf, &stag)
+		n := C.nx_tag_poll(b.w.w, C.uint64_t(tag), C.uint64_t(mask), b.rbuf, slotSize, &buf)
 		if n == -1 {
 			return
 		}
 		if n >= 0 {
-			handle(unsafe.Slice((*byte)(buf), int(n)), uint64(stag))
+			handle(unsafe.Slice((*byte)(buf), int(n)))
 		}
 		if buf != b.rbuf {
 			C.free(buf)

@@ -33,7 +33,7 @@ type conn struct {
 	xseq      uint32 // last WRITE sequence number
 	dseq      uint32 // next data message sequence number
 	writes    map[*wx]struct{}
-	sending   int         // WRITE header and data sends not yet complete
+	sending   int         // WRITE message sends not yet complete
 	lingering bool        // closed, the endpoint stays open until sending is 0
 	lingerEnd *time.Timer // force-closes a lingering connection at closeLinger
 }

@@ -323,9 +323,9 @@ static int nx_check_all(const uintptr_t *reqs, int n, ucs_status_t *st) {
 // nx_tag_poll receives one pending message with the given tag: into buf
 // when it fits in cap bytes (*out = buf), else into a malloc'd buffer
 // (*out; the caller frees it). Returns its length, -1 when none is
-// waiting, -2 on a receive error. Notifications and headers are small, so
+// waiting, -2 on a receive error. Notifications and acks are small, so
 // waiting for the receive to finish here is short.
-static ssize_t nx_tag_poll(ucp_worker_h w, uint64_t tag, uint64_t mask, void *buf, size_t cap, void **out, uint64_t *sender_tag) {
+static ssize_t nx_tag_poll(ucp_worker_h w, uint64_t tag, uint64_t mask, void *buf, size_t cap, void **out) {
 	ucp_tag_recv_info_t info;
 	ucp_tag_message_h msg = ucp_tag_probe_nb(w, tag, mask, 1, &info);
 	if (msg == NULL) return -1;
@@ -339,7 +339,6 @@ static ssize_t nx_tag_poll(ucp_worker_h w, uint64_t tag, uint64_t mask, void *bu
 		ucp_request_free(req);
 	}
 	*out = buf;
-	*sender_tag = info.sender_tag;
 	return st == UCS_OK ? (ssize_t)info.length : -2;
 }
 

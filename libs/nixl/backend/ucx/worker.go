@@ -44,7 +44,7 @@ type worker struct {
 	sts         []C.ucs_status_t
 	finished    []finished // reap's buffer of completions to run
 	quit        bool
-	poll        func() bool // progress; receive notifications and WRITE headers
+	poll        func() bool // progress; receive notifications and WRITE messages
 	failures    int32       // nx_failures when checkFailed last ran
 	checkFailed func()
 	destroy     func()

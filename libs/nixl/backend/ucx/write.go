@@ -222,7 +222,7 @@ func (x *wx) fail(err error) {
 // probe inside the call it makes anyway); a target that died sends none,
 // and its count stays, costing that probe only.
 func (b *Backend) dropStrayAcks() {
-	b.drainTagged(tagAck, classMask, func([]byte, uint64) { b.strayAcks = max(b.strayAcks-1, 0) })
+	b.drainTagged(tagAck, classMask, func([]byte) { b.strayAcks = max(b.strayAcks-1, 0) })
 }
 
 func (x *wx) finish() {
