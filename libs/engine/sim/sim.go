@@ -10,6 +10,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"sync"
 	"time"
 
 	"switchyard.dev/libs/engine/executor"
@@ -28,15 +29,34 @@ type Config struct {
 	// at all (overhead benchmarks).
 	SpeedUp float64
 	Timing  Timing // default Polynomial
-	// Sleep waits d or until ctx is done; default a timer. Tests inject a
-	// fake clock here.
+	// Sleep waits d or until ctx is done; default a timer. Now reads the
+	// clock; default time.Now. Tests inject a fake clock here (both or
+	// neither).
 	Sleep func(ctx context.Context, d time.Duration) error
+	Now   func() time.Time
 }
 
+// maxCarryGap bounds the time between one step's end and the next step's
+// start (the engine's own work: completing, planning) across which the
+// first step's oversleep is still owed. A longer gap means the engine
+// waited for work, so the simulated device idled and the oversleep is moot.
+const maxCarryGap = 2 * time.Millisecond
+
 // Executor is the simulated executor.
+//
+// Steps keep to the timing model's clock, not the host's: a timer fires
+// late (on Linux by up to a millisecond, more on a busy host), which would
+// stretch a 1.6 ms decode step by 40% and make the simulated device slower
+// than its model. Each step's oversleep is taken off the next step's sleep
+// when the engine went straight from one to the other, so a run of steps
+// lasts what the model says plus the engine's own work between them.
 type Executor struct {
 	cfg Config
 	tok tokenizer.Tokenizer
+
+	mu   sync.Mutex // guards late and woke: the clock of back-to-back steps
+	late time.Duration
+	woke time.Time
 }
 
 // New validates cfg and returns a simulator.
@@ -56,8 +76,11 @@ func New(cfg Config) (*Executor, error) {
 	if cfg.Timing == nil {
 		cfg.Timing = Polynomial{}
 	}
+	if (cfg.Sleep == nil) != (cfg.Now == nil) {
+		return nil, fmt.Errorf("sim: Sleep and Now come together (a fake clock needs both)")
+	}
 	if cfg.Sleep == nil {
-		cfg.Sleep = sleep
+		cfg.Sleep, cfg.Now = sleep, time.Now
 	}
 	tok, err := tokenizer.NewBytes(cfg.VocabSize)
 	if err != nil {
@@ -104,7 +127,7 @@ func (e *Executor) StepTime(b *executor.Batch) time.Duration {
 // Execute implements executor.Executor.
 func (e *Executor) Execute(ctx context.Context, b *executor.Batch) error {
 	if d := e.StepTime(b); d > 0 {
-		if err := e.cfg.Sleep(ctx, d); err != nil {
+		if err := e.sleepStep(ctx, d); err != nil {
 			return err
 		}
 	}
@@ -114,6 +137,31 @@ func (e *Executor) Execute(ctx context.Context, b *executor.Batch) error {
 			it.Out = e.token(it.Seed, it.End)
 		}
 	}
+	return nil
+}
+
+// sleepStep waits out a step of modelled length d, less what the previous
+// step overslept if this one follows it directly, and records this step's
+// own oversleep. A step that ends early (cancelled) leaves nothing owed.
+func (e *Executor) sleepStep(ctx context.Context, d time.Duration) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	start := e.cfg.Now()
+	owed := time.Duration(0)
+	if !e.woke.IsZero() && start.Sub(e.woke) <= maxCarryGap {
+		owed = e.late
+	}
+	wait := d - owed
+	if wait > 0 {
+		if err := e.cfg.Sleep(ctx, wait); err != nil {
+			e.late, e.woke = 0, time.Time{}
+			return err
+		}
+	}
+	e.woke = e.cfg.Now()
+	// What the model and the clock disagree on so far: this step's
+	// oversleep, or the part of the debt a short step could not repay.
+	e.late = max(e.woke.Sub(start)-max(wait, 0), 0) + max(owed-d, 0)
 	return nil
 }
 

@@ -3,6 +3,7 @@ package sim
 import (
 	"context"
 	"math"
+	"slices"
 	"testing"
 	"time"
 
@@ -83,7 +84,7 @@ func TestSpeedUpAndTokens(t *testing.T) {
 	t.Parallel()
 	var slept []time.Duration
 	fake := func(_ context.Context, d time.Duration) error { slept = append(slept, d); return nil }
-	e, err := New(Config{SpeedUp: 10, Sleep: fake, VocabSize: 300})
+	e, err := New(Config{SpeedUp: 10, Sleep: fake, Now: time.Now, VocabSize: 300})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,5 +114,102 @@ func TestSpeedUpAndTokens(t *testing.T) {
 	cancel()
 	if err := sleep(ctx, time.Hour); err == nil {
 		t.Fatal("sleep ignored cancellation")
+	}
+}
+
+// fakeClock is a clock whose sleeps overrun by late, as a host timer does.
+type fakeClock struct {
+	now   time.Time
+	late  time.Duration
+	slept []time.Duration
+}
+
+func (c *fakeClock) Now() time.Time { return c.now }
+
+func (c *fakeClock) Sleep(ctx context.Context, d time.Duration) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	c.slept = append(c.slept, d)
+	c.now = c.now.Add(d + c.late)
+	return nil
+}
+
+func TestStepsKeepTheModelsClock(t *testing.T) {
+	t.Parallel()
+	ms := func(f float64) time.Duration { return time.Duration(f * float64(time.Millisecond)) }
+	// A decode-only step on an empty cache: 5.74 ms of model time.
+	decode := &executor.Batch{DecodeTokens: 1, TotalBlocks: 10, Items: []executor.Item{{Sample: true, End: 1}}}
+	step := ms(5.74)
+	tests := []struct {
+		name      string
+		late, gap time.Duration // the timer's overrun; the engine's time between steps
+		steps     int
+		want      []time.Duration // sleeps asked for
+	}{
+		{"exact timer", 0, ms(0.1), 3, []time.Duration{step, step, step}},
+		{"late timer, back-to-back steps repay it", ms(0.5), ms(0.1), 3, []time.Duration{step, step - ms(0.5), step - ms(0.5)}},
+		{"engine idled between steps: nothing owed", ms(0.5), maxCarryGap + time.Microsecond, 3, []time.Duration{step, step, step}},
+		// 8 ms late after step 1: step 2 owes 8 ms, sleeps nothing and
+		// still owes 8-5.74; step 3 sleeps the rest of its time.
+		{"debt larger than a step carries over", ms(8), 0, 3, []time.Duration{step, step - (ms(8) - step)}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c := &fakeClock{now: time.Unix(1000, 0), late: tc.late}
+			e, err := New(Config{Sleep: c.Sleep, Now: c.Now, VocabSize: 300, SpeedUp: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			start := c.now
+			for i := range tc.steps {
+				if i > 0 {
+					c.now = c.now.Add(tc.gap)
+				}
+				if err := e.Execute(t.Context(), decode); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if !slices.Equal(c.slept, tc.want) {
+				t.Fatalf("sleeps %v, want %v", c.slept, tc.want)
+			}
+			if tc.gap <= maxCarryGap {
+				// Back to back: the whole run lasts the model's time, the
+				// engine's gaps and one (the last) oversleep, whatever the
+				// timer did before.
+				want := time.Duration(tc.steps)*step + time.Duration(tc.steps-1)*tc.gap + tc.late
+				if got := c.now.Sub(start); got != want {
+					t.Fatalf("run took %v, want %v", got, want)
+				}
+			}
+		})
+	}
+}
+
+func TestStepCancelledOwesNothing(t *testing.T) {
+	t.Parallel()
+	c := &fakeClock{now: time.Unix(1000, 0), late: time.Millisecond}
+	e, err := New(Config{Sleep: c.Sleep, Now: c.Now, VocabSize: 300, SpeedUp: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &executor.Batch{PrefillTokens: 10}
+	if err := e.Execute(t.Context(), b); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if err := e.Execute(ctx, b); err == nil {
+		t.Fatal("a cancelled step must fail")
+	}
+	if err := e.Execute(t.Context(), b); err != nil {
+		t.Fatal(err)
+	}
+	full := e.StepTime(b)
+	if last := c.slept[len(c.slept)-1]; last != full {
+		t.Fatalf("after a cancelled step the next one slept %v, want the full %v", last, full)
+	}
+	if _, err := New(Config{Sleep: c.Sleep}); err == nil {
+		t.Fatal("a fake Sleep without Now was accepted")
 	}
 }
