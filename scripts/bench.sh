@@ -154,6 +154,35 @@ for p in sorted(glob.glob(os.path.join(out, "metrics", "decode-*.txt"))):
 total = sum(x[1] for x in rows) or 1
 print("bench: per worker (share of prompt tokens / prefix hit / preemptions): " + ", ".join(
     f"{w} {100*p/total:.0f}%/{100*hit/(p or 1):.0f}%/{int(pre)}" for w, p, hit, pre in rows))
+# Where the mean TTFT goes: the workers' own split (waiting for admission,
+# then computing the prompt), the frontend's view (its Route call, the
+# router's handler) and what lies between loadtest and the frontend.
+def mean_ms(paths, name, match=""):
+    s = n = 0.0
+    for p in paths:
+        for line in open(p):
+            if match not in line:
+                continue
+            if line.startswith(name + "_sum"):
+                s += float(line.split()[-1])
+            elif line.startswith(name + "_count"):
+                n += float(line.split()[-1])
+    return 1000 * s / n if n else None
+m = os.path.join(out, "metrics")
+workers = sorted(glob.glob(os.path.join(m, "decode-*.txt")))
+client = r.get("ttft_ms", {}).get("mean")
+parts = {
+    "queue": mean_ms(workers, "switchyard_worker_ttft_queue_seconds"),
+    "prefill": mean_ms(workers, "switchyard_worker_ttft_prefill_seconds"),
+    "frontend": mean_ms([os.path.join(m, "frontend.txt")], "switchyard_frontend_time_to_first_token_seconds"),
+    "route": mean_ms([os.path.join(m, "frontend.txt")], "rpc_client_call_duration_seconds", "RouterService/Route"),
+    "handler": mean_ms([os.path.join(m, "router-0.txt")], "rpc_server_call_duration_seconds", "RouterService/Route"),
+}
+if client and None not in parts.values():
+    q, pf, fe = parts["queue"], parts["prefill"], parts["frontend"]
+    print(f"bench: mean TTFT {client:.1f} ms = worker queue {q:.1f} + worker prefill {pf:.1f}"
+          f" + frontend and router {fe - q - pf:.1f} (Route call {parts['route']:.1f}, its handler {parts['handler']:.1f})"
+          f" + loadtest to frontend and back {client - fe:.1f}")
 PY
 fi
 stop
