@@ -103,6 +103,7 @@ func (a *Agent) Post(req XferRequest) (*Xfer, error) {
 		return nil, err
 	}
 	br := &Request{Op: req.Op, Notif: req.Notif, Pairs: make([]Pair, 0, len(req.Local))}
+	wire := wireName(be) // the name its region keys are published under
 	var releases []func()
 	releaseAll := func() {
 		for _, r := range releases {
@@ -121,7 +122,7 @@ func (a *Agent) Post(req XferRequest) (*Xfer, error) {
 		releases = append(releases, release)
 		r := req.Remote[i]
 		reg, _ := p.md.Region(uint32(r.Region))
-		br.Pairs = append(br.Pairs, Pair{Local: mem, LocalRegion: l.Region, Remote: RemoteDesc{Region: r.Region, Offset: r.Offset, Key: reg.Key(wireName(be))}})
+		br.Pairs = append(br.Pairs, Pair{Local: mem, LocalRegion: l.Region, Remote: RemoteDesc{Region: r.Region, Offset: r.Offset, Key: reg.Key(wire)}})
 	}
 	x := newXfer(func(err error) {
 		releaseAll()

@@ -8,6 +8,7 @@ package sim
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"sync"
@@ -77,7 +78,7 @@ func New(cfg Config) (*Executor, error) {
 		cfg.Timing = Polynomial{}
 	}
 	if (cfg.Sleep == nil) != (cfg.Now == nil) {
-		return nil, fmt.Errorf("sim: Sleep and Now come together (a fake clock needs both)")
+		return nil, errors.New("sim: Sleep and Now come together (a fake clock needs both)")
 	}
 	if cfg.Sleep == nil {
 		cfg.Sleep, cfg.Now = sleep, time.Now
