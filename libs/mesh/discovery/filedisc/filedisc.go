@@ -229,6 +229,17 @@ func (r *Registry) Watch(ctx context.Context, role string) (<-chan []discovery.I
 	}), nil
 }
 
+// forget drops the record of registration owner from what the listings
+// remember, so a deregistered record that is missing from disk (no
+// tombstone could be written) is not kept to its lease's end here.
+func (r *Registry) forget(role, id, owner string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if rec, ok := r.seen[role][id]; ok && rec.Owner == owner {
+		delete(r.seen[role], id)
+	}
+}
+
 // live reports whether rec's lease runs at now and its process is alive.
 func (r *Registry) live(rec record, now time.Time) bool {
 	return now.Before(rec.Expires) && r.processAlive(rec)
@@ -358,6 +369,9 @@ func (g *registration) Deregister(context.Context) error {
 	// tombstone.
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	// This registry's own listings drop the record at once whether or
+	// not a tombstone can be written: they need not wait for one.
+	g.r.forget(g.rec.Role, g.rec.ID, g.rec.Owner)
 	g.rec.Gone = true
 	g.rec.Expires = g.r.now()
 	b, err := json.Marshal(g.rec)

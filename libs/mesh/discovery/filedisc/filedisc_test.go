@@ -233,8 +233,9 @@ func TestVanishedRecordKeptUntilLease(t *testing.T) {
 	}
 	// The record written back (as its renewal would), then deregistered:
 	// its tombstone drops it at once. (Deregistering while the record is
-	// missing writes no tombstone, so a listing that kept it keeps it to
-	// its lease's end, as it would a crashed instance on another host.)
+	// missing writes no tombstone, so another registry that kept it keeps
+	// it to its lease's end, as it would a crashed instance on another
+	// host; TestDeregisterVanishedRecord.)
 	if err := reg.SetHealth(t.Context(), discovery.Passing); err != nil {
 		t.Fatal(err)
 	}
@@ -252,6 +253,47 @@ func TestVanishedRecordKeptUntilLease(t *testing.T) {
 	defer func() { _ = again.Deregister(context.Background()) }()
 	if ins, err := r.Instances(t.Context(), discovery.RoleDecode); err != nil || len(ins) != 1 {
 		t.Fatalf("re-registered: %v, %v", ins, err)
+	}
+}
+
+// Deregistering a record that vanished from disk writes no tombstone (no
+// file appears in a directory being removed), but the registry that
+// deregistered it stops listing it at once; another registry that saw it
+// keeps it to its lease's end.
+func TestDeregisterVanishedRecord(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	open := func() *filedisc.Registry {
+		r, err := filedisc.New(filedisc.Config{Dir: dir, Lease: time.Minute, PollInterval: 20 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	r, other := open(), open()
+	reg, err := r.Register(t.Context(), disctest.Instance("decode-a", discovery.RoleDecode))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, x := range []*filedisc.Registry{r, other} {
+		if ins, err := x.Instances(t.Context(), discovery.RoleDecode); err != nil || len(ins) != 1 {
+			t.Fatalf("registered: %v, %v", ins, err)
+		}
+	}
+	if err := os.RemoveAll(filepath.Join(dir, discovery.RoleDecode)); err != nil {
+		t.Fatal(err)
+	}
+	if err := reg.Deregister(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, discovery.RoleDecode)); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("deregistering a vanished record touched the removed directory: %v", err)
+	}
+	if ins, err := r.Instances(t.Context(), discovery.RoleDecode); err != nil || len(ins) != 0 {
+		t.Fatalf("the deregistering registry: %v, %v; want none at once", ins, err)
+	}
+	if ins, err := other.Instances(t.Context(), discovery.RoleDecode); err != nil || len(ins) != 1 {
+		t.Fatalf("another registry that saw it: %v, %v; want it kept within its lease", ins, err)
 	}
 }
 
