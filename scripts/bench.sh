@@ -142,41 +142,46 @@ r = json.load(open(os.path.join(out, "summary.json")))["results"]
 h = r.get("cache_hit_ratio", 0)
 if c:
     print(f"bench: prefix hit ratio {100*h:.2f}% vs infinite-cache ceiling {100*c:.2f}% ({100*h/c:.0f}% of it)")
-def metric(path, name):
-    for line in open(path):
-        if line.startswith(name + " "):
-            return float(line.split()[1])
-    return 0.0
-rows = []
-for p in sorted(glob.glob(os.path.join(out, "metrics", "decode-*.txt"))):
-    rows.append((os.path.basename(p)[:-4], metric(p, "switchyard_worker_prompt_tokens_total"),
-                 metric(p, "switchyard_worker_prefix_hit_tokens_total"), metric(p, "switchyard_worker_preemptions_total")))
+# Each metrics file is read once: its samples as (series, value) pairs,
+# the series being the name with its labels.
+def samples(path):
+    try:
+        lines = open(path).read().splitlines()
+    except OSError:
+        return []
+    return [(l.rsplit(None, 1)[0], float(l.rsplit(None, 1)[1])) for l in lines if l and not l.startswith("#")]
+m = os.path.join(out, "metrics")
+workers = {p: samples(p) for p in sorted(glob.glob(os.path.join(m, "decode-*.txt")))}
+frontend, router = samples(os.path.join(m, "frontend.txt")), samples(os.path.join(m, "router-0.txt"))
+def metric(ss, name):
+    return next((v for k, v in ss if k == name), 0.0)
+rows = [(os.path.basename(p)[:-4], metric(ss, "switchyard_worker_prompt_tokens_total"),
+         metric(ss, "switchyard_worker_prefix_hit_tokens_total"), metric(ss, "switchyard_worker_preemptions_total"))
+        for p, ss in workers.items()]
 total = sum(x[1] for x in rows) or 1
 print("bench: per worker (share of prompt tokens / prefix hit / preemptions): " + ", ".join(
     f"{w} {100*p/total:.0f}%/{100*hit/(p or 1):.0f}%/{int(pre)}" for w, p, hit, pre in rows))
 # Where the mean TTFT goes: the workers' own split (waiting for admission,
 # then computing the prompt), the frontend's view (its Route call, the
 # router's handler) and what lies between loadtest and the frontend.
-def mean_ms(paths, name, match=""):
+def mean_ms(sets, name, match=""):
     s = n = 0.0
-    for p in paths:
-        for line in open(p):
-            if match not in line:
+    for ss in sets:
+        for k, v in ss:
+            if match not in k:
                 continue
-            if line.startswith(name + "_sum"):
-                s += float(line.split()[-1])
-            elif line.startswith(name + "_count"):
-                n += float(line.split()[-1])
+            if k.startswith(name + "_sum"):
+                s += v
+            elif k.startswith(name + "_count"):
+                n += v
     return 1000 * s / n if n else None
-m = os.path.join(out, "metrics")
-workers = sorted(glob.glob(os.path.join(m, "decode-*.txt")))
 client = r.get("ttft_ms", {}).get("mean")
 parts = {
-    "queue": mean_ms(workers, "switchyard_worker_ttft_queue_seconds"),
-    "prefill": mean_ms(workers, "switchyard_worker_ttft_prefill_seconds"),
-    "frontend": mean_ms([os.path.join(m, "frontend.txt")], "switchyard_frontend_time_to_first_token_seconds"),
-    "route": mean_ms([os.path.join(m, "frontend.txt")], "rpc_client_call_duration_seconds", "RouterService/Route"),
-    "handler": mean_ms([os.path.join(m, "router-0.txt")], "rpc_server_call_duration_seconds", "RouterService/Route"),
+    "queue": mean_ms(workers.values(), "switchyard_worker_ttft_queue_seconds"),
+    "prefill": mean_ms(workers.values(), "switchyard_worker_ttft_prefill_seconds"),
+    "frontend": mean_ms([frontend], "switchyard_frontend_time_to_first_token_seconds"),
+    "route": mean_ms([frontend], "rpc_client_call_duration_seconds", "RouterService/Route"),
+    "handler": mean_ms([router], "rpc_server_call_duration_seconds", "RouterService/Route"),
 }
 if client and None not in parts.values():
     q, pf, fe = parts["queue"], parts["prefill"], parts["frontend"]
