@@ -2,7 +2,10 @@ module switchyard.dev/loadtest
 
 go 1.26.0
 
-require gonum.org/v1/plot v0.15.2
+require (
+	gonum.org/v1/plot v0.15.2
+	switchyard.dev/libs/trace v0.0.0
+)
 
 require (
 	codeberg.org/go-fonts/liberation v0.4.1 // indirect
@@ -16,3 +19,5 @@ require (
 	golang.org/x/image v0.24.0 // indirect
 	golang.org/x/text v0.22.0 // indirect
 )
+
+replace switchyard.dev/libs/trace => ../libs/trace

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"switchyard.dev/libs/trace"
 	"switchyard.dev/loadtest/internal/arrival"
 	"switchyard.dev/loadtest/internal/metrics"
 	"switchyard.dev/loadtest/internal/openai"
@@ -16,7 +17,6 @@ import (
 	"switchyard.dev/loadtest/internal/progress"
 	"switchyard.dev/loadtest/internal/report"
 	"switchyard.dev/loadtest/internal/runner"
-	"switchyard.dev/loadtest/internal/trace"
 	"switchyard.dev/loadtest/internal/workload"
 )
 

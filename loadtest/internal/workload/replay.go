@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"time"
 
+	"switchyard.dev/libs/trace"
 	"switchyard.dev/loadtest/internal/openai"
-	"switchyard.dev/loadtest/internal/trace"
 )
 
 // ReplayConfig configures trace replay.

@@ -7,7 +7,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"switchyard.dev/loadtest/internal/trace"
+	"switchyard.dev/libs/trace"
 )
 
 // TestReplayKeepsTraceReuse replays the shared conversation trace with

@@ -7,10 +7,10 @@ import (
 	"strings"
 	"time"
 
+	"switchyard.dev/libs/trace"
 	"switchyard.dev/loadtest/internal/arrival"
 	"switchyard.dev/loadtest/internal/dist"
 	"switchyard.dev/loadtest/internal/openai"
-	"switchyard.dev/loadtest/internal/trace"
 )
 
 // SyntheticConfig configures generated conversations.

@@ -6,9 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"switchyard.dev/libs/trace"
 	"switchyard.dev/loadtest/internal/arrival"
 	"switchyard.dev/loadtest/internal/dist"
-	"switchyard.dev/loadtest/internal/trace"
 )
 
 func mustDist(t *testing.T, s string) dist.Dist {

@@ -4,6 +4,9 @@
 //
 // A whole trace is parsed and validated before a run starts, so a malformed
 // line is reported with its file and line number before any request is sent.
+// Both replays of a trace read it here, so they see the same prompts:
+// loadtest (against a live mesh) and the router's routesim (on a virtual
+// clock).
 package trace
 
 import (

@@ -1,0 +1,3 @@
+module switchyard.dev/libs/trace
+
+go 1.26.0
