@@ -11,7 +11,7 @@ SHELL := /bin/bash
 # scripts/run-local.sh and scripts/bench.sh (see README "Configuration"):
 # MODEL TOKENIZER EXECUTOR PREFILL DECODE ROUTERS ROUTER_MODE DISCOVERY PORT.
 export MODEL TOKENIZER EXECUTOR PREFILL DECODE ROUTERS ROUTER_MODE DISCOVERY PORT BASE_PORT
-export TRACE NUM_BLOCKS SPEED RATE LIMIT OUT SIM_CONTEXT NO_BUILD LOADTEST_ARGS WORKER_ARGS ROUTER_ARGS FRONTEND_ARGS
+export TRACE NUM_BLOCKS SPEED RATE LIMIT OUT SIM_CONTEXT NO_BUILD LOADTEST_ARGS WORKER_ARGS ROUTER_ARGS FRONTEND_ARGS ROUTESIM_ARGS
 
 SERVICES := frontend router prefill decode kvbm-controller planner
 BIN      := $(CURDIR)/bin
@@ -47,6 +47,12 @@ proto-check: ## buf lint, generated code up to date, buf breaking against the pr
 .PHONY: bench
 bench: ## replay a trace against a local mesh of sim workers, report in OUT (vars: TRACE DECODE ROUTER_MODE NUM_BLOCKS SPEED RATE LIMIT OUT); see docs/benchmarks.md
 	@scripts/bench.sh
+
+.PHONY: routesim
+routesim: ## replay a trace on a virtual clock through the router's own decisions and simulated workers, seconds a trace (vars: TRACE NUM_BLOCKS RATE LIMIT ROUTESIM_ARGS); see docs/benchmarks.md
+	@t=$${TRACE:-conversation}; case $$t in conversation | synthetic) t=../shared/traces/$${t}_trace.jsonl ;; esac; \
+	go run ./services/router/cmd/routesim -trace "$$t" -limit $${LIMIT:-0} -rate $${RATE:-1} \
+		$${NUM_BLOCKS:+-num-blocks $$NUM_BLOCKS} $${ROUTESIM_ARGS:-}
 
 .PHONY: gobench
 gobench: ## run every Go benchmark for real (slow); numbers to compare, not assertions

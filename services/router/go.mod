@@ -2,7 +2,10 @@ module switchyard.dev/services/router
 
 go 1.26.7
 
-require switchyard.dev/libs/mesh v0.0.0
+require (
+	switchyard.dev/libs/engine v0.0.0
+	switchyard.dev/libs/mesh v0.0.0
+)
 
 require (
 	github.com/go-zeromq/goczmq/v4 v4.2.2 // indirect
@@ -10,6 +13,7 @@ require (
 	github.com/klauspost/cpuid/v2 v2.4.0 // indirect
 	github.com/zeebo/xxh3 v1.1.0 // indirect
 	golang.org/x/sync v0.23.0 // indirect
+	switchyard.dev/libs/nixl v0.0.0 // indirect
 )
 
 require (
@@ -86,3 +90,7 @@ replace switchyard.dev/libs/radix => ../../libs/radix
 replace switchyard.dev/libs/kvevents => ../../libs/kvevents
 
 replace switchyard.dev/libs/kvhash => ../../libs/kvhash
+
+replace switchyard.dev/libs/engine => ../../libs/engine
+
+replace switchyard.dev/libs/nixl => ../../libs/nixl

@@ -62,6 +62,11 @@ type Config struct {
 	Meter   metric.Meter
 	Logger  *slog.Logger
 	Now     func() time.Time
+	// Source draws the tie-breaks and softmax samples; nil means the
+	// runtime's generator. A simulation passes a seeded one so the same
+	// inputs make the same decisions (a Source need not be safe for
+	// concurrent use; then Decide must not be called concurrently).
+	Source mrand.Source
 }
 
 // Router decides. It is safe for concurrent use.
@@ -91,8 +96,11 @@ func New(cfg Config) (*Router, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	if cfg.Source == nil {
+		cfg.Source = runtimeSource{}
+	}
 	r := &Router{cfg: cfg, profiles: map[string]*policy.Profile{}, loads: load.New(cfg.LoadTTL),
-		rng: mrand.New(runtimeSource{}), approx: approx.New(cfg.ApproxTTL, cfg.ApproxMaxBlocks)}
+		rng: mrand.New(cfg.Source), approx: approx.New(cfg.ApproxTTL, cfg.ApproxMaxBlocks)}
 	for _, m := range cfg.Registry.Modes() {
 		p, err := cfg.Registry.Build(m, cfg.Params)
 		if err != nil {
