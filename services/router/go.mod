@@ -5,6 +5,7 @@ go 1.26.7
 require (
 	switchyard.dev/libs/engine v0.0.0
 	switchyard.dev/libs/mesh v0.0.0
+	switchyard.dev/libs/trace v0.0.0
 )
 
 require (
@@ -94,3 +95,5 @@ replace switchyard.dev/libs/kvhash => ../../libs/kvhash
 replace switchyard.dev/libs/engine => ../../libs/engine
 
 replace switchyard.dev/libs/nixl => ../../libs/nixl
+
+replace switchyard.dev/libs/trace => ../../libs/trace
