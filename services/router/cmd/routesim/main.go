@@ -50,6 +50,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	fs.IntVar(&cfg.BlockSize, "block-size", 16, "tokens per KV block")
 	fs.IntVar(&cfg.MaxBatchTokens, "max-batch-tokens", 512, "token budget of a worker step")
 	fs.StringVar(&cfg.PrefillOrder, "prefill-order", "fcfs", "workers' prefill order: fcfs or shortest")
+	fs.IntVar(&cfg.LongPrefillTokens, "long-prefill-tokens", 0, "workers: while several prompts prefill, at most this many tokens of each per step (0: off)")
 	fs.IntVar(&cfg.ExpectedOutputTokens, "expected-output-tokens", 256, "decode length the router assumes")
 	fs.Uint64Var(&cfg.Seed, "seed", 1, "seed of the router's tie-breaks")
 	fs.Float64Var(&params.PrefillLoadScale, "prefill-load-scale", params.PrefillLoadScale, "router: weight of a block to prefill against a block held by a decode")

@@ -53,14 +53,16 @@ type Config struct {
 	Params  policy.Params
 	// Worker engine settings: KV blocks of BlockSize tokens (default
 	// 131,072 of 16), the step's token budget (512), the running cap (64,
-	// at most the budget), the free-block watermark (1%) and the prefill
-	// order (sched.OrderFCFS).
+	// at most the budget), the free-block watermark (1%), the prefill
+	// order (sched.OrderFCFS) and the per-prompt chunk cap under
+	// contention (0, off): the sim workers' flags of the same names.
 	NumBlocks         int
 	BlockSize         int
 	MaxBatchTokens    int
 	MaxRunning        int
 	WatermarkFraction float64
 	PrefillOrder      string
+	LongPrefillTokens int
 	Timing            sim.Timing // default sim.Polynomial
 	// ExpectedOutputTokens is the decode length the router assumes
 	// (default 256, the router's flag default); LoadTTL ends a routed
@@ -100,7 +102,8 @@ func (c *Config) withDefaults() error {
 	}
 	c.MaxRunning = min(c.MaxRunning, c.MaxBatchTokens)
 	switch {
-	case c.Workers < 0 || c.NumBlocks < 0 || c.BlockSize < 0 || c.MaxBatchTokens < 0 || c.MaxRunning < 0 || c.ExpectedOutputTokens < 0:
+	case c.Workers < 0 || c.NumBlocks < 0 || c.BlockSize < 0 || c.MaxBatchTokens < 0 || c.MaxRunning < 0 ||
+		c.LongPrefillTokens < 0 || c.ExpectedOutputTokens < 0:
 		return fmt.Errorf("routesim: negative setting in %+v", *c)
 	case c.WatermarkFraction < 0 || c.WatermarkFraction >= 1:
 		return fmt.Errorf("routesim: watermark fraction %v: want [0, 1)", c.WatermarkFraction)
@@ -284,7 +287,8 @@ func newReplay(cfg Config) (*replay, error) {
 			return nil, fmt.Errorf("routesim: %w", err)
 		}
 		sc, err := sched.New(sched.Config{MaxBatchTokens: cfg.MaxBatchTokens, MaxRunning: cfg.MaxRunning,
-			WatermarkBlocks: int(cfg.WatermarkFraction*float64(cfg.NumBlocks) + 0.5), Order: cfg.PrefillOrder}, kv)
+			WatermarkBlocks: int(cfg.WatermarkFraction*float64(cfg.NumBlocks) + 0.5), Order: cfg.PrefillOrder,
+			LongPrefillTokens: cfg.LongPrefillTokens}, kv)
 		if err != nil {
 			return nil, fmt.Errorf("routesim: %w", err)
 		}

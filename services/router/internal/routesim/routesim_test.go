@@ -171,6 +171,7 @@ func TestRunRejectsBadInput(t *testing.T) {
 		{"bad watermark", Config{WatermarkFraction: 1}, []Request{ok}, nil},
 		{"bad order", Config{PrefillOrder: "lifo"}, []Request{ok}, nil},
 		{"negative workers", Config{Workers: -1}, []Request{ok}, nil},
+		{"negative long-prefill cap", Config{LongPrefillTokens: -1}, []Request{ok}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := Run(context.Background(), tc.cfg, slices.Values(tc.reqs))
