@@ -49,10 +49,10 @@ bench: ## replay a trace against a local mesh of sim workers, report in OUT (var
 	@scripts/bench.sh
 
 .PHONY: routesim
-routesim: ## replay a trace on a virtual clock through the router's own decisions and simulated workers, seconds a trace (vars: TRACE NUM_BLOCKS RATE LIMIT ROUTESIM_ARGS); see docs/benchmarks.md
+routesim: ## replay a trace on a virtual clock through the router's own decisions and simulated workers, seconds a trace (vars: TRACE NUM_BLOCKS RATE LIMIT SIM_CONTEXT ROUTESIM_ARGS); see docs/benchmarks.md
 	@t=$${TRACE:-conversation}; case $$t in conversation | synthetic) t=../shared/traces/$${t}_trace.jsonl ;; esac; \
 	go run ./services/router/cmd/routesim -trace "$$t" -limit $${LIMIT:-0} -rate $${RATE:-1} \
-		$${NUM_BLOCKS:+-num-blocks $$NUM_BLOCKS} $${ROUTESIM_ARGS:-}
+		-context $${SIM_CONTEXT:-131072} $${NUM_BLOCKS:+-num-blocks $$NUM_BLOCKS} $${ROUTESIM_ARGS:-}
 
 .PHONY: gobench
 gobench: ## run every Go benchmark for real (slow); numbers to compare, not assertions

@@ -114,6 +114,41 @@ func New(cfg Config, exec executor.Executor, logger *slog.Logger) (*Engine, erro
 		logger = slog.New(slog.DiscardHandler)
 	}
 	m := exec.Model()
+	core, err := NewCore(cfg, m)
+	if err != nil {
+		return nil, err
+	}
+	cfg, kv := core.Config, core.KV
+	if err := exec.Bind(executor.KV{Arena: kv.Arena(), BlockSize: cfg.BlockSize, BlockBytes: cfg.BlockSize * m.KVBytesPerToken, NumBlocks: cfg.NumBlocks}); err != nil {
+		_ = kv.Close()
+		return nil, fmt.Errorf("engine: %w", err)
+	}
+	return &Engine{
+		cfg: cfg, exec: exec, log: logger, model: m, tok: exec.Tokenizer(),
+		maxLen:  core.MaxLen,
+		journal: kvevent.NewJournalAfter(cfg.EventBuffer, kvevent.RandomStart()),
+		wake:    make(chan struct{}, 1),
+		kv:      kv, sched: core.Sched, reqs: make(map[uint64]*request),
+	}, nil
+}
+
+// Core is an engine's scheduling state without its executor, goroutine or
+// streams: the block manager and scheduler a Config describes, and the
+// longest sequence it lets grow. New builds one; so does a simulation that
+// steps the scheduler on a virtual clock (the router's routesim), which so
+// schedules, evicts and preempts exactly as an engine with the same Config.
+type Core struct {
+	Config Config // defaults filled in
+	KV     *kvcache.Manager
+	Sched  *sched.Scheduler
+	// MaxLen ends a sequence (FinishLength) once it holds this many
+	// tokens: the model's context or the whole KV pool, whichever is less.
+	MaxLen int
+}
+
+// NewCore fills cfg's defaults for model m and builds its block manager
+// (with an arena when m has KVBytesPerToken) and scheduler.
+func NewCore(cfg Config, m executor.Model) (*Core, error) {
 	if err := cfg.fill(m); err != nil {
 		return nil, err
 	}
@@ -123,20 +158,18 @@ func New(cfg Config, exec executor.Executor, logger *slog.Logger) (*Engine, erro
 	}
 	watermark := int(cfg.WatermarkFraction*float64(cfg.NumBlocks) + 0.5)
 	s, err := sched.New(sched.Config{MaxBatchTokens: cfg.MaxBatchTokens, MaxRunning: cfg.MaxRunning, WatermarkBlocks: watermark, LongPrefillTokens: cfg.LongPrefillTokens, Order: cfg.PrefillOrder}, kv)
-	if err == nil {
-		err = exec.Bind(executor.KV{Arena: kv.Arena(), BlockSize: cfg.BlockSize, BlockBytes: cfg.BlockSize * m.KVBytesPerToken, NumBlocks: cfg.NumBlocks})
-	}
 	if err != nil {
 		_ = kv.Close()
 		return nil, fmt.Errorf("engine: %w", err)
 	}
-	return &Engine{
-		cfg: cfg, exec: exec, log: logger, model: m, tok: exec.Tokenizer(),
-		maxLen:  min(m.ContextLen, cfg.NumBlocks*cfg.BlockSize),
-		journal: kvevent.NewJournalAfter(cfg.EventBuffer, kvevent.RandomStart()),
-		wake:    make(chan struct{}, 1),
-		kv:      kv, sched: s, reqs: make(map[uint64]*request),
-	}, nil
+	return &Core{Config: cfg, KV: kv, Sched: s, MaxLen: min(m.ContextLen, cfg.NumBlocks*cfg.BlockSize)}, nil
+}
+
+// StepStats sets what a timing model reads of plan p's step in b: its
+// token counts and the occupancy of kv, the pool it was planned from.
+func StepStats(b *executor.Batch, p *sched.Plan, kv *kvcache.Manager) {
+	b.PrefillTokens, b.DecodeTokens = p.PrefillTokens, p.DecodeTokens
+	b.UsedBlocks, b.TotalBlocks = kv.Used(), kv.NumBlocks()
 }
 
 // Close releases the KV arena. It fails while Run is active: the executor

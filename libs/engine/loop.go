@@ -116,8 +116,7 @@ func (e *Engine) fillBatch(b *executor.Batch, p *sched.Plan) {
 			Sample: it.Sample, Sampler: r.sampler, Seed: r.seed,
 		})
 	}
-	b.PrefillTokens, b.DecodeTokens = p.PrefillTokens, p.DecodeTokens
-	b.UsedBlocks, b.TotalBlocks = e.kv.Used(), e.kv.NumBlocks()
+	StepStats(b, p, e.kv)
 }
 
 // complete records a finished step: tokens, outputs, stops, events.

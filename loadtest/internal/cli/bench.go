@@ -150,12 +150,14 @@ func newSource(cfg *Config) (workload.Source, error) {
 			return nil, err
 		}
 		return workload.NewReplay(recs, workload.ReplayConfig{
-			Synth: trace.Synth{
-				Vocab: cfg.Vocab, TokenMin: cfg.TokenMin, BlockTokens: cfg.BlockTokens,
-				ReplayBlockTokens: cfg.TraceBlockTokens, Seed: cfg.Seed,
+			Replay: trace.Replay{
+				Synth: trace.Synth{
+					Vocab: cfg.Vocab, TokenMin: cfg.TokenMin, BlockTokens: cfg.BlockTokens,
+					ReplayBlockTokens: cfg.TraceBlockTokens, Seed: cfg.Seed,
+				},
+				Speed: cfg.Speed, MaxInputTokens: cfg.MaxInputTokens, MaxOutputTokens: cfg.MaxOutputTokens,
 			},
-			Speed: cfg.Speed, UseTimestamps: cfg.TraceTimestamps,
-			MaxInputTokens: cfg.MaxInputTokens, MaxOutputTokens: cfg.MaxOutputTokens, IgnoreEOS: cfg.IgnoreEOS,
+			UseTimestamps: cfg.TraceTimestamps, IgnoreEOS: cfg.IgnoreEOS,
 		})
 	}
 	var sched *arrival.Schedule

@@ -8,19 +8,14 @@ import (
 	"switchyard.dev/loadtest/internal/openai"
 )
 
-// ReplayConfig configures trace replay.
+// ReplayConfig configures trace replay: the prompts, lengths and arrival
+// times of trace.Replay, and how to send them.
 type ReplayConfig struct {
-	Synth trace.Synth
-	// Speed divides trace timestamps: 2 replays twice as fast.
-	Speed float64
+	trace.Replay
 	// UseTimestamps replays at the trace's arrival times; otherwise the
 	// runner sends requests as fast as its concurrency allows.
 	UseTimestamps bool
-	// MaxInputTokens and MaxOutputTokens cap prompt and generation length
-	// when positive (after block scaling).
-	MaxInputTokens  int
-	MaxOutputTokens int
-	IgnoreEOS       bool
+	IgnoreEOS     bool
 }
 
 // Replay is a Source over parsed trace records: one single-turn session per
@@ -33,11 +28,8 @@ type Replay struct {
 
 // NewReplay returns a Source replaying recs (sorted by timestamp).
 func NewReplay(recs []trace.Record, cfg ReplayConfig) (*Replay, error) {
-	if err := cfg.Synth.Validate(); err != nil {
+	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("trace replay: %w", err)
-	}
-	if cfg.Speed <= 0 {
-		return nil, fmt.Errorf("trace replay: speed %g must be > 0", cfg.Speed)
 	}
 	return &Replay{cfg: cfg, recs: recs}, nil
 }
@@ -50,8 +42,7 @@ func (r *Replay) Next() (Session, bool) {
 	i := r.next
 	r.next++
 	rec := r.recs[i]
-	at := time.Duration((rec.TimestampMs - r.recs[0].TimestampMs) / r.cfg.Speed * float64(time.Millisecond))
-	return &replaySession{id: i, at: at, rec: rec, cfg: &r.cfg}, true
+	return &replaySession{id: i, at: r.cfg.At(rec, r.recs[0]), rec: rec, cfg: &r.cfg}, true
 }
 
 // Timed implements Source.
@@ -76,13 +67,9 @@ func (s *replaySession) Next(string) (Turn, bool) {
 		return Turn{}, false
 	}
 	s.sent = true
-	toks := s.cfg.Synth.Tokens(nil, s.rec, s.cfg.MaxInputTokens)
-	out := s.rec.OutputLength
-	if s.cfg.MaxOutputTokens > 0 {
-		out = min(out, s.cfg.MaxOutputTokens)
-	}
+	toks := s.cfg.Prompt(nil, s.rec)
 	return Turn{
-		Request:     openai.Request{Tokens: toks, MaxTokens: out, IgnoreEOS: s.cfg.IgnoreEOS},
+		Request:     openai.Request{Tokens: toks, MaxTokens: s.cfg.Output(s.rec), IgnoreEOS: s.cfg.IgnoreEOS},
 		InputTokens: len(toks),
 	}, true
 }

@@ -27,10 +27,10 @@ func TestReplayKeepsTraceReuse(t *testing.T) {
 		t.Fatal(err)
 	}
 	const block = 16
-	src, err := NewReplay(recs, ReplayConfig{
+	src, err := NewReplay(recs, ReplayConfig{Replay: trace.Replay{
 		Synth: trace.Synth{Vocab: 512, TokenMin: 3, BlockTokens: 512, ReplayBlockTokens: block, Seed: 1},
 		Speed: 1,
-	})
+	}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -28,7 +28,7 @@ func TestReplay(t *testing.T) {
 		{TimestampMs: 5000, InputLength: 100, OutputLength: 7, HashIDs: []int64{2}},
 	}
 	synth := trace.Synth{Vocab: 512, TokenMin: 3, BlockTokens: 512, ReplayBlockTokens: 16, Seed: 1}
-	src, err := NewReplay(recs, ReplayConfig{Synth: synth, Speed: 2, UseTimestamps: true, MaxOutputTokens: 20, IgnoreEOS: true})
+	src, err := NewReplay(recs, ReplayConfig{Replay: trace.Replay{Synth: synth, Speed: 2, MaxOutputTokens: 20}, UseTimestamps: true, IgnoreEOS: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,10 +71,10 @@ func TestReplay(t *testing.T) {
 func TestReplayRejects(t *testing.T) {
 	t.Parallel()
 	good := trace.Synth{Vocab: 512, BlockTokens: 512, ReplayBlockTokens: 512}
-	if _, err := NewReplay(nil, ReplayConfig{Synth: good, Speed: 0}); err == nil {
+	if _, err := NewReplay(nil, ReplayConfig{Replay: trace.Replay{Synth: good, Speed: 0}}); err == nil {
 		t.Error("speed 0 accepted")
 	}
-	if _, err := NewReplay(nil, ReplayConfig{Synth: trace.Synth{Vocab: 1}, Speed: 1}); err == nil {
+	if _, err := NewReplay(nil, ReplayConfig{Replay: trace.Replay{Synth: trace.Synth{Vocab: 1}, Speed: 1}}); err == nil {
 		t.Error("bad synth accepted")
 	}
 }

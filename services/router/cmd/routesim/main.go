@@ -15,6 +15,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -27,37 +28,42 @@ import (
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	if err := run(ctx, os.Args[1:], os.Stdout); err != nil {
-		if !errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintln(os.Stderr, "routesim:", err)
-		}
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		return
+	case err != nil:
+		fmt.Fprintln(os.Stderr, "routesim:", err)
+		stop()
 		os.Exit(2)
 	}
 }
 
-func run(ctx context.Context, args []string, stdout io.Writer) error {
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("routesim", flag.ContinueOnError)
+	fs.SetOutput(stderr)
 	var (
 		cfg    routesim.Config
-		rp     = routesim.Replay{Synth: trace.Synth{Vocab: 32000, TokenMin: 3, BlockTokens: 512, ReplayBlockTokens: 512, Seed: 1}}
+		rp     = trace.Replay{Synth: trace.Synth{Vocab: 32000, TokenMin: 3, BlockTokens: 512, ReplayBlockTokens: 512, Seed: 1}}
 		params = policy.DefaultParams()
 	)
 	path := fs.String("trace", "", "Mooncake trace (JSON lines); required")
 	limit := fs.Int("limit", 0, "replay only the first this many records (0: all)")
-	modes := fs.String("modes", "kv,round-robin", "router modes to replay, comma-separated; the first is the baseline of the ratio column")
+	modeList := fs.String("modes", "kv,round-robin", "router modes to replay, comma-separated; the ratio column divides by the first")
 	fs.IntVar(&cfg.Workers, "workers", 8, "simulated workers")
-	fs.IntVar(&cfg.NumBlocks, "num-blocks", 131072, "KV blocks per worker")
-	fs.IntVar(&cfg.BlockSize, "block-size", 16, "tokens per KV block")
-	fs.IntVar(&cfg.MaxBatchTokens, "max-batch-tokens", 512, "token budget of a worker step")
-	fs.StringVar(&cfg.PrefillOrder, "prefill-order", "fcfs", "workers' prefill order: fcfs or shortest")
-	fs.IntVar(&cfg.LongPrefillTokens, "long-prefill-tokens", 0, "workers: while several prompts prefill, at most this many tokens of each per step (0: off)")
+	fs.IntVar(&cfg.ContextLen, "context", 131072, "simulated model context in tokens (make bench's SIM_CONTEXT)")
+	fs.IntVar(&cfg.Engine.NumBlocks, "num-blocks", 0, "KV blocks per worker (0: room for 16 full contexts)")
+	fs.IntVar(&cfg.Engine.BlockSize, "block-size", 16, "tokens per KV block")
+	fs.IntVar(&cfg.Engine.MaxBatchTokens, "max-batch-tokens", 512, "token budget of a worker step")
+	fs.StringVar(&cfg.Engine.PrefillOrder, "prefill-order", "fcfs", "workers' prefill order: fcfs or shortest")
+	fs.IntVar(&cfg.Engine.LongPrefillTokens, "long-prefill-tokens", 0, "workers: while several prompts prefill, at most this many tokens of each per step (0: off)")
 	fs.IntVar(&cfg.ExpectedOutputTokens, "expected-output-tokens", 256, "decode length the router assumes")
 	fs.Uint64Var(&cfg.Seed, "seed", 1, "seed of the router's tie-breaks")
 	fs.Float64Var(&params.PrefillLoadScale, "prefill-load-scale", params.PrefillLoadScale, "router: weight of a block to prefill against a block held by a decode")
 	fs.Float64Var(&params.OwnPrefillWeight, "own-prefill-weight", params.OwnPrefillWeight, "router: weight of the request's own uncached blocks against queued ones")
 	fs.Float64Var(&params.Temperature, "temperature", 0, "router: softmax temperature (0: lowest cost)")
-	fs.Float64Var(&rp.Rate, "rate", 1, "arrival rate against the trace's own (1.1: a tenth more load)")
-	fs.IntVar(&rp.MaxInputTokens, "max-input-tokens", 129024, "truncate prompts to this many tokens, as make bench does (0: no cap)")
+	fs.Float64Var(&rp.Speed, "rate", 1, "arrival rate against the trace's own (1.1: a tenth more load)")
+	fs.IntVar(&rp.MaxInputTokens, "max-input-tokens", 0, "truncate prompts to this many tokens (0: context - 2048, as make bench does)")
 	fs.IntVar(&rp.MaxOutputTokens, "max-output-tokens", 2048, "cap generations, as make bench does (0: no cap)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -65,16 +71,26 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	if *path == "" || fs.NArg() > 0 {
 		return errors.New("want -trace FILE and no arguments")
 	}
+	modes, err := parseModes(*modeList)
+	if err != nil {
+		return err
+	}
+	if rp.MaxInputTokens == 0 {
+		rp.MaxInputTokens = max(cfg.ContextLen-2048, 1)
+	}
 	cfg.Params = params
+	if err := rp.Validate(); err != nil {
+		return fmt.Errorf("replay: %w", err)
+	}
 	recs, err := trace.ReadFile(*path, rp.Synth.BlockTokens, *limit)
 	if err != nil {
 		return err
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "mode\tmean TTFT ms\tp50\tp90\tp99\thit ratio\tfailed\tpreempted\tratio to %s\t\n", strings.Split(*modes, ",")[0])
+	fmt.Fprintf(tw, "mode\tmean TTFT ms\tp50\tp90\tp99\thit ratio\tfailed\tpreempted\tmean ÷ %s's\t\n", modes[0])
 	var base time.Duration
-	for i, mode := range strings.Split(*modes, ",") {
-		reqs, err := rp.Requests(recs)
+	for i, mode := range modes {
+		reqs, err := routesim.Requests(recs, rp)
 		if err != nil {
 			return err
 		}
@@ -94,4 +110,22 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 			100*res.HitRatio(), res.Failed, res.Preemptions, float64(mean)/float64(max(base, 1)))
 	}
 	return tw.Flush()
+}
+
+// parseModes splits a comma-separated mode list and checks every name
+// before anything runs (a whole trace takes seconds per mode).
+func parseModes(list string) ([]string, error) {
+	known := policy.NewRegistry().Modes()
+	var modes []string
+	for m := range strings.SplitSeq(list, ",") {
+		m = strings.TrimSpace(m)
+		switch {
+		case m == "":
+			return nil, fmt.Errorf("-modes %q: empty mode name", list)
+		case m == policy.ModeDirect || !slices.Contains(known, m):
+			return nil, fmt.Errorf("-modes %q: unknown mode %q (want %s)", list, m, strings.Join(slices.DeleteFunc(known, func(k string) bool { return k == policy.ModeDirect }), ", "))
+		}
+		modes = append(modes, m)
+	}
+	return modes, nil
 }

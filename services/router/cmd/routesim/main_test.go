@@ -2,8 +2,8 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -20,6 +20,7 @@ func writeTrace(t *testing.T, lines ...string) string {
 }
 
 func TestRunPrintsEachMode(t *testing.T) {
+	t.Parallel()
 	var lines []string
 	for i := range 40 {
 		// Four conversations, each turn one block longer than the last.
@@ -33,18 +34,23 @@ func TestRunPrintsEachMode(t *testing.T) {
 	}
 	path := writeTrace(t, lines...)
 	var out bytes.Buffer
-	if err := run(context.Background(), []string{"-trace", path, "-workers", "3", "-modes", "kv,round-robin,random"}, &out); err != nil {
+	if err := run(t.Context(), []string{"-trace", path, "-workers", "3", "-modes", "kv, round-robin,random"}, &out, io.Discard); err != nil {
 		t.Fatal(err)
 	}
-	got := out.String()
-	for _, want := range []string{"mean TTFT ms", "ratio to kv", " kv ", " round-robin ", " random ", "1.00x"} {
-		if !strings.Contains(got, want) {
-			t.Errorf("output lacks %q:\n%s", want, got)
+	rows := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(rows) != 4 || !strings.Contains(rows[0], "mean TTFT ms") || !strings.Contains(rows[0], "kv's") {
+		t.Fatalf("want a header and three rows:\n%s", out.String())
+	}
+	for i, mode := range []string{"kv", "round-robin", "random"} {
+		f := strings.Fields(rows[i+1])
+		if len(f) != 9 || f[0] != mode || f[6] != "0" {
+			t.Errorf("row %d %q: want mode %s, nine columns, nothing failed", i, rows[i+1], mode)
 		}
 	}
 }
 
 func TestRunRefusesBadInput(t *testing.T) {
+	t.Parallel()
 	good := writeTrace(t, `{"timestamp": 0, "input_length": 100, "output_length": 2, "hash_ids": [1]}`)
 	bad := writeTrace(t, `{"timestamp": 0, "input_length": 100, "output_length": 2}`)
 	for _, tc := range []struct {
@@ -54,15 +60,19 @@ func TestRunRefusesBadInput(t *testing.T) {
 	}{
 		{"no trace", nil, "want -trace"},
 		{"stray argument", []string{"-trace", good, "extra"}, "want -trace"},
-		{"unknown mode", []string{"-trace", good, "-modes", "kv,nearest"}, "nearest"},
+		{"unknown mode", []string{"-trace", good, "-modes", "kv,nearest"}, `unknown mode "nearest"`},
+		{"direct mode", []string{"-trace", good, "-modes", "direct"}, `unknown mode "direct"`},
+		{"empty mode", []string{"-trace", good, "-modes", "kv,"}, "empty mode name"},
 		{"bad record", []string{"-trace", bad}, "hash_ids"},
 		{"missing file", []string{"-trace", filepath.Join(t.TempDir(), "none.jsonl")}, "open trace"},
 		{"bad flag", []string{"-trace", good, "-workers", "x"}, "invalid value"},
-		{"negative rate", []string{"-trace", good, "-rate", "-1"}, "negative"},
+		{"negative rate", []string{"-trace", good, "-rate", "-1"}, "speed -1 must be > 0"},
+		{"negative workers", []string{"-trace", good, "-workers", "-2"}, "-2 workers"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			var out bytes.Buffer
-			err := run(context.Background(), tc.args, &out)
+			err := run(t.Context(), tc.args, &out, io.Discard)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("error %v, want one containing %q", err, tc.want)
 			}

@@ -69,7 +69,8 @@ type Config struct {
 	Source mrand.Source
 }
 
-// Router decides. It is safe for concurrent use.
+// Router decides. It is safe for concurrent use, unless Config.Source is a
+// generator that is not (then one goroutine at a time may call Decide).
 type Router struct {
 	cfg      Config
 	profiles map[string]*policy.Profile

@@ -5,9 +5,11 @@ import (
 	"errors"
 	"os"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
+	"switchyard.dev/libs/engine"
 	"switchyard.dev/libs/engine/executor"
 	"switchyard.dev/libs/engine/sim"
 	"switchyard.dev/libs/trace"
@@ -20,9 +22,9 @@ func prompt(group, id uint32, shared, n int) []uint32 {
 	p := make([]uint32, n)
 	for i := range p {
 		if i < shared {
-			p[i] = 300 + uint32(mix(uint64(group)<<32|uint64(i))%30000)
+			p[i] = 300 + uint32(trace.Mix64(uint64(group)<<32|uint64(i))%30000)
 		} else {
-			p[i] = 300 + uint32(mix(uint64(group)<<48|uint64(id)<<32|uint64(i))%30000)
+			p[i] = 300 + uint32(trace.Mix64(uint64(group)<<48|uint64(id)<<32|uint64(i))%30000)
 		}
 	}
 	return p
@@ -46,7 +48,7 @@ func conversations(convs, turns int, gap time.Duration) []Request {
 
 func run(t *testing.T, cfg Config, reqs []Request) *Result {
 	t.Helper()
-	res, err := Run(context.Background(), cfg, slices.Values(reqs))
+	res, err := Run(t.Context(), cfg, slices.Values(reqs))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,12 +58,13 @@ func run(t *testing.T, cfg Config, reqs []Request) *Result {
 	return res
 }
 
-// stepMS is the sim's time of a prefill-only step of n tokens.
+// stepTime is the sim's time of a prefill-only step of n tokens.
 func stepTime(n int) time.Duration {
 	return sim.Polynomial{}.StepTime(&executor.Batch{PrefillTokens: n})
 }
 
 func TestLoneRequestTakesItsModelledTime(t *testing.T) {
+	t.Parallel()
 	// 1,000 tokens on an idle worker: a 512-token step, then a 488-token
 	// step that samples the first token; nothing else runs.
 	res := run(t, Config{Workers: 2}, []Request{{At: time.Second, Prompt: prompt(1, 1, 0, 1000), Output: 1}})
@@ -78,6 +81,7 @@ func TestLoneRequestTakesItsModelledTime(t *testing.T) {
 }
 
 func TestKVRoutesAFollowUpToItsPrefix(t *testing.T) {
+	t.Parallel()
 	first := prompt(7, 0, 2000, 2000)
 	follow := append(slices.Clone(first), prompt(7, 1, 0, 300)...)
 	reqs := []Request{
@@ -98,6 +102,7 @@ func TestKVRoutesAFollowUpToItsPrefix(t *testing.T) {
 }
 
 func TestKVBeatsRoundRobinOnConversations(t *testing.T) {
+	t.Parallel()
 	reqs := conversations(23, 6, 60*time.Millisecond)
 	kv := run(t, Config{Workers: 4, Mode: policy.ModeKV}, reqs)
 	rr := run(t, Config{Workers: 4, Mode: policy.ModeRoundRobin}, reqs)
@@ -117,76 +122,107 @@ func TestKVBeatsRoundRobinOnConversations(t *testing.T) {
 }
 
 func TestSameInputsSameOutcome(t *testing.T) {
+	t.Parallel()
 	reqs := conversations(10, 4, 30*time.Millisecond)
-	cfg := Config{Workers: 3, Params: policy.Params{Weights: policy.DefaultTierWeights(), PrefillLoadScale: 16, OwnPrefillWeight: 8, Temperature: 0.5}, Seed: 42}
+	params := policy.DefaultParams()
+	params.Temperature = 0.5 // sampled picks: the seed decides them
+	cfg := Config{Workers: 3, Params: params, Seed: 42}
 	a, b := run(t, cfg, reqs), run(t, cfg, reqs)
 	if !slices.Equal(a.Requests, b.Requests) || a.End != b.End {
 		t.Fatal("two replays of the same inputs differ")
 	}
+	cfg.Seed = 43
+	if c := run(t, cfg, reqs); slices.Equal(a.Requests, c.Requests) {
+		t.Fatal("another seed made every sampled pick the same: the seed is not used")
+	}
 }
 
 func TestSmallCacheEvictsAndStillCompletes(t *testing.T) {
-	// 400 blocks of 16 tokens per worker: every conversation's prompt
-	// soon outgrows what a worker can keep cached for it.
+	t.Parallel()
+	// 400 blocks of 16 tokens a worker: every conversation's prompt soon
+	// outgrows what a worker can keep cached for it.
 	reqs := conversations(8, 5, 40*time.Millisecond)
-	res := run(t, Config{Workers: 2, NumBlocks: 400}, reqs)
-	for i, o := range res.Requests {
-		if o.TTFT < 0 {
-			t.Fatalf("request %d failed", i)
-		}
+	small := run(t, Config{Workers: 2, Engine: engine.Config{NumBlocks: 400}}, reqs)
+	large := run(t, Config{Workers: 2, Engine: engine.Config{NumBlocks: 40000}}, reqs)
+	if small.Failed != 0 || large.Failed != 0 {
+		t.Fatalf("failed: %d with 400 blocks, %d with 40,000", small.Failed, large.Failed)
 	}
-	if res.HitRatio() == 0 {
-		t.Fatal("no prefix hit at all")
-	}
-}
-
-func TestTooLargeFailsAloneAndTheRestRuns(t *testing.T) {
-	reqs := []Request{
-		{At: 0, Prompt: prompt(1, 1, 0, 100*16+1), Output: 1}, // more than 100 blocks
-		{At: time.Millisecond, Prompt: prompt(2, 1, 0, 50), Output: 3},
-	}
-	res := run(t, Config{Workers: 1, NumBlocks: 100}, reqs)
-	if res.Failed != 1 || res.Requests[0].TTFT != -1 {
-		t.Fatalf("failed %d, first outcome %+v; want the oversized request failed", res.Failed, res.Requests[0])
-	}
-	if res.Requests[1].TTFT <= 0 {
-		t.Fatalf("second request %+v did not run", res.Requests[1])
-	}
-	if got := res.TTFTs(); len(got) != 1 {
-		t.Fatalf("TTFTs %v: the failed request counts", got)
+	if small.HitRatio() == 0 || small.HitRatio() >= large.HitRatio() {
+		t.Fatalf("hit ratio %.3f with 400 blocks against %.3f with 40,000: want some hits, and fewer than without eviction",
+			small.HitRatio(), large.HitRatio())
 	}
 }
 
-func TestRunRejectsBadInput(t *testing.T) {
-	ok := Request{At: time.Second, Prompt: []uint32{300, 301}, Output: 1}
+func TestOversizedRequestsFailAloneAndTheRestRuns(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
-		name string
-		cfg  Config
-		reqs []Request
-		want error
+		name  string
+		first Request
 	}{
-		{"out of order", Config{}, []Request{ok, {At: 0, Prompt: ok.Prompt}}, ErrOutOfOrder},
-		{"empty prompt", Config{}, []Request{{At: 0}}, nil},
-		{"unknown mode", Config{Mode: "nearest"}, []Request{ok}, nil},
-		{"bad watermark", Config{WatermarkFraction: 1}, []Request{ok}, nil},
-		{"bad order", Config{PrefillOrder: "lifo"}, []Request{ok}, nil},
-		{"negative workers", Config{Workers: -1}, []Request{ok}, nil},
-		{"negative long-prefill cap", Config{LongPrefillTokens: -1}, []Request{ok}, nil},
+		// 10 blocks of 16 tokens: the engine's longest sequence is 160.
+		{"prompt the worker refuses", Request{At: 0, Prompt: prompt(1, 1, 0, 160), Output: 1}},
+		// Fits on admission, then grows to the whole pool: it finishes
+		// at the pool's size, as an engine ends it (FinishLength).
+		{"generation that outgrows the pool", Request{At: 0, Prompt: prompt(1, 1, 0, 100), Output: 200}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := Run(context.Background(), tc.cfg, slices.Values(tc.reqs))
-			if err == nil {
-				t.Fatal("no error")
+			t.Parallel()
+			reqs := []Request{tc.first, {At: time.Millisecond, Prompt: prompt(2, 1, 0, 20), Output: 3}}
+			res := run(t, Config{Workers: 1, Engine: engine.Config{NumBlocks: 10, MaxBatchTokens: 64}}, reqs)
+			first, second := res.Requests[0], res.Requests[1]
+			refused, wantFailed := len(tc.first.Prompt) >= 160, 0
+			if refused {
+				wantFailed = 1
 			}
-			if tc.want != nil && !errors.Is(err, tc.want) {
-				t.Fatalf("error %v, want %v", err, tc.want)
+			if first.Failed() != refused || res.Failed != wantFailed {
+				t.Fatalf("first %+v, %d failed; want it failed only when refused", first, res.Failed)
+			}
+			if second.Failed() {
+				t.Fatalf("second request %+v did not run", second)
+			}
+			if got := len(res.TTFTs()); got != 2-res.Failed {
+				t.Fatalf("%d first-token times for %d served requests", got, 2-res.Failed)
 			}
 		})
 	}
 }
 
+func TestRunRejectsBadInput(t *testing.T) {
+	t.Parallel()
+	ok := Request{At: time.Second, Prompt: []uint32{300, 301}, Output: 1}
+	for _, tc := range []struct {
+		name string
+		cfg  Config
+		reqs []Request
+		want string
+	}{
+		{"out of order", Config{}, []Request{ok, {At: 0, Prompt: ok.Prompt}}, "before the previous one"},
+		{"empty prompt", Config{}, []Request{{At: 0}}, "empty prompt"},
+		{"unknown mode", Config{Mode: "nearest"}, []Request{ok}, `unknown mode "nearest"`},
+		{"bad watermark", Config{Engine: engine.Config{WatermarkFraction: 1}}, []Request{ok}, "invalid config"},
+		{"bad order", Config{Engine: engine.Config{PrefillOrder: "lifo"}}, []Request{ok}, `"lifo"`},
+		{"negative workers", Config{Workers: -1}, []Request{ok}, "-1 workers"},
+		{"negative context", Config{ContextLen: -5}, []Request{ok}, "context of -5"},
+		{"negative load TTL", Config{LoadTTL: -time.Second}, []Request{ok}, "load TTL"},
+		{"negative long-prefill cap", Config{Engine: engine.Config{LongPrefillTokens: -1}}, []Request{ok}, "invalid config"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := Run(t.Context(), tc.cfg, slices.Values(tc.reqs))
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %v, want one containing %q", err, tc.want)
+			}
+		})
+	}
+	_, err := Run(t.Context(), Config{}, slices.Values([]Request{ok, {At: 0, Prompt: ok.Prompt}}))
+	if !errors.Is(err, ErrOutOfOrder) {
+		t.Fatalf("error %v, want ErrOutOfOrder", err)
+	}
+}
+
 func TestRunStopsWithItsContext(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
+	t.Parallel()
+	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
 	_, err := Run(ctx, Config{}, slices.Values(conversations(50, 3, time.Millisecond)))
 	if !errors.Is(err, context.Canceled) {
@@ -195,11 +231,12 @@ func TestRunStopsWithItsContext(t *testing.T) {
 }
 
 func TestQuantile(t *testing.T) {
+	t.Parallel()
 	ts := []time.Duration{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}
 	for _, tc := range []struct {
 		q    float64
 		want time.Duration
-	}{{0, 1}, {0.5, 5}, {0.9, 9}, {0.99, 10}, {1, 10}} {
+	}{{0, 1}, {0.1, 1}, {0.5, 5}, {0.9, 9}, {0.94, 10}, {0.99, 10}, {1, 10}} {
 		if got := Quantile(ts, tc.q); got != tc.want {
 			t.Errorf("Quantile(%v) = %v, want %v", tc.q, got, tc.want)
 		}
@@ -209,38 +246,38 @@ func TestQuantile(t *testing.T) {
 	}
 }
 
-func TestReplayRequests(t *testing.T) {
+func TestRequestsFromRecords(t *testing.T) {
+	t.Parallel()
 	recs := []trace.Record{
-		{TimestampMs: 0, InputLength: 700, OutputLength: 5000, HashIDs: []int64{1, 2}},
-		{TimestampMs: 300, InputLength: 1024, OutputLength: 3, HashIDs: []int64{1, 3}},
+		{TimestampMs: 50, InputLength: 700, OutputLength: 5000, HashIDs: []int64{1, 2}},
+		{TimestampMs: 350, InputLength: 1024, OutputLength: 3, HashIDs: []int64{1, 3}},
 	}
-	rp := Replay{Synth: trace.Synth{Vocab: 32000, TokenMin: 3, BlockTokens: 512, ReplayBlockTokens: 512, Seed: 1},
-		Rate: 2, MaxInputTokens: 1000, MaxOutputTokens: 2048}
-	seq, err := rp.Requests(recs)
+	rp := trace.Replay{Synth: trace.Synth{Vocab: 32000, TokenMin: 3, BlockTokens: 512, ReplayBlockTokens: 512, Seed: 1},
+		Speed: 2, MaxInputTokens: 1000, MaxOutputTokens: 2048}
+	seq, err := Requests(recs, rp)
 	if err != nil {
 		t.Fatal(err)
 	}
 	got := slices.Collect(seq)
-	if len(got) != 2 {
-		t.Fatalf("%d requests", len(got))
+	if len(got) != 2 || got[0].At != 0 || got[1].At != 150*time.Millisecond {
+		t.Fatalf("requests %d, arrivals %v: want 2, at 0 and 150ms", len(got), []time.Duration{got[0].At, got[1].At})
 	}
-	if got[0].At != 0 || got[1].At != 150*time.Millisecond {
-		t.Errorf("arrivals %v, %v: want 0 and 150ms at rate 2", got[0].At, got[1].At)
+	for i, want := range []Request{{Prompt: make([]uint32, 700), Output: 2048}, {Prompt: make([]uint32, 1000), Output: 3}} {
+		if len(got[i].Prompt) != len(want.Prompt) || got[i].Output != want.Output {
+			t.Errorf("request %d: %d prompt tokens, output %d; want %d and %d", i, len(got[i].Prompt), got[i].Output, len(want.Prompt), want.Output)
+		}
+		toks := rp.Prompt(nil, recs[i])
+		for j, tok := range toks {
+			if got[i].Prompt[j] != uint32(tok) {
+				t.Fatalf("request %d token %d is %d, loadtest's replay sends %d", i, j, got[i].Prompt[j], tok)
+			}
+		}
 	}
-	if len(got[0].Prompt) != 700 || len(got[1].Prompt) != 1000 {
-		t.Errorf("prompt lengths %d, %d: want 700 and 1000 (capped)", len(got[0].Prompt), len(got[1].Prompt))
+	if _, err := Requests(recs, trace.Replay{Synth: rp.Synth}); err == nil {
+		t.Error("zero speed accepted")
 	}
-	if got[0].Output != 2048 || got[1].Output != 3 {
-		t.Errorf("outputs %d, %d: want 2048 (capped) and 3", got[0].Output, got[1].Output)
-	}
-	if !slices.Equal(got[0].Prompt[:512], got[1].Prompt[:512]) || slices.Equal(got[0].Prompt[512:600], got[1].Prompt[512:600]) {
-		t.Error("hash id 1 should give both prompts the same first 512 tokens, and only those")
-	}
-	if _, err := (Replay{Synth: rp.Synth, Rate: -1}).Requests(recs); err == nil {
-		t.Error("negative rate accepted")
-	}
-	if _, err := (Replay{}).Requests(recs); err == nil {
-		t.Error("zero synth accepted")
+	if _, err := Requests(nil, rp); err == nil {
+		t.Error("no records accepted")
 	}
 }
 
@@ -248,6 +285,7 @@ func TestReplayRequests(t *testing.T) {
 // Mooncake conversation trace: on a real trace, kv must reuse more and wait
 // less than round-robin.
 func TestSharedConversationPrefix(t *testing.T) {
+	t.Parallel()
 	const path = "../../../../../shared/traces/conversation_trace.jsonl"
 	if _, err := os.Stat(path); err != nil {
 		t.Skipf("shared trace not present (%v)", err)
@@ -256,15 +294,15 @@ func TestSharedConversationPrefix(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rp := Replay{Synth: trace.Synth{Vocab: 32000, TokenMin: 3, BlockTokens: 512, ReplayBlockTokens: 512, Seed: 1},
-		MaxInputTokens: 129024, MaxOutputTokens: 2048}
+	rp := trace.Replay{Synth: trace.Synth{Vocab: 32000, TokenMin: 3, BlockTokens: 512, ReplayBlockTokens: 512, Seed: 1},
+		Speed: 1, MaxInputTokens: 129024, MaxOutputTokens: 2048}
 	results := map[string]*Result{}
 	for _, mode := range []string{policy.ModeKV, policy.ModeRoundRobin} {
-		reqs, err := rp.Requests(recs)
+		reqs, err := Requests(recs, rp)
 		if err != nil {
 			t.Fatal(err)
 		}
-		res, err := Run(context.Background(), Config{Mode: mode}, reqs)
+		res, err := Run(t.Context(), Config{Mode: mode}, reqs)
 		if err != nil {
 			t.Fatal(err)
 		}
