@@ -9,6 +9,7 @@ package main
 
 import (
 	"context"
+	"encoding/csv"
 	"errors"
 	"flag"
 	"fmt"
@@ -16,6 +17,7 @@ import (
 	"os"
 	"os/signal"
 	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -65,6 +67,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.Float64Var(&rp.Speed, "rate", 1, "arrival rate against the trace's own (1.1: a tenth more load)")
 	fs.IntVar(&rp.MaxInputTokens, "max-input-tokens", 0, "truncate prompts to this many tokens (0: context - 2048, as make bench does)")
 	fs.IntVar(&rp.MaxOutputTokens, "max-output-tokens", 2048, "cap generations, as make bench does (0: no cap)")
+	csvPath := fs.String("csv", "", "also write every request's outcome, mode by mode, to this CSV file")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -86,6 +89,18 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	var (
+		rows    *csv.Writer
+		csvFile *os.File
+	)
+	if *csvPath != "" {
+		if csvFile, err = os.Create(*csvPath); err != nil {
+			return err
+		}
+		defer csvFile.Close() // on early returns; closed and checked below
+		rows = csv.NewWriter(csvFile)
+		_ = rows.Write([]string{"mode", "request", "worker", "ttft_ms", "prompt_tokens", "cached_tokens"})
+	}
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(tw, "mode\tmean TTFT ms\tp50\tp90\tp99\thit ratio\tfailed\tpreempted\tmean ÷ %s's\t\n", modes[0])
 	var base time.Duration
@@ -100,6 +115,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		if err != nil {
 			return fmt.Errorf("mode %s: %w", mode, err)
 		}
+		if rows != nil {
+			writeOutcomes(rows, mode, res)
+		}
 		ts, mean := res.TTFTs(), res.MeanTTFT()
 		if i == 0 {
 			base = mean
@@ -109,7 +127,26 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			ms(routesim.Quantile(ts, 0.5)), ms(routesim.Quantile(ts, 0.9)), ms(routesim.Quantile(ts, 0.99)),
 			100*res.HitRatio(), res.Failed, res.Preemptions, float64(mean)/float64(max(base, 1)))
 	}
+	if rows != nil {
+		rows.Flush()
+		if err := errors.Join(rows.Error(), csvFile.Close()); err != nil {
+			return fmt.Errorf("-csv %s: %w", *csvPath, err)
+		}
+	}
 	return tw.Flush()
+}
+
+// writeOutcomes adds one CSV row per request of res (ttft_ms empty for a
+// failed request); errors surface at the writer's Flush.
+func writeOutcomes(w *csv.Writer, mode string, res *routesim.Result) {
+	for i, o := range res.Requests {
+		ttft := ""
+		if !o.Failed() {
+			ttft = strconv.FormatFloat(float64(o.TTFT)/float64(time.Millisecond), 'f', 3, 64)
+		}
+		_ = w.Write([]string{mode, strconv.Itoa(i), strconv.Itoa(o.Worker), ttft,
+			strconv.Itoa(o.PromptTokens), strconv.Itoa(o.CachedTokens)})
+	}
 }
 
 // parseModes splits a comma-separated mode list and checks every name

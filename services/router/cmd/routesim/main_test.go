@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/csv"
 	"fmt"
 	"io"
 	"os"
@@ -34,8 +35,23 @@ func TestRunPrintsEachMode(t *testing.T) {
 	}
 	path := writeTrace(t, lines...)
 	var out bytes.Buffer
-	if err := run(t.Context(), []string{"-trace", path, "-workers", "3", "-modes", "kv, round-robin,random"}, &out, io.Discard); err != nil {
+	csvPath := filepath.Join(t.TempDir(), "outcomes.csv")
+	if err := run(t.Context(), []string{"-trace", path, "-workers", "3", "-modes", "kv, round-robin,random", "-csv", csvPath}, &out, io.Discard); err != nil {
 		t.Fatal(err)
+	}
+	data, err := os.ReadFile(csvPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs, err := csv.NewReader(bytes.NewReader(data)).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(recs) != 1+3*40 || strings.Join(recs[0], ",") != "mode,request,worker,ttft_ms,prompt_tokens,cached_tokens" {
+		t.Fatalf("CSV has %d rows, header %v: want a header and 40 rows a mode", len(recs), recs[0])
+	}
+	if r := recs[1+40+5]; r[0] != "round-robin" || r[1] != "5" || r[2] != "2" || r[3] == "" {
+		t.Fatalf("round-robin's request 5: %v, want worker 2 (5 mod 3) and a TTFT", r)
 	}
 	rows := strings.Split(strings.TrimSpace(out.String()), "\n")
 	if len(rows) != 4 || !strings.Contains(rows[0], "mean TTFT ms") || !strings.Contains(rows[0], "kv's") {
@@ -66,6 +82,7 @@ func TestRunRefusesBadInput(t *testing.T) {
 		{"bad record", []string{"-trace", bad}, "hash_ids"},
 		{"missing file", []string{"-trace", filepath.Join(t.TempDir(), "none.jsonl")}, "open trace"},
 		{"bad flag", []string{"-trace", good, "-workers", "x"}, "invalid value"},
+		{"unwritable csv", []string{"-trace", good, "-csv", filepath.Join(t.TempDir(), "no", "such", "dir.csv")}, "no such file"},
 		{"negative rate", []string{"-trace", good, "-rate", "-1"}, "speed -1 must be > 0"},
 		{"negative workers", []string{"-trace", good, "-workers", "-2"}, "-2 workers"},
 	} {
