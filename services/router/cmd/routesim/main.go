@@ -103,12 +103,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(tw, "mode\tmean TTFT ms\tp50\tp90\tp99\thit ratio\tfailed\tpreempted\tmean ÷ %s's\t\n", modes[0])
+	reqs, err := routesim.Requests(recs, rp) // replayable: each mode ranges over it anew
+	if err != nil {
+		return err
+	}
 	var base time.Duration
 	for i, mode := range modes {
-		reqs, err := routesim.Requests(recs, rp)
-		if err != nil {
-			return err
-		}
 		c := cfg
 		c.Mode = mode
 		res, err := routesim.Run(ctx, c, reqs)

@@ -62,15 +62,18 @@ func (r *Result) TTFTs() []time.Duration {
 
 // MeanTTFT is the mean first-token time of the requests that did not fail.
 func (r *Result) MeanTTFT() time.Duration {
-	ts := r.TTFTs()
-	if len(ts) == 0 {
+	var sum time.Duration
+	n := 0
+	for _, o := range r.Requests {
+		if !o.Failed() {
+			sum += o.TTFT
+			n++
+		}
+	}
+	if n == 0 {
 		return 0
 	}
-	var sum time.Duration
-	for _, t := range ts {
-		sum += t
-	}
-	return sum / time.Duration(len(ts))
+	return sum / time.Duration(n)
 }
 
 // Quantile returns the nearest-rank q-quantile (q in [0, 1]) of sorted ts:

@@ -25,7 +25,6 @@ import (
 	"fmt"
 	"iter"
 	"math/rand/v2"
-	"slices"
 	"strconv"
 	"time"
 
@@ -178,6 +177,7 @@ type replay struct {
 	router  *route.Router
 	index   *radix.Index
 	workers []*worker
+	pos     map[string]int // worker name → index in workers
 	events  eventQueue
 	now     time.Duration
 	epoch   time.Time
@@ -205,7 +205,7 @@ type inflight struct {
 }
 
 func newReplay(cfg Config) (*replay, error) {
-	s := &replay{cfg: cfg, index: radix.New(), epoch: time.Unix(0, 0)}
+	s := &replay{cfg: cfg, index: radix.New(), epoch: time.Unix(0, 0), pos: map[string]int{}}
 	insts := make([]discovery.Instance, cfg.Workers)
 	for i := range cfg.Workers {
 		name := "sim-" + strconv.Itoa(i)
@@ -216,6 +216,7 @@ func newReplay(cfg Config) (*replay, error) {
 		if err := s.index.AddWorker(name); err != nil {
 			return nil, fmt.Errorf("routesim: %w", err)
 		}
+		s.pos[name] = i
 		s.workers = append(s.workers, &worker{name: name, kv: core.KV, sched: core.Sched, maxLen: core.MaxLen, reqs: map[uint64]*inflight{}})
 		insts[i] = discovery.Instance{ID: name, Role: discovery.RoleDecode, Model: model,
 			Meta: map[string]string{discovery.MetaBlockSize: strconv.Itoa(core.Config.BlockSize)}}
@@ -266,8 +267,8 @@ func (s *replay) arrive(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("routesim: request %d: %w", i, err)
 	}
-	wi := slices.IndexFunc(s.workers, func(w *worker) bool { return w.name == res.GetDecode().GetInstanceId() })
-	if wi < 0 {
+	wi, ok := s.pos[res.GetDecode().GetInstanceId()]
+	if !ok {
 		return fmt.Errorf("routesim: request %d routed to unknown worker %q", i, res.GetDecode().GetInstanceId())
 	}
 	s.res.Requests = append(s.res.Requests, Outcome{Worker: wi, TTFT: -1, PromptTokens: len(q.Prompt)})
