@@ -229,6 +229,14 @@ func (e *Engine) Submit(ctx context.Context, r Request) (*Stream, error) {
 	e.reqs[id] = req
 	e.sched.Add(req.seq)
 	e.signal()
+	if r.Ready != nil {
+		// The loop may have gone idle with only this request held: wake
+		// it when the request becomes admissible.
+		go func() {
+			<-r.Ready
+			e.signal()
+		}()
+	}
 	return st, nil
 }
 

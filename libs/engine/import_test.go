@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"slices"
 	"testing"
 
@@ -153,5 +154,53 @@ func TestFirstTokenOverride(t *testing.T) {
 	req.FirstToken = &bad
 	if _, err := e.Submit(t.Context(), req); err == nil {
 		t.Fatal("out-of-vocabulary first token accepted")
+	}
+}
+
+// TestReadyHoldsRequest: a request submitted with an open Ready produces
+// nothing, nor does one submitted after it, while a request already
+// running goes on to its end; once Ready closes both run, with the output
+// they would have had.
+func TestReadyHoldsRequest(t *testing.T) {
+	t.Parallel()
+	b := backends()[0]
+	e := start(t, Config{BlockSize: 4}, b.new(t))
+	ref := start(t, Config{BlockSize: 4}, b.new(t))
+	held := Request{ID: "held", Prompt: prompt(19, 3), Stop: StopParams{MaxTokens: 4, IgnoreEOS: true}}
+	later := Request{ID: "later", Prompt: prompt(9, 5), Stop: StopParams{MaxTokens: 2, IgnoreEOS: true}}
+	wantHeld, wantLater := run(t, ref, held), run(t, ref, later)
+	running, err := e.Submit(t.Context(), Request{ID: "running", Prompt: prompt(7, 1), Stop: StopParams{MaxTokens: 12, IgnoreEOS: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := running.Recv(t.Context()); err != nil { // admitted
+		t.Fatal(err)
+	}
+	ready := make(chan struct{})
+	held.Ready = ready
+	stHeld, err := e.Submit(t.Context(), held)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stLater, err := e.Submit(t.Context(), later)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rest := collect(t, running); len(rest.tokens) != 11 {
+		t.Fatalf("the running request got %d more tokens, want 11", len(rest.tokens))
+	}
+	noWait, cancel := context.WithCancel(t.Context())
+	cancel()
+	for name, st := range map[string]*Stream{"held": stHeld, "later": stLater} {
+		if o, err := st.Recv(noWait); err == nil {
+			t.Fatalf("the %s request produced %+v before Ready closed", name, o)
+		}
+	}
+	close(ready)
+	if got := collect(t, stHeld); !sameTokens(got.tokens, wantHeld.tokens) {
+		t.Fatalf("held: tokens %v, want %v", got.tokens, wantHeld.tokens)
+	}
+	if got := collect(t, stLater); !sameTokens(got.tokens, wantLater.tokens) {
+		t.Fatalf("later: tokens %v, want %v", got.tokens, wantLater.tokens)
 	}
 }

@@ -48,7 +48,7 @@ func newRequest(e *Engine, r Request) *request {
 		seed:    seed,
 		seq: &sched.Seq{
 			Tokens: slices.Clone(r.Prompt), PromptLen: len(r.Prompt),
-			Priority: r.Priority, Salt: r.CacheSalt,
+			Priority: r.Priority, Salt: r.CacheSalt, Ready: r.Ready,
 		},
 		text:      tokenizer.NewTextStream(e.tok, r.Prompt[len(r.Prompt)-1], r.Stop.StopStrings),
 		stops:     make(map[uint32]bool),

@@ -27,6 +27,12 @@ type Request struct {
 	// request's later tokens match a local run) and counts disagreements
 	// in Metrics.FirstTokenMismatches (greedy output never disagrees).
 	FirstToken *uint32
+	// Ready, when set, holds the request in the queue, in its place, until
+	// it is closed: the caller is copying the prompt's leading KV blocks in
+	// (a prefix pull) and commits them before closing it, so they are
+	// prefix-cache hits when the request is admitted. Requests behind it
+	// are served meanwhile. The caller must close it, pull done or failed.
+	Ready <-chan struct{}
 }
 
 // StopParams end generation.

@@ -250,7 +250,9 @@ func (s *Scheduler) scheduleShortest(p *Plan, budget, limit int) {
 	if len(s.running) < s.cfg.MaxRunning { // else none could be admitted
 		bs := s.kv.BlockSize()
 		for _, q := range s.waiting {
-			cands = append(cands, cand{q, s.agedKey(q, len(q.Tokens)-s.orderHit(q, bs))})
+			if !q.held() {
+				cands = append(cands, cand{q, s.agedKey(q, len(q.Tokens)-s.orderHit(q, bs))})
+			}
 		}
 	}
 	unplanned := func(q *Seq) *Seq {
@@ -379,10 +381,14 @@ func (s *Scheduler) addItem(p *Plan, q *Seq, chunk int) {
 }
 
 // admit moves waiting sequences to running, head first, stopping at the
-// first that does not fit (strict FCFS within a priority).
+// first that does not fit (strict FCFS within a priority) or is held
+// (Seq.Ready).
 func (s *Scheduler) admit(p *Plan, budget, limit int) {
 	for len(s.waiting) > 0 && budget > 0 {
 		q := s.waiting[0]
+		if q.held() {
+			return
+		}
 		chunk, ok := s.admitOne(p, q, budget, limit)
 		if !ok {
 			return

@@ -2,6 +2,7 @@ package sched
 
 import (
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"switchyard.dev/libs/engine/kvcache"
@@ -457,6 +458,46 @@ func BenchmarkScheduleQueue(b *testing.B) {
 			out := make([]uint32, 512)
 			for b.Loop() {
 				s.Complete(s.Schedule(), out)
+			}
+		})
+	}
+}
+
+// TestReadyHoldsInPlace: a sequence whose Ready is open is not admitted
+// and, under FCFS, neither is anything behind it, while running sequences
+// go on; under OrderShortest the others are admitted past it. Once Ready
+// closes it is admitted ahead of anything that arrived after it.
+func TestReadyHoldsInPlace(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		order string
+		step1 []uint64 // planned while 2 is held
+		chunk int      // 2's first chunk, after the decodes
+	}{
+		{OrderFCFS, []uint64{1}, 7},
+		{OrderShortest, []uint64{1, 3}, 6},
+	} {
+		t.Run(tc.order, func(t *testing.T) {
+			t.Parallel()
+			h := newHarness(t, 64, Config{MaxBatchTokens: 8, MaxRunning: 8, Order: tc.order})
+			h.s.Add(distinct(seq(1, 4, 0), 100))
+			h.step() // 1 runs
+			ready := make(chan struct{})
+			held := distinct(seq(2, 7, 0), 200)
+			held.Ready = ready
+			h.s.Add(held)
+			h.s.Add(distinct(seq(3, 4, 0), 300))
+			if got := ids(h.step()); !slices.Equal(got, tc.step1) {
+				t.Fatalf("step 1 planned %v, want %v", got, tc.step1)
+			}
+			close(ready)
+			h.s.Add(distinct(seq(4, 4, 0), 400)) // arrives after 2
+			c, order := chunks(h.step())
+			if c[2] != tc.chunk || c[4] != 0 || order[0] != 1 {
+				t.Fatalf("step 2 planned %v (chunks %v), want the decodes first, then %d tokens of 2, 4 still waiting", order, c, tc.chunk)
+			}
+			if held.Ready != nil {
+				t.Fatal("a closed Ready was kept")
 			}
 		})
 	}

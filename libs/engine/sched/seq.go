@@ -14,6 +14,17 @@ type Seq struct {
 	PromptLen int
 	Priority  int    // higher runs first; ties go first come, first served
 	Salt      uint64 // kvhash salt (LoRA or tenant key)
+	// Ready, when set, holds the sequence in the waiting queue, in its
+	// place, until it is closed: its leading KV blocks are being copied in
+	// (a prefix pull) and will be prefix-cache hits once it closes. Under
+	// OrderFCFS the sequences behind it wait too, as behind any head that
+	// does not fit yet (running ones go on): vLLM passes such requests
+	// over instead, but then a later arrival admitted in the copy's few
+	// milliseconds takes the budget for its whole prefill, and a burst of
+	// arrivals routinely pushes the pulled request back behind it
+	// (docs/benchmarks.md, session 13). Under OrderShortest it is simply
+	// not a candidate until Ready closes.
+	Ready <-chan struct{}
 
 	arrival     uint64
 	arrivalStep uint64 // Schedule calls before Add, for aging
@@ -33,6 +44,20 @@ type Seq struct {
 	hashes        []uint64
 	hashBlockSize int
 	hashSalt      uint64
+}
+
+// held reports whether s waits for its Ready (clearing Ready once closed).
+func (s *Seq) held() bool {
+	if s.Ready == nil {
+		return false
+	}
+	select {
+	case <-s.Ready:
+		s.Ready = nil
+		return false
+	default:
+		return true
+	}
 }
 
 // Computed is the number of leading tokens whose KV is cached.
