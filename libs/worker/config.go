@@ -57,6 +57,7 @@ type Config struct {
 	SimProfile string
 	SimVocab   int
 	SimContext int
+	SimKVBytes int // per token
 }
 
 // Register adds the worker flags to fs.
@@ -82,6 +83,7 @@ func (c *Config) Register(fs *flag.FlagSet) {
 	fs.StringVar(&c.SimProfile, "sim-profile", "", "sim: measured timing profile (JSON); default the built-in polynomial")
 	fs.IntVar(&c.SimVocab, "sim-vocab", 32000, "sim: vocabulary size (at least 259)")
 	fs.IntVar(&c.SimContext, "sim-context", 8192, "sim: context length in tokens")
+	fs.IntVar(&c.SimKVBytes, "sim-kv-bytes-per-token", 0, "sim: keep a KV arena of this many bytes a token (nothing is computed into it), so the worker can move KV with -kv-transfer (remote prefill, prefix pull); 0: no arena, prompts are always prefilled locally")
 }
 
 // Validate checks the flags and fills in the tokenizer path and the model
@@ -158,8 +160,11 @@ func (c *Config) validateDisagg() error {
 }
 
 func (c *Config) validateLlama() error {
-	if c.SimProfile != "" {
+	switch {
+	case c.SimProfile != "":
 		return fmt.Errorf("-sim-profile=%q: only used with -executor=sim", c.SimProfile)
+	case c.SimKVBytes != 0:
+		return fmt.Errorf("-sim-kv-bytes-per-token=%d: only used with -executor=sim (the model sets its KV size)", c.SimKVBytes)
 	}
 	if c.Model == "" {
 		if c.Tokenizer != "" {
@@ -201,6 +206,8 @@ func (c *Config) validateSim() error {
 		return fmt.Errorf("-sim-vocab=%d: must be at least 259 (the byte tokenizer's ids)", c.SimVocab)
 	case c.SimContext < 2:
 		return fmt.Errorf("-sim-context=%d: must be at least 2", c.SimContext)
+	case c.SimKVBytes < 0:
+		return fmt.Errorf("-sim-kv-bytes-per-token=%d: must be 0 (no arena) or more", c.SimKVBytes)
 	}
 	if c.SimProfile != "" {
 		if err := regularFile("sim-profile", c.SimProfile); err != nil {

@@ -45,11 +45,13 @@ func TestValidateErrors(t *testing.T) {
 		{[]string{"-prefill-order", "lifo"}, `-prefill-order="lifo": want fcfs or shortest`},
 		{[]string{"-max-running", "-1"}, "-max-running=-1"},
 		{[]string{"-sim-profile", "p.json"}, `-sim-profile="p.json": only used with -executor=sim`},
+		{[]string{"-sim-kv-bytes-per-token", "4"}, `-sim-kv-bytes-per-token=4: only used with -executor=sim`},
 		{[]string{"-executor", "sim", "-model", lonely}, "only used with -executor=llama"},
 		{[]string{"-executor", "sim", "-sim-speedup", "-1"}, "-sim-speedup=-1: must be 0"},
 		{[]string{"-executor", "sim", "-sim-speedup", "NaN"}, "-sim-speedup=NaN"},
 		{[]string{"-executor", "sim", "-sim-vocab", "100"}, "-sim-vocab=100: must be at least 259"},
 		{[]string{"-executor", "sim", "-sim-context", "1"}, "-sim-context=1"},
+		{[]string{"-executor", "sim", "-sim-kv-bytes-per-token", "-1"}, "-sim-kv-bytes-per-token=-1"},
 		{[]string{"-executor", "sim", "-sim-profile", "/nonexistent.json"}, `-sim-profile="/nonexistent.json": no such file`},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {

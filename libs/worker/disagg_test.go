@@ -1,6 +1,7 @@
 package worker_test
 
 import (
+	"fmt"
 	"io"
 	"net/http"
 	"slices"
@@ -117,5 +118,58 @@ func TestDisaggTargetsFromDiscovery(t *testing.T) {
 		if body := scrape(t, tc.dec.URL()); !strings.Contains(body, tc.path) {
 			t.Errorf("%s decode worker's /metrics lacks %s", tc.name, tc.path)
 		}
+	}
+}
+
+// TestPrefixPullGenerate runs two decode workers over real RPCs and the
+// tcp transfer backend: one holds a conversation's first turn, the other
+// serves the next turn by copying that prefix from it (prefix pull) and
+// computing only the rest, with the engine's output; a holder that is
+// gone, or one without a transfer agent, only costs the copy.
+func TestPrefixPullGenerate(t *testing.T) {
+	t.Parallel()
+	holder := start(t, "decode", "-seed", "7")
+	noAgent := start(t, "decode", "-seed", "7", "-kv-transfer", "none")
+	puller := start(t, "decode", "-seed", "7")
+	exec, err := llama.NewTinyRandom(llama.Config{}, 7, llama.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, tc := range []struct {
+		from   string
+		cached bool
+		path   string
+	}{
+		{holder.URL(), true, `path="pulled"} 1`},
+		{"http://127.0.0.1:1", false, `path="fallback"} 1`},
+		{noAgent.URL(), false, `path="fallback"} 2`},
+	} {
+		// A conversation of its own: the puller must not hold it already.
+		first := exec.Tokenizer().Encode(strings.Repeat(fmt.Sprintf("conversation %d, first turn; ", i), 4), true, false)
+		for _, w := range []running{holder, noAgent} {
+			if _, err := collect(t, w.client, req(worker.TinyRandomName, first, 1)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		next := append(slices.Clone(first), exec.Tokenizer().Encode(" and the next turn", false, false)...)
+		want := direct(t, exec, next, 12)
+		r := req(worker.TinyRandomName, next, 12)
+		r.Msg.PrefixWorker, r.Msg.PrefixBlocks = tc.from, 1000
+		got, err := collect(t, puller.client, r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(got.tokens, want) {
+			t.Fatalf("pulled from %s: %v, want %v", tc.from, got.tokens, want)
+		}
+		if cached := got.last.GetUsage().GetCachedTokens(); (cached > 0) != tc.cached {
+			t.Fatalf("pulled from %s: %d prompt tokens cached", tc.from, cached)
+		}
+		if body := scrape(t, puller.URL()); !strings.Contains(body, tc.path) {
+			t.Errorf("pulled from %s: /metrics lacks %s", tc.from, tc.path)
+		}
+	}
+	for _, w := range []running{holder, noAgent, puller} {
+		testenv.Eventually(t, 10*time.Second, "KV blocks released", func() bool { return getLoad(t, w).GetKvBlocksUsed() == 0 })
 	}
 }

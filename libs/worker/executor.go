@@ -49,7 +49,7 @@ func (c *Config) openModel() (model, error) {
 }
 
 func (c *Config) openSim() (model, error) {
-	sc := sim.Config{Name: c.ModelName, VocabSize: c.SimVocab, ContextLen: c.SimContext, SpeedUp: c.SimSpeedup}
+	sc := sim.Config{Name: c.ModelName, VocabSize: c.SimVocab, ContextLen: c.SimContext, SpeedUp: c.SimSpeedup, KVBytesPerToken: c.SimKVBytes}
 	if c.SimProfile != "" {
 		p, err := sim.LoadProfile(c.SimProfile)
 		if err != nil {

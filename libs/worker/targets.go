@@ -18,7 +18,7 @@ import (
 // MetaKVTransfer is the discovery metadata key under which a worker with
 // a KV transfer agent publishes the agent's endpoint digest
 // (metadata.Agent.Endpoints): its name, run and backend addresses.
-const MetaKVTransfer = "kv_transfer_endpoints"
+const MetaKVTransfer = discovery.MetaKVTransfer
 
 const (
 	// targetRetain is how long a decode worker that left discovery is

@@ -45,6 +45,11 @@ const TagCanary = "canary"
 const (
 	MetaKVBlocks  = "kv_blocks"  // KV blocks in the worker's pool
 	MetaBlockSize = "block_size" // tokens per KV block
+	// MetaKVTransfer is where a worker with a KV transfer agent publishes
+	// the agent's endpoint digest (libs/nixl metadata.Agent.Endpoints): its
+	// name, run and backend addresses. Workers that publish it can move KV
+	// between them (remote prefill, prefix pull).
+	MetaKVTransfer = "kv_transfer_endpoints"
 )
 
 // Instance is one registered service instance.

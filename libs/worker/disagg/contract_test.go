@@ -24,6 +24,7 @@ func runContract(t *testing.T, backend func(testing.TB) nixl.BackendFactory) {
 	t.Run("late writer", func(t *testing.T) { t.Parallel(); testLateWriter(t, backend) })
 	t.Run("logprobs", func(t *testing.T) { t.Parallel(); testLogprobs(t, backend) })
 	t.Run("full pool", func(t *testing.T) { t.Parallel(); testFullPool(t, backend) })
+	t.Run("prefix pull", func(t *testing.T) { t.Parallel(); testPrefixPull(t, backend) })
 }
 
 // testFullPool: two requests whose imports take every free block of the
@@ -41,7 +42,7 @@ func testFullPool(t *testing.T, backend func(testing.TB) nixl.BackendFactory) {
 			p = append(p, uint32(3+(len(p)*7+i*11)%(shape.VocabSize-3)))
 		}
 		r := engine.Request{ID: "r", Prompt: p, Stop: engine.StopParams{MaxTokens: 4, IgnoreEOS: true}}
-		hs = append(hs, hooks(s.decoder.Prepare(t.Context(), &r, "prefill")))
+		hs = append(hs, hooks(s.decoder.Prepare(t.Context(), &r, "prefill", "", 0)))
 		rs = append(rs, r)
 	}
 	if got := s.obs.count(PathRemote) + s.obs.count(PathFallback); got != 0 {
@@ -100,7 +101,7 @@ func testLogprobs(t *testing.T, backend func(testing.TB) nixl.BackendFactory) {
 	for i, p := range prompts(12, 200, 7) {
 		r := engine.Request{ID: "r", Prompt: p, Sampling: sample.Params{Logprobs: true, TopLogprobs: 2}, Stop: engine.StopParams{MaxTokens: 6, IgnoreEOS: true}}
 		wantToks, want := collectLogprobs(t, s.ref, r, prep{})
-		gotToks, got := collectLogprobs(t, s.dec, r, hooks(s.decoder.Prepare(t.Context(), &r, "prefill")))
+		gotToks, got := collectLogprobs(t, s.dec, r, hooks(s.decoder.Prepare(t.Context(), &r, "prefill", "", 0)))
 		if !slices.Equal(gotToks, wantToks) || !reflect.DeepEqual(got, want) || len(got) != len(gotToks) {
 			t.Errorf("prompt %d (%d tokens): disaggregated %v %+v, aggregated %v %+v", i, len(p), gotToks, got, wantToks, want)
 		}
@@ -127,7 +128,7 @@ func (s spy) RemotePrefill(ctx context.Context, req *connect.Request[workerv1.Re
 // output is exact, and no block leaks.
 func testLateWriter(t *testing.T, backend func(testing.TB) nixl.BackendFactory) {
 	late := &lateWriter{release: make(chan struct{}), done: make(chan error, 1)}
-	s := newStack(t, stackOpts{backend: backend, threshold: 8, wrap: func(p Prefiller) Prefiller { late.p = p; return late }})
+	s := newStack(t, stackOpts{backend: backend, threshold: 8, wrap: func(p Prefiller) Prefiller { late.p, late.Prefiller = p, p; return late }})
 	p := prompts(1, 200, 11)[0]
 	p = append(p, prompts(1, 100, 12)[0]...)
 	r := engine.Request{Prompt: p, Stop: engine.StopParams{MaxTokens: 6, IgnoreEOS: true}}
@@ -158,9 +159,10 @@ func testLateWriter(t *testing.T, backend func(testing.TB) nixl.BackendFactory) 
 // lateWriter fails the RPC at once, as a decode-side timeout does, while
 // the prefill worker goes on (after release) with the request it got.
 type lateWriter struct {
-	p       Prefiller
-	release chan struct{}
-	done    chan error
+	Prefiller // ExportPrefix
+	p         Prefiller
+	release   chan struct{}
+	done      chan error
 }
 
 func (l *lateWriter) RemotePrefill(ctx context.Context, req *connect.Request[workerv1.RemotePrefillRequest]) (*connect.Response[workerv1.RemotePrefillResponse], error) {
@@ -265,6 +267,10 @@ type fault struct {
 	mod func(*workerv1.RemotePrefillResponse) error
 }
 
+func (f fault) ExportPrefix(ctx context.Context, req *connect.Request[workerv1.ExportPrefixRequest]) (*connect.Response[workerv1.ExportPrefixResponse], error) {
+	return f.p.ExportPrefix(ctx, req)
+}
+
 func (f fault) RemotePrefill(ctx context.Context, req *connect.Request[workerv1.RemotePrefillRequest]) (*connect.Response[workerv1.RemotePrefillResponse], error) {
 	res, err := f.p.RemotePrefill(ctx, req)
 	if err != nil {
@@ -294,6 +300,10 @@ func killAfter(d time.Duration) func(Prefiller) Prefiller {
 type killer struct {
 	p Prefiller
 	d time.Duration
+}
+
+func (k killer) ExportPrefix(ctx context.Context, req *connect.Request[workerv1.ExportPrefixRequest]) (*connect.Response[workerv1.ExportPrefixResponse], error) {
+	return k.p.ExportPrefix(ctx, req)
 }
 
 func (k killer) RemotePrefill(ctx context.Context, req *connect.Request[workerv1.RemotePrefillRequest]) (*connect.Response[workerv1.RemotePrefillResponse], error) {

@@ -34,7 +34,8 @@ const (
 const (
 	PathLocal    = "local"    // by choice: short prompt, no prefill worker, or -disagg=off
 	PathRemote   = "remote"   // by a prefill worker, KV imported
-	PathFallback = "fallback" // the remote prefill failed; prefilled locally
+	PathFallback = "fallback" // the remote prefill (or prefix pull) failed; prefilled locally
+	PathPulled   = "pulled"   // leading blocks copied from a peer (prefix pull), the rest prefilled locally
 )
 
 // DecodeEngine is what the decode side needs from *engine.Engine.
@@ -47,9 +48,12 @@ type DecodeEngine interface {
 	ReleaseBlocks(blocks []int)
 }
 
-// Prefiller is a prefill worker's RemotePrefill (a WorkerService client).
+// Prefiller is what the decode side calls on a peer (a WorkerService
+// client): a prefill worker's RemotePrefill, a prefix holder's
+// ExportPrefix.
 type Prefiller interface {
 	RemotePrefill(context.Context, *connect.Request[workerv1.RemotePrefillRequest]) (*connect.Response[workerv1.RemotePrefillResponse], error)
+	ExportPrefix(context.Context, *connect.Request[workerv1.ExportPrefixRequest]) (*connect.Response[workerv1.ExportPrefixResponse], error)
 }
 
 // Phases is one request's time to first token, split up. Phases that do
@@ -58,7 +62,7 @@ type Phases struct {
 	Path        string
 	Queue       time.Duration // waiting for admission (the prefill worker's when remote)
 	Prefill     time.Duration // computing the prompt up to the first token
-	Transfer    time.Duration // remote: KV transfer not hidden behind compute, plus the RPC
+	Transfer    time.Duration // remote: KV transfer not hidden behind compute, plus the RPC; pulled: the pull's RPC
 	FirstDecode time.Duration // remote: from the import to the decode engine's first output
 }
 
@@ -110,12 +114,14 @@ func NewDecoder(cfg DecodeConfig) *Decoder {
 
 // Prepare runs before r is submitted. When the prompt should be and could
 // be prefilled by prefillWorker, the KV of its full blocks is imported and
-// r.FirstToken set; otherwise r is left alone. Call submitted once the
-// engine has taken r: it drops the references that kept the imported (or
-// pinned) blocks from eviction. Call first exactly once, with the
-// request's first output or nil when it ended without one (or was never
-// submitted): it drops those references if submitted did not, and records
-// the TTFT phases.
+// r.FirstToken set; otherwise, when prefixWorker holds more of its leading
+// blocks (prefixBlocks of them, as the router saw) than this engine, those
+// are copied from it (prefix pull) and the engine prefills the rest.
+// Either way r may be left alone. Call submitted once the engine has taken
+// r: it drops the references that kept the imported (or pinned) blocks
+// from eviction. Call first exactly once, with the request's first output
+// or nil when it ended without one (or was never submitted): it drops
+// those references if submitted did not, and records the TTFT phases.
 //
 // The references go at submission, not at the first output: a request
 // waiting for its tail block must not hold its prefix out of reach. Two
@@ -123,10 +129,11 @@ func NewDecoder(cfg DecodeConfig) *Decoder {
 // otherwise never be admitted. Waiting, the blocks are cached and the most
 // recently used, so only a full pool evicts them, and then the request
 // recomputes what it lost, with the same result.
-func (d *Decoder) Prepare(ctx context.Context, r *engine.Request, prefillWorker string) (submitted func(), first func(*engine.Output)) {
+func (d *Decoder) Prepare(ctx context.Context, r *engine.Request, prefillWorker, prefixWorker string, prefixBlocks int) (submitted func(), first func(*engine.Output)) {
 	p := &prepared{d: d, ctx: ctx, path: PathLocal, start: time.Now()}
 	ctx, p.span = d.cfg.Tracer.Start(ctx, "disagg.prepare", trace.WithAttributes(
-		attribute.Int("prompt_tokens", len(r.Prompt)), attribute.String("prefill_worker", prefillWorker)))
+		attribute.Int("prompt_tokens", len(r.Prompt)), attribute.String("prefill_worker", prefillWorker),
+		attribute.String("prefix_worker", prefixWorker)))
 	p.ctx = ctx
 	if d.cfg.Mode != ModeOff && prefillWorker != "" && d.cfg.Dial != nil {
 		if err := p.remote(ctx, r, prefillWorker); err != nil {
@@ -135,8 +142,24 @@ func (d *Decoder) Prepare(ctx context.Context, r *engine.Request, prefillWorker 
 			d.cfg.Logger.Warn("remote prefill failed; prefilling locally", "request", r.ID, "prefill_worker", prefillWorker, "err", err)
 		}
 	}
-	p.span.SetAttributes(attribute.String("mode", p.path))
-	p.span.End()
+	if d.cfg.Mode != ModeOff && p.path == PathLocal && prefixWorker != "" && d.cfg.Dial != nil {
+		if err := p.pull(ctx, r, prefixWorker, prefixBlocks); err != nil {
+			p.path = PathFallback
+			p.span.RecordError(err)
+			d.cfg.Logger.Warn("prefix pull failed; prefilling locally", "request", r.ID, "prefix_worker", prefixWorker, "err", err)
+		}
+	}
+	if p.pulling == nil {
+		p.span.SetAttributes(attribute.String("mode", p.path))
+		p.span.End()
+	} else {
+		// The pull's goroutine decides the path; the span ends with it.
+		go func() {
+			<-p.pulling
+			p.span.SetAttributes(attribute.String("mode", p.path))
+			p.span.End()
+		}()
+	}
 	p.submitted = time.Now()
 	return p.release, p.first
 }
@@ -149,10 +172,14 @@ type prepared struct {
 	start     time.Time
 	submitted time.Time
 	resp      *workerv1.RemotePrefillResponse
-	rpc       time.Duration // the RemotePrefill call
-	held      []int         // held (pinned or imported) until submitted
-	released  sync.Once
-	once      sync.Once
+	rpc       time.Duration // the RemotePrefill (or ExportPrefix) call
+	pulled    int           // blocks copied by a prefix pull
+	// pulling is closed when a started prefix pull ended (it is r.Ready);
+	// path, pulled and rpc are the pull's until then.
+	pulling  chan struct{}
+	held     []int // held (pinned or imported) until submitted
+	released sync.Once
+	once     sync.Once
 }
 
 // release drops the references on the held blocks (once).
@@ -163,6 +190,11 @@ func (p *prepared) release() {
 func (p *prepared) first(o *engine.Output) {
 	p.once.Do(func() {
 		p.release()
+		if p.pulling != nil {
+			// At once after an output (the engine admitted r only once the
+			// pull ended); bounded by the pull's timeout otherwise.
+			<-p.pulling
+		}
 		if o == nil || p.d.cfg.Observer == nil {
 			return
 		}
@@ -176,6 +208,9 @@ func (p *prepared) first(o *engine.Output) {
 			s.End()
 		} else {
 			ph.Prefill = max(time.Since(p.submitted)-o.QueueTime, 0)
+			if p.path == PathPulled {
+				ph.Transfer = p.rpc
+			}
 		}
 		p.d.cfg.Observer.ObserveTTFT(p.ctx, ph)
 	})

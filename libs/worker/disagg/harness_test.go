@@ -118,6 +118,14 @@ func (d direct) RemotePrefill(ctx context.Context, req *connect.Request[workerv1
 	return connect.NewResponse(res), nil
 }
 
+func (d direct) ExportPrefix(ctx context.Context, req *connect.Request[workerv1.ExportPrefixRequest]) (*connect.Response[workerv1.ExportPrefixResponse], error) {
+	res, err := d.x.ExportPrefix(ctx, req.Msg)
+	if err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(res), nil
+}
+
 type recorder struct {
 	mu    sync.Mutex
 	paths map[string]int
@@ -143,7 +151,7 @@ func (r *recorder) count(path string) int {
 // generate serves r on the decode engine the way the worker handler does.
 func (s *stack) generate(t testing.TB, r engine.Request) []uint32 {
 	t.Helper()
-	return collect(t, s.dec, r, hooks(s.decoder.Prepare(t.Context(), &r, "prefill")))
+	return collect(t, s.dec, r, hooks(s.decoder.Prepare(t.Context(), &r, "prefill", "", 0)))
 }
 
 // prep is what Prepare returned for a request (zero: served without it).

@@ -31,12 +31,12 @@ func (h *Handler) Generate(ctx context.Context, req *connect.Request[workerv1.Ge
 		// Refused before a remote prefill is spent on it (the prefill
 		// worker sees neither the stop conditions nor this context);
 		// without one, Submit validates.
-		if req.Msg.GetPrefillWorker() != "" {
+		if req.Msg.GetPrefillWorker() != "" || req.Msg.GetPrefixWorker() != "" {
 			if err := h.eng.Validate(r); err != nil {
 				return wire.SubmitError(ctx, err)
 			}
 		}
-		submitted, first = h.dis.Prepare(ctx, &r, req.Msg.GetPrefillWorker())
+		submitted, first = h.dis.Prepare(ctx, &r, req.Msg.GetPrefillWorker(), req.Msg.GetPrefixWorker(), int(req.Msg.GetPrefixBlocks()))
 	}
 	st, err := h.eng.Submit(ctx, r)
 	if err != nil {
@@ -60,6 +60,25 @@ func (h *Handler) RemotePrefill(ctx context.Context, req *connect.Request[worker
 	}
 	defer h.end()
 	res, err := h.exp.Prefill(ctx, req.Msg)
+	if err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(res), nil
+}
+
+// ExportPrefix implements WorkerServiceHandler.
+func (h *Handler) ExportPrefix(ctx context.Context, req *connect.Request[workerv1.ExportPrefixRequest]) (*connect.Response[workerv1.ExportPrefixResponse], error) {
+	if h.exp == nil {
+		return nil, connect.NewError(connect.CodeUnimplemented, errors.New("this worker does not export KV (no transfer agent)"))
+	}
+	if err := h.checkModel(req.Msg.GetModel()); err != nil {
+		return nil, err
+	}
+	if !h.begin() {
+		return nil, connect.NewError(connect.CodeUnavailable, wire.ErrDraining)
+	}
+	defer h.end()
+	res, err := h.exp.ExportPrefix(ctx, req.Msg)
 	if err != nil {
 		return nil, err
 	}

@@ -60,23 +60,25 @@ type Config struct {
 	// Disagg, when set, may have a prefill worker prefill a Generate
 	// request's prompt (package disagg's Decoder).
 	Disagg Disagg
-	// Exporter, when set, serves RemotePrefill (package disagg's
-	// Exporter); without it RemotePrefill is Unimplemented.
+	// Exporter, when set, serves RemotePrefill and ExportPrefix (package
+	// disagg's Exporter); without it both are Unimplemented.
 	Exporter Exporter
 }
 
-// Disagg is the decode side of disaggregated prefill. Prepare runs before
-// r is submitted and may import KV and set r.FirstToken; submitted is
-// called once the engine took r, and first exactly once, with the first
-// output or nil.
+// Disagg is the importing side of disaggregated prefill and prefix pull.
+// Prepare runs before r is submitted and may import KV (and set
+// r.FirstToken) from the prefill worker or the prefix holder the request
+// names; submitted is called once the engine took r, and first exactly
+// once, with the first output or nil.
 type Disagg interface {
-	Prepare(ctx context.Context, r *engine.Request, prefillWorker string) (submitted func(), first func(*engine.Output))
+	Prepare(ctx context.Context, r *engine.Request, prefillWorker, prefixWorker string, prefixBlocks int) (submitted func(), first func(*engine.Output))
 }
 
-// Exporter is the prefill side of disaggregated prefill; its errors are
-// Connect errors.
+// Exporter is the exporting side: RemotePrefill and ExportPrefix. Its
+// errors are Connect errors.
 type Exporter interface {
 	Prefill(ctx context.Context, m *workerv1.RemotePrefillRequest) (*workerv1.RemotePrefillResponse, error)
+	ExportPrefix(ctx context.Context, m *workerv1.ExportPrefixRequest) (*workerv1.ExportPrefixResponse, error)
 }
 
 // Handler implements workerv1connect.WorkerServiceHandler.

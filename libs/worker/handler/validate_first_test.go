@@ -17,7 +17,7 @@ import (
 // prefill and imports its KV there).
 type countingDisagg struct{ calls int }
 
-func (d *countingDisagg) Prepare(context.Context, *engine.Request, string) (func(), func(*engine.Output)) {
+func (d *countingDisagg) Prepare(context.Context, *engine.Request, string, string, int) (func(), func(*engine.Output)) {
 	d.calls++
 	return func() {}, func(*engine.Output) {}
 }

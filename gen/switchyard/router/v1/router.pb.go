@@ -254,9 +254,16 @@ type RouteResponse struct {
 	// Prompt blocks (full ones) of the request.
 	RequestBlocks uint32 `protobuf:"varint,4,opt,name=request_blocks,json=requestBlocks,proto3" json:"request_blocks,omitempty"`
 	// The routing mode that decided.
-	Mode          string `protobuf:"bytes,5,opt,name=mode,proto3" json:"mode,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Mode string `protobuf:"bytes,5,opt,name=mode,proto3" json:"mode,omitempty"`
+	// Set when another worker holds more of the prompt's leading blocks on
+	// device than the decode worker (prefix pull on, kv mode): the decode
+	// worker may copy the blocks it lacks from it (WorkerService.ExportPrefix)
+	// instead of computing them.
+	PrefixSource *Worker `protobuf:"bytes,6,opt,name=prefix_source,json=prefixSource,proto3" json:"prefix_source,omitempty"`
+	// Leading prompt blocks prefix_source holds, as the index saw them.
+	PrefixSourceBlocks uint32 `protobuf:"varint,7,opt,name=prefix_source_blocks,json=prefixSourceBlocks,proto3" json:"prefix_source_blocks,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *RouteResponse) Reset() {
@@ -322,6 +329,20 @@ func (x *RouteResponse) GetMode() string {
 		return x.Mode
 	}
 	return ""
+}
+
+func (x *RouteResponse) GetPrefixSource() *Worker {
+	if x != nil {
+		return x.PrefixSource
+	}
+	return nil
+}
+
+func (x *RouteResponse) GetPrefixSourceBlocks() uint32 {
+	if x != nil {
+		return x.PrefixSourceBlocks
+	}
+	return 0
 }
 
 // ReleaseRequest names a routed request that ended.
@@ -605,7 +626,7 @@ const file_switchyard_router_v1_router_proto_rawDesc = "" +
 	"\vinstance_id\x18\x01 \x01(\tR\n" +
 	"instanceId\x12%\n" +
 	"\x0eoverlap_blocks\x18\x02 \x01(\rR\roverlapBlocks\x12\x12\n" +
-	"\x04cost\x18\x03 \x01(\x01R\x04cost\"\xf9\x01\n" +
+	"\x04cost\x18\x03 \x01(\x01R\x04cost\"\xee\x02\n" +
 	"\rRouteResponse\x124\n" +
 	"\x06decode\x18\x01 \x01(\v2\x1c.switchyard.router.v1.WorkerR\x06decode\x126\n" +
 	"\aprefill\x18\x02 \x01(\v2\x1c.switchyard.router.v1.WorkerR\aprefill\x12?\n" +
@@ -613,7 +634,9 @@ const file_switchyard_router_v1_router_proto_rawDesc = "" +
 	"candidates\x18\x03 \x03(\v2\x1f.switchyard.router.v1.CandidateR\n" +
 	"candidates\x12%\n" +
 	"\x0erequest_blocks\x18\x04 \x01(\rR\rrequestBlocks\x12\x12\n" +
-	"\x04mode\x18\x05 \x01(\tR\x04mode\"/\n" +
+	"\x04mode\x18\x05 \x01(\tR\x04mode\x12A\n" +
+	"\rprefix_source\x18\x06 \x01(\v2\x1c.switchyard.router.v1.WorkerR\fprefixSource\x120\n" +
+	"\x14prefix_source_blocks\x18\a \x01(\rR\x12prefixSourceBlocks\"/\n" +
 	"\x0eReleaseRequest\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\"\x11\n" +
@@ -664,19 +687,20 @@ var file_switchyard_router_v1_router_proto_depIdxs = []int32{
 	1,  // 1: switchyard.router.v1.RouteResponse.decode:type_name -> switchyard.router.v1.Worker
 	1,  // 2: switchyard.router.v1.RouteResponse.prefill:type_name -> switchyard.router.v1.Worker
 	2,  // 3: switchyard.router.v1.RouteResponse.candidates:type_name -> switchyard.router.v1.Candidate
-	0,  // 4: switchyard.router.v1.RouterService.Route:input_type -> switchyard.router.v1.RouteRequest
-	4,  // 5: switchyard.router.v1.RouterService.Release:input_type -> switchyard.router.v1.ReleaseRequest
-	6,  // 6: switchyard.router.v1.RouterService.PrefillDone:input_type -> switchyard.router.v1.PrefillDoneRequest
-	8,  // 7: switchyard.router.v1.RouterService.Report:input_type -> switchyard.router.v1.ReportRequest
-	3,  // 8: switchyard.router.v1.RouterService.Route:output_type -> switchyard.router.v1.RouteResponse
-	5,  // 9: switchyard.router.v1.RouterService.Release:output_type -> switchyard.router.v1.ReleaseResponse
-	7,  // 10: switchyard.router.v1.RouterService.PrefillDone:output_type -> switchyard.router.v1.PrefillDoneResponse
-	9,  // 11: switchyard.router.v1.RouterService.Report:output_type -> switchyard.router.v1.ReportResponse
-	8,  // [8:12] is the sub-list for method output_type
-	4,  // [4:8] is the sub-list for method input_type
-	4,  // [4:4] is the sub-list for extension type_name
-	4,  // [4:4] is the sub-list for extension extendee
-	0,  // [0:4] is the sub-list for field type_name
+	1,  // 4: switchyard.router.v1.RouteResponse.prefix_source:type_name -> switchyard.router.v1.Worker
+	0,  // 5: switchyard.router.v1.RouterService.Route:input_type -> switchyard.router.v1.RouteRequest
+	4,  // 6: switchyard.router.v1.RouterService.Release:input_type -> switchyard.router.v1.ReleaseRequest
+	6,  // 7: switchyard.router.v1.RouterService.PrefillDone:input_type -> switchyard.router.v1.PrefillDoneRequest
+	8,  // 8: switchyard.router.v1.RouterService.Report:input_type -> switchyard.router.v1.ReportRequest
+	3,  // 9: switchyard.router.v1.RouterService.Route:output_type -> switchyard.router.v1.RouteResponse
+	5,  // 10: switchyard.router.v1.RouterService.Release:output_type -> switchyard.router.v1.ReleaseResponse
+	7,  // 11: switchyard.router.v1.RouterService.PrefillDone:output_type -> switchyard.router.v1.PrefillDoneResponse
+	9,  // 12: switchyard.router.v1.RouterService.Report:output_type -> switchyard.router.v1.ReportResponse
+	9,  // [9:13] is the sub-list for method output_type
+	5,  // [5:9] is the sub-list for method input_type
+	5,  // [5:5] is the sub-list for extension type_name
+	5,  // [5:5] is the sub-list for extension extendee
+	0,  // [0:5] is the sub-list for field type_name
 }
 
 func init() { file_switchyard_router_v1_router_proto_init() }

@@ -98,6 +98,12 @@ type GenerateRequest struct {
 	// may ask it to prefill the prompt (RemotePrefill) when the uncached
 	// part is long; empty means prefill locally.
 	PrefillWorker string `protobuf:"bytes,7,opt,name=prefill_worker,json=prefillWorker,proto3" json:"prefill_worker,omitempty"`
+	// ADD only: base URL of a worker that holds more of the prompt's
+	// leading blocks than this one (RouteResponse.prefix_source), and how
+	// many it holds. A worker with KV transfer may copy the blocks it lacks
+	// from it (ExportPrefix) before prefilling locally; empty means none.
+	PrefixWorker  string `protobuf:"bytes,8,opt,name=prefix_worker,json=prefixWorker,proto3" json:"prefix_worker,omitempty"`
+	PrefixBlocks  uint32 `protobuf:"varint,9,opt,name=prefix_blocks,json=prefixBlocks,proto3" json:"prefix_blocks,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -179,6 +185,20 @@ func (x *GenerateRequest) GetPrefillWorker() string {
 		return x.PrefillWorker
 	}
 	return ""
+}
+
+func (x *GenerateRequest) GetPrefixWorker() string {
+	if x != nil {
+		return x.PrefixWorker
+	}
+	return ""
+}
+
+func (x *GenerateRequest) GetPrefixBlocks() uint32 {
+	if x != nil {
+		return x.PrefixBlocks
+	}
+	return 0
 }
 
 // Usage counts tokens of one request.
@@ -1273,6 +1293,158 @@ func (x *RemotePrefillRequest) GetCacheSalt() uint64 {
 	return 0
 }
 
+type ExportPrefixRequest struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	RequestId string                 `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	Model     string                 `protobuf:"bytes,2,opt,name=model,proto3" json:"model,omitempty"`
+	// The prompt's tokens up to the last block wanted, a whole number of
+	// blocks (the prefix this worker is asked for).
+	TokenIds []uint32 `protobuf:"varint,3,rep,packed,name=token_ids,json=tokenIds,proto3" json:"token_ids,omitempty"`
+	// Index of the first block to write; the caller holds the ones before it.
+	FirstBlock uint32 `protobuf:"varint,4,opt,name=first_block,json=firstBlock,proto3" json:"first_block,omitempty"`
+	// Where to write blocks first_block, first_block+1, ...: one offset per
+	// block asked for.
+	Target        *KvTarget `protobuf:"bytes,5,opt,name=target,proto3" json:"target,omitempty"`
+	CacheSalt     uint64    `protobuf:"varint,6,opt,name=cache_salt,json=cacheSalt,proto3" json:"cache_salt,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExportPrefixRequest) Reset() {
+	*x = ExportPrefixRequest{}
+	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExportPrefixRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExportPrefixRequest) ProtoMessage() {}
+
+func (x *ExportPrefixRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExportPrefixRequest.ProtoReflect.Descriptor instead.
+func (*ExportPrefixRequest) Descriptor() ([]byte, []int) {
+	return file_switchyard_worker_v1_worker_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *ExportPrefixRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+func (x *ExportPrefixRequest) GetModel() string {
+	if x != nil {
+		return x.Model
+	}
+	return ""
+}
+
+func (x *ExportPrefixRequest) GetTokenIds() []uint32 {
+	if x != nil {
+		return x.TokenIds
+	}
+	return nil
+}
+
+func (x *ExportPrefixRequest) GetFirstBlock() uint32 {
+	if x != nil {
+		return x.FirstBlock
+	}
+	return 0
+}
+
+func (x *ExportPrefixRequest) GetTarget() *KvTarget {
+	if x != nil {
+		return x.Target
+	}
+	return nil
+}
+
+func (x *ExportPrefixRequest) GetCacheSalt() uint64 {
+	if x != nil {
+		return x.CacheSalt
+	}
+	return 0
+}
+
+type ExportPrefixResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Blocks written, from first_block on: the leading run of the asked
+	// blocks that this worker had cached (at most len(target.block_offsets)).
+	BlocksWritten uint32 `protobuf:"varint,1,opt,name=blocks_written,json=blocksWritten,proto3" json:"blocks_written,omitempty"`
+	BytesWritten  uint64 `protobuf:"varint,2,opt,name=bytes_written,json=bytesWritten,proto3" json:"bytes_written,omitempty"`
+	// Post-to-done time of the write.
+	TransferNanos uint64 `protobuf:"varint,3,opt,name=transfer_nanos,json=transferNanos,proto3" json:"transfer_nanos,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExportPrefixResponse) Reset() {
+	*x = ExportPrefixResponse{}
+	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExportPrefixResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExportPrefixResponse) ProtoMessage() {}
+
+func (x *ExportPrefixResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExportPrefixResponse.ProtoReflect.Descriptor instead.
+func (*ExportPrefixResponse) Descriptor() ([]byte, []int) {
+	return file_switchyard_worker_v1_worker_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *ExportPrefixResponse) GetBlocksWritten() uint32 {
+	if x != nil {
+		return x.BlocksWritten
+	}
+	return 0
+}
+
+func (x *ExportPrefixResponse) GetBytesWritten() uint64 {
+	if x != nil {
+		return x.BytesWritten
+	}
+	return 0
+}
+
+func (x *ExportPrefixResponse) GetTransferNanos() uint64 {
+	if x != nil {
+		return x.TransferNanos
+	}
+	return 0
+}
+
 type RemotePrefillResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The first generated token.
@@ -1298,7 +1470,7 @@ type RemotePrefillResponse struct {
 
 func (x *RemotePrefillResponse) Reset() {
 	*x = RemotePrefillResponse{}
-	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[17]
+	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1310,7 +1482,7 @@ func (x *RemotePrefillResponse) String() string {
 func (*RemotePrefillResponse) ProtoMessage() {}
 
 func (x *RemotePrefillResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[17]
+	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1323,7 +1495,7 @@ func (x *RemotePrefillResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemotePrefillResponse.ProtoReflect.Descriptor instead.
 func (*RemotePrefillResponse) Descriptor() ([]byte, []int) {
-	return file_switchyard_worker_v1_worker_proto_rawDescGZIP(), []int{17}
+	return file_switchyard_worker_v1_worker_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *RemotePrefillResponse) GetFirstTokenId() uint32 {
@@ -1386,7 +1558,7 @@ var File_switchyard_worker_v1_worker_proto protoreflect.FileDescriptor
 
 const file_switchyard_worker_v1_worker_proto_rawDesc = "" +
 	"\n" +
-	"!switchyard/worker/v1/worker.proto\x12\x14switchyard.worker.v1\x1a!switchyard/common/v1/common.proto\"\xb9\x02\n" +
+	"!switchyard/worker/v1/worker.proto\x12\x14switchyard.worker.v1\x1a!switchyard/common/v1/common.proto\"\x83\x03\n" +
 	"\x0fGenerateRequest\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x14\n" +
@@ -1395,7 +1567,9 @@ const file_switchyard_worker_v1_worker_proto_rawDesc = "" +
 	"\bsampling\x18\x04 \x01(\v2$.switchyard.common.v1.SamplingParamsR\bsampling\x128\n" +
 	"\x04stop\x18\x05 \x01(\v2$.switchyard.common.v1.StopConditionsR\x04stop\x121\n" +
 	"\x05hints\x18\x06 \x01(\v2\x1b.switchyard.common.v1.HintsR\x05hints\x12%\n" +
-	"\x0eprefill_worker\x18\a \x01(\tR\rprefillWorker\"~\n" +
+	"\x0eprefill_worker\x18\a \x01(\tR\rprefillWorker\x12#\n" +
+	"\rprefix_worker\x18\b \x01(\tR\fprefixWorker\x12#\n" +
+	"\rprefix_blocks\x18\t \x01(\rR\fprefixBlocks\"~\n" +
 	"\x05Usage\x12#\n" +
 	"\rprompt_tokens\x18\x01 \x01(\rR\fpromptTokens\x12+\n" +
 	"\x11completion_tokens\x18\x02 \x01(\rR\x10completionTokens\x12#\n" +
@@ -1477,7 +1651,21 @@ const file_switchyard_worker_v1_worker_proto_rawDesc = "" +
 	"firstBlock\x126\n" +
 	"\x06target\x18\x06 \x01(\v2\x1e.switchyard.worker.v1.KvTargetR\x06target\x12\x1d\n" +
 	"\n" +
-	"cache_salt\x18\a \x01(\x04R\tcacheSalt\"\xcb\x02\n" +
+	"cache_salt\x18\a \x01(\x04R\tcacheSalt\"\xdf\x01\n" +
+	"\x13ExportPrefixRequest\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x01 \x01(\tR\trequestId\x12\x14\n" +
+	"\x05model\x18\x02 \x01(\tR\x05model\x12\x1b\n" +
+	"\ttoken_ids\x18\x03 \x03(\rR\btokenIds\x12\x1f\n" +
+	"\vfirst_block\x18\x04 \x01(\rR\n" +
+	"firstBlock\x126\n" +
+	"\x06target\x18\x05 \x01(\v2\x1e.switchyard.worker.v1.KvTargetR\x06target\x12\x1d\n" +
+	"\n" +
+	"cache_salt\x18\x06 \x01(\x04R\tcacheSalt\"\x89\x01\n" +
+	"\x14ExportPrefixResponse\x12%\n" +
+	"\x0eblocks_written\x18\x01 \x01(\rR\rblocksWritten\x12#\n" +
+	"\rbytes_written\x18\x02 \x01(\x04R\fbytesWritten\x12%\n" +
+	"\x0etransfer_nanos\x18\x03 \x01(\x04R\rtransferNanos\"\xcb\x02\n" +
 	"\x15RemotePrefillResponse\x12$\n" +
 	"\x0efirst_token_id\x18\x01 \x01(\rR\ffirstTokenId\x12%\n" +
 	"\x0eblocks_written\x18\x02 \x01(\rR\rblocksWritten\x12#\n" +
@@ -1492,13 +1680,14 @@ const file_switchyard_worker_v1_worker_proto_rawDesc = "" +
 	"\x19FINISH_REASON_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12FINISH_REASON_STOP\x10\x01\x12\x18\n" +
 	"\x14FINISH_REASON_LENGTH\x10\x02\x12\x1b\n" +
-	"\x17FINISH_REASON_CANCELLED\x10\x032\x97\x04\n" +
+	"\x17FINISH_REASON_CANCELLED\x10\x032\xfe\x04\n" +
 	"\rWorkerService\x12[\n" +
 	"\bGenerate\x12%.switchyard.worker.v1.GenerateRequest\x1a&.switchyard.worker.v1.GenerateResponse0\x01\x12v\n" +
 	"\x11SubscribeKvEvents\x12..switchyard.worker.v1.SubscribeKvEventsRequest\x1a/.switchyard.worker.v1.SubscribeKvEventsResponse0\x01\x12[\n" +
 	"\aGetLoad\x12$.switchyard.worker.v1.GetLoadRequest\x1a%.switchyard.worker.v1.GetLoadResponse\"\x03\x90\x02\x01\x12j\n" +
 	"\fGetModelInfo\x12).switchyard.worker.v1.GetModelInfoRequest\x1a*.switchyard.worker.v1.GetModelInfoResponse\"\x03\x90\x02\x01\x12h\n" +
-	"\rRemotePrefill\x12*.switchyard.worker.v1.RemotePrefillRequest\x1a+.switchyard.worker.v1.RemotePrefillResponseB\xcb\x01\n" +
+	"\rRemotePrefill\x12*.switchyard.worker.v1.RemotePrefillRequest\x1a+.switchyard.worker.v1.RemotePrefillResponse\x12e\n" +
+	"\fExportPrefix\x12).switchyard.worker.v1.ExportPrefixRequest\x1a*.switchyard.worker.v1.ExportPrefixResponseB\xcb\x01\n" +
 	"\x18com.switchyard.worker.v1B\vWorkerProtoP\x01Z0switchyard.dev/gen/switchyard/worker/v1;workerv1\xa2\x02\x03SWX\xaa\x02\x14Switchyard.Worker.V1\xca\x02\x14Switchyard\\Worker\\V1\xe2\x02 Switchyard\\Worker\\V1\\GPBMetadata\xea\x02\x16Switchyard::Worker::V1b\x06proto3"
 
 var (
@@ -1514,7 +1703,7 @@ func file_switchyard_worker_v1_worker_proto_rawDescGZIP() []byte {
 }
 
 var file_switchyard_worker_v1_worker_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_switchyard_worker_v1_worker_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
+var file_switchyard_worker_v1_worker_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
 var file_switchyard_worker_v1_worker_proto_goTypes = []any{
 	(FinishReason)(0),                 // 0: switchyard.worker.v1.FinishReason
 	(*GenerateRequest)(nil),           // 1: switchyard.worker.v1.GenerateRequest
@@ -1534,43 +1723,48 @@ var file_switchyard_worker_v1_worker_proto_goTypes = []any{
 	(*GetModelInfoResponse)(nil),      // 15: switchyard.worker.v1.GetModelInfoResponse
 	(*KvTarget)(nil),                  // 16: switchyard.worker.v1.KvTarget
 	(*RemotePrefillRequest)(nil),      // 17: switchyard.worker.v1.RemotePrefillRequest
-	(*RemotePrefillResponse)(nil),     // 18: switchyard.worker.v1.RemotePrefillResponse
-	(*v1.SamplingParams)(nil),         // 19: switchyard.common.v1.SamplingParams
-	(*v1.StopConditions)(nil),         // 20: switchyard.common.v1.StopConditions
-	(*v1.Hints)(nil),                  // 21: switchyard.common.v1.Hints
-	(v1.StorageTier)(0),               // 22: switchyard.common.v1.StorageTier
+	(*ExportPrefixRequest)(nil),       // 18: switchyard.worker.v1.ExportPrefixRequest
+	(*ExportPrefixResponse)(nil),      // 19: switchyard.worker.v1.ExportPrefixResponse
+	(*RemotePrefillResponse)(nil),     // 20: switchyard.worker.v1.RemotePrefillResponse
+	(*v1.SamplingParams)(nil),         // 21: switchyard.common.v1.SamplingParams
+	(*v1.StopConditions)(nil),         // 22: switchyard.common.v1.StopConditions
+	(*v1.Hints)(nil),                  // 23: switchyard.common.v1.Hints
+	(v1.StorageTier)(0),               // 24: switchyard.common.v1.StorageTier
 }
 var file_switchyard_worker_v1_worker_proto_depIdxs = []int32{
-	19, // 0: switchyard.worker.v1.GenerateRequest.sampling:type_name -> switchyard.common.v1.SamplingParams
-	20, // 1: switchyard.worker.v1.GenerateRequest.stop:type_name -> switchyard.common.v1.StopConditions
-	21, // 2: switchyard.worker.v1.GenerateRequest.hints:type_name -> switchyard.common.v1.Hints
+	21, // 0: switchyard.worker.v1.GenerateRequest.sampling:type_name -> switchyard.common.v1.SamplingParams
+	22, // 1: switchyard.worker.v1.GenerateRequest.stop:type_name -> switchyard.common.v1.StopConditions
+	23, // 2: switchyard.worker.v1.GenerateRequest.hints:type_name -> switchyard.common.v1.Hints
 	0,  // 3: switchyard.worker.v1.GenerateResponse.finish_reason:type_name -> switchyard.worker.v1.FinishReason
 	2,  // 4: switchyard.worker.v1.GenerateResponse.usage:type_name -> switchyard.worker.v1.Usage
 	4,  // 5: switchyard.worker.v1.GenerateResponse.logprobs:type_name -> switchyard.worker.v1.TokenLogprob
 	5,  // 6: switchyard.worker.v1.TokenLogprob.top:type_name -> switchyard.worker.v1.TopLogprob
-	22, // 7: switchyard.worker.v1.KvBlocksStored.tier:type_name -> switchyard.common.v1.StorageTier
-	22, // 8: switchyard.worker.v1.KvBlocksRemoved.tier:type_name -> switchyard.common.v1.StorageTier
+	24, // 7: switchyard.worker.v1.KvBlocksStored.tier:type_name -> switchyard.common.v1.StorageTier
+	24, // 8: switchyard.worker.v1.KvBlocksRemoved.tier:type_name -> switchyard.common.v1.StorageTier
 	7,  // 9: switchyard.worker.v1.KvEvent.stored:type_name -> switchyard.worker.v1.KvBlocksStored
 	8,  // 10: switchyard.worker.v1.KvEvent.removed:type_name -> switchyard.worker.v1.KvBlocksRemoved
 	9,  // 11: switchyard.worker.v1.KvEvent.cleared:type_name -> switchyard.worker.v1.KvCleared
 	10, // 12: switchyard.worker.v1.SubscribeKvEventsResponse.events:type_name -> switchyard.worker.v1.KvEvent
-	19, // 13: switchyard.worker.v1.RemotePrefillRequest.sampling:type_name -> switchyard.common.v1.SamplingParams
+	21, // 13: switchyard.worker.v1.RemotePrefillRequest.sampling:type_name -> switchyard.common.v1.SamplingParams
 	16, // 14: switchyard.worker.v1.RemotePrefillRequest.target:type_name -> switchyard.worker.v1.KvTarget
-	1,  // 15: switchyard.worker.v1.WorkerService.Generate:input_type -> switchyard.worker.v1.GenerateRequest
-	6,  // 16: switchyard.worker.v1.WorkerService.SubscribeKvEvents:input_type -> switchyard.worker.v1.SubscribeKvEventsRequest
-	12, // 17: switchyard.worker.v1.WorkerService.GetLoad:input_type -> switchyard.worker.v1.GetLoadRequest
-	14, // 18: switchyard.worker.v1.WorkerService.GetModelInfo:input_type -> switchyard.worker.v1.GetModelInfoRequest
-	17, // 19: switchyard.worker.v1.WorkerService.RemotePrefill:input_type -> switchyard.worker.v1.RemotePrefillRequest
-	3,  // 20: switchyard.worker.v1.WorkerService.Generate:output_type -> switchyard.worker.v1.GenerateResponse
-	11, // 21: switchyard.worker.v1.WorkerService.SubscribeKvEvents:output_type -> switchyard.worker.v1.SubscribeKvEventsResponse
-	13, // 22: switchyard.worker.v1.WorkerService.GetLoad:output_type -> switchyard.worker.v1.GetLoadResponse
-	15, // 23: switchyard.worker.v1.WorkerService.GetModelInfo:output_type -> switchyard.worker.v1.GetModelInfoResponse
-	18, // 24: switchyard.worker.v1.WorkerService.RemotePrefill:output_type -> switchyard.worker.v1.RemotePrefillResponse
-	20, // [20:25] is the sub-list for method output_type
-	15, // [15:20] is the sub-list for method input_type
-	15, // [15:15] is the sub-list for extension type_name
-	15, // [15:15] is the sub-list for extension extendee
-	0,  // [0:15] is the sub-list for field type_name
+	16, // 15: switchyard.worker.v1.ExportPrefixRequest.target:type_name -> switchyard.worker.v1.KvTarget
+	1,  // 16: switchyard.worker.v1.WorkerService.Generate:input_type -> switchyard.worker.v1.GenerateRequest
+	6,  // 17: switchyard.worker.v1.WorkerService.SubscribeKvEvents:input_type -> switchyard.worker.v1.SubscribeKvEventsRequest
+	12, // 18: switchyard.worker.v1.WorkerService.GetLoad:input_type -> switchyard.worker.v1.GetLoadRequest
+	14, // 19: switchyard.worker.v1.WorkerService.GetModelInfo:input_type -> switchyard.worker.v1.GetModelInfoRequest
+	17, // 20: switchyard.worker.v1.WorkerService.RemotePrefill:input_type -> switchyard.worker.v1.RemotePrefillRequest
+	18, // 21: switchyard.worker.v1.WorkerService.ExportPrefix:input_type -> switchyard.worker.v1.ExportPrefixRequest
+	3,  // 22: switchyard.worker.v1.WorkerService.Generate:output_type -> switchyard.worker.v1.GenerateResponse
+	11, // 23: switchyard.worker.v1.WorkerService.SubscribeKvEvents:output_type -> switchyard.worker.v1.SubscribeKvEventsResponse
+	13, // 24: switchyard.worker.v1.WorkerService.GetLoad:output_type -> switchyard.worker.v1.GetLoadResponse
+	15, // 25: switchyard.worker.v1.WorkerService.GetModelInfo:output_type -> switchyard.worker.v1.GetModelInfoResponse
+	20, // 26: switchyard.worker.v1.WorkerService.RemotePrefill:output_type -> switchyard.worker.v1.RemotePrefillResponse
+	19, // 27: switchyard.worker.v1.WorkerService.ExportPrefix:output_type -> switchyard.worker.v1.ExportPrefixResponse
+	22, // [22:28] is the sub-list for method output_type
+	16, // [16:22] is the sub-list for method input_type
+	16, // [16:16] is the sub-list for extension type_name
+	16, // [16:16] is the sub-list for extension extendee
+	0,  // [0:16] is the sub-list for field type_name
 }
 
 func init() { file_switchyard_worker_v1_worker_proto_init() }
@@ -1590,7 +1784,7 @@ func file_switchyard_worker_v1_worker_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_switchyard_worker_v1_worker_proto_rawDesc), len(file_switchyard_worker_v1_worker_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   18,
+			NumMessages:   20,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -29,6 +29,18 @@ type Router struct {
 	reports  int           // Report calls
 	legacy   bool          // Report answers Unimplemented
 	hold     chan struct{} // Report waits until it is closed
+	prefill  *routerv1.Worker
+	source   *routerv1.Worker // prefix source named in every decision
+	blocks   uint32
+}
+
+// Name makes every decision also name a prefill worker and a prefix
+// source holding blocks leading blocks (nil: none), as a router with
+// prefill workers and prefix pull does.
+func (r *Router) Name(prefill, source *routerv1.Worker, blocks uint32) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.prefill, r.source, r.blocks = prefill, source, blocks
 }
 
 // StartRouter serves a fake router over workers until the test ends.
@@ -88,7 +100,8 @@ func (r *Router) Route(_ context.Context, req *connect.Request[routerv1.RouteReq
 	}
 	w := pool[r.calls%len(pool)]
 	r.calls++
-	return connect.NewResponse(&routerv1.RouteResponse{Decode: &routerv1.Worker{InstanceId: w.cfg.ID, Address: w.URL}, Mode: "round-robin"}), nil
+	return connect.NewResponse(&routerv1.RouteResponse{Decode: &routerv1.Worker{InstanceId: w.cfg.ID, Address: w.URL}, Mode: "round-robin",
+		Prefill: r.prefill, PrefixSource: r.source, PrefixSourceBlocks: r.blocks}), nil
 }
 
 // Release implements the RouterService.

@@ -39,6 +39,10 @@ func (g *Generator) attempt(ctx context.Context, st *state, n int, emit func(Del
 	// The decode worker decides whether to use the router's prefill worker
 	// (its uncached prompt length against -disagg-threshold-tokens).
 	gen.PrefillWorker = routed.Resp.GetPrefill().GetAddress()
+	// Likewise whether to copy the prompt's prefix from the worker the
+	// router found holding more of it (prefix pull).
+	gen.PrefixWorker = routed.Resp.GetPrefixSource().GetAddress()
+	gen.PrefixBlocks = routed.Resp.GetPrefixSourceBlocks()
 	// Cancelling sctx cancels the worker's stream: on client disconnect, on
 	// a stop string found here, and on return.
 	sctx, cancel := context.WithCancel(ctx)

@@ -10,6 +10,8 @@ import (
 
 	"connectrpc.com/connect"
 
+	routerv1 "switchyard.dev/gen/switchyard/router/v1"
+
 	"switchyard.dev/libs/engine/tokenizer"
 	"switchyard.dev/services/frontend/internal/fakemesh"
 	"switchyard.dev/services/frontend/internal/upstream"
@@ -97,6 +99,22 @@ func TestUndisturbed(t *testing.T) {
 	}
 	if got := router.PrefillDones(); len(got) != 1 || got[0] != "req-1" {
 		t.Fatalf("prefill-done reports %v", got)
+	}
+}
+
+// TestNamesPeers: the prefill worker and the prefix source the router
+// names reach the decode worker, which decides whether to use them.
+func TestNamesPeers(t *testing.T) {
+	t.Parallel()
+	w := fakemesh.StartWorker(t, fakemesh.WorkerConfig{ID: "a"})
+	g, router := newGen(t, 1, w)
+	router.Name(&routerv1.Worker{InstanceId: "p", Address: "http://p:1"}, &routerv1.Worker{InstanceId: "b", Address: "http://b:2"}, 7)
+	if r := generate(t.Context(), g, request(t, 4)); r.err != nil {
+		t.Fatal(r.err)
+	}
+	reqs := w.Requests()
+	if len(reqs) != 1 || reqs[0].GetPrefillWorker() != "http://p:1" || reqs[0].GetPrefixWorker() != "http://b:2" || reqs[0].GetPrefixBlocks() != 7 {
+		t.Fatalf("worker got %+v", reqs)
 	}
 }
 

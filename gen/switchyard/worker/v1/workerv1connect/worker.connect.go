@@ -48,6 +48,9 @@ const (
 	// WorkerServiceRemotePrefillProcedure is the fully-qualified name of the WorkerService's
 	// RemotePrefill RPC.
 	WorkerServiceRemotePrefillProcedure = "/switchyard.worker.v1.WorkerService/RemotePrefill"
+	// WorkerServiceExportPrefixProcedure is the fully-qualified name of the WorkerService's
+	// ExportPrefix RPC.
+	WorkerServiceExportPrefixProcedure = "/switchyard.worker.v1.WorkerService/ExportPrefix"
 )
 
 // WorkerServiceClient is a client for the switchyard.worker.v1.WorkerService service.
@@ -67,6 +70,13 @@ type WorkerServiceClient interface {
 	// returns the first sampled token. The caller (a decode worker) has
 	// reserved the target blocks and commits them once this returns OK.
 	RemotePrefill(context.Context, *connect.Request[v1.RemotePrefillRequest]) (*connect.Response[v1.RemotePrefillResponse], error)
+	// ExportPrefix (prefix pull) writes the KV of prompt blocks this worker
+	// holds in its prefix cache into the caller's KV arena, from first_block
+	// on, and computes nothing: it writes the leading run of those blocks
+	// that is cached, which may be shorter than asked (even empty). The
+	// caller (a worker about to prefill the prompt) commits the blocks
+	// written and computes the rest.
+	ExportPrefix(context.Context, *connect.Request[v1.ExportPrefixRequest]) (*connect.Response[v1.ExportPrefixResponse], error)
 }
 
 // NewWorkerServiceClient constructs a client for the switchyard.worker.v1.WorkerService service. By
@@ -112,6 +122,12 @@ func NewWorkerServiceClient(httpClient connect.HTTPClient, baseURL string, opts 
 			connect.WithSchema(workerServiceMethods.ByName("RemotePrefill")),
 			connect.WithClientOptions(opts...),
 		),
+		exportPrefix: connect.NewClient[v1.ExportPrefixRequest, v1.ExportPrefixResponse](
+			httpClient,
+			baseURL+WorkerServiceExportPrefixProcedure,
+			connect.WithSchema(workerServiceMethods.ByName("ExportPrefix")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -122,6 +138,7 @@ type workerServiceClient struct {
 	getLoad           *connect.Client[v1.GetLoadRequest, v1.GetLoadResponse]
 	getModelInfo      *connect.Client[v1.GetModelInfoRequest, v1.GetModelInfoResponse]
 	remotePrefill     *connect.Client[v1.RemotePrefillRequest, v1.RemotePrefillResponse]
+	exportPrefix      *connect.Client[v1.ExportPrefixRequest, v1.ExportPrefixResponse]
 }
 
 // Generate calls switchyard.worker.v1.WorkerService.Generate.
@@ -149,6 +166,11 @@ func (c *workerServiceClient) RemotePrefill(ctx context.Context, req *connect.Re
 	return c.remotePrefill.CallUnary(ctx, req)
 }
 
+// ExportPrefix calls switchyard.worker.v1.WorkerService.ExportPrefix.
+func (c *workerServiceClient) ExportPrefix(ctx context.Context, req *connect.Request[v1.ExportPrefixRequest]) (*connect.Response[v1.ExportPrefixResponse], error) {
+	return c.exportPrefix.CallUnary(ctx, req)
+}
+
 // WorkerServiceHandler is an implementation of the switchyard.worker.v1.WorkerService service.
 type WorkerServiceHandler interface {
 	// Generate streams the tokens of one request as they are decoded.
@@ -166,6 +188,13 @@ type WorkerServiceHandler interface {
 	// returns the first sampled token. The caller (a decode worker) has
 	// reserved the target blocks and commits them once this returns OK.
 	RemotePrefill(context.Context, *connect.Request[v1.RemotePrefillRequest]) (*connect.Response[v1.RemotePrefillResponse], error)
+	// ExportPrefix (prefix pull) writes the KV of prompt blocks this worker
+	// holds in its prefix cache into the caller's KV arena, from first_block
+	// on, and computes nothing: it writes the leading run of those blocks
+	// that is cached, which may be shorter than asked (even empty). The
+	// caller (a worker about to prefill the prompt) commits the blocks
+	// written and computes the rest.
+	ExportPrefix(context.Context, *connect.Request[v1.ExportPrefixRequest]) (*connect.Response[v1.ExportPrefixResponse], error)
 }
 
 // NewWorkerServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -207,6 +236,12 @@ func NewWorkerServiceHandler(svc WorkerServiceHandler, opts ...connect.HandlerOp
 		connect.WithSchema(workerServiceMethods.ByName("RemotePrefill")),
 		connect.WithHandlerOptions(opts...),
 	)
+	workerServiceExportPrefixHandler := connect.NewUnaryHandler(
+		WorkerServiceExportPrefixProcedure,
+		svc.ExportPrefix,
+		connect.WithSchema(workerServiceMethods.ByName("ExportPrefix")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/switchyard.worker.v1.WorkerService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case WorkerServiceGenerateProcedure:
@@ -219,6 +254,8 @@ func NewWorkerServiceHandler(svc WorkerServiceHandler, opts ...connect.HandlerOp
 			workerServiceGetModelInfoHandler.ServeHTTP(w, r)
 		case WorkerServiceRemotePrefillProcedure:
 			workerServiceRemotePrefillHandler.ServeHTTP(w, r)
+		case WorkerServiceExportPrefixProcedure:
+			workerServiceExportPrefixHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -246,4 +283,8 @@ func (UnimplementedWorkerServiceHandler) GetModelInfo(context.Context, *connect.
 
 func (UnimplementedWorkerServiceHandler) RemotePrefill(context.Context, *connect.Request[v1.RemotePrefillRequest]) (*connect.Response[v1.RemotePrefillResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("switchyard.worker.v1.WorkerService.RemotePrefill is not implemented"))
+}
+
+func (UnimplementedWorkerServiceHandler) ExportPrefix(context.Context, *connect.Request[v1.ExportPrefixRequest]) (*connect.Response[v1.ExportPrefixResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("switchyard.worker.v1.WorkerService.ExportPrefix is not implemented"))
 }
