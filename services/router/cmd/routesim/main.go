@@ -64,6 +64,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.Float64Var(&params.PrefillLoadScale, "prefill-load-scale", params.PrefillLoadScale, "router: weight of a block to prefill against a block held by a decode")
 	fs.Float64Var(&params.OwnPrefillWeight, "own-prefill-weight", params.OwnPrefillWeight, "router: weight of the request's own uncached blocks against queued ones")
 	fs.Float64Var(&params.Temperature, "temperature", 0, "router: softmax temperature (0: lowest cost)")
+	fs.Float64Var(&params.PrefixPullWeight, "prefix-pull-weight", params.PrefixPullWeight, "router: credit of a block a worker would copy from a peer (prefix pull; 0: off)")
+	fs.DurationVar(&cfg.PullBlockTime, "pull-block-time", 84*time.Microsecond, "workers: time to copy one KV block from a peer")
 	fs.Float64Var(&rp.Speed, "rate", 1, "arrival rate against the trace's own (1.1: a tenth more load)")
 	fs.IntVar(&rp.MaxInputTokens, "max-input-tokens", 0, "truncate prompts to this many tokens (0: context - 2048, as make bench does)")
 	fs.IntVar(&rp.MaxOutputTokens, "max-output-tokens", 2048, "cap generations, as make bench does (0: no cap)")
@@ -102,7 +104,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		_ = rows.Write([]string{"mode", "request", "worker", "ttft_ms", "prompt_tokens", "cached_tokens"})
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "mode\tmean TTFT ms\tp50\tp90\tp99\thit ratio\tfailed\tpreempted\tmean ÷ %s's\t\n", modes[0])
+	fmt.Fprintf(tw, "mode\tmean TTFT ms\tp50\tp90\tp99\thit ratio\tpulls (blocks)\tfailed\tpreempted\tmean ÷ %s's\t\n", modes[0])
 	reqs, err := routesim.Requests(recs, rp) // replayable: each mode ranges over it anew
 	if err != nil {
 		return err
@@ -123,9 +125,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			base = mean
 		}
 		ms := func(d time.Duration) string { return fmt.Sprintf("%.1f", float64(d)/float64(time.Millisecond)) }
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%.2f%%\t%d\t%d\t%.2fx\t\n", mode, ms(mean),
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%.2f%%\t%d (%d)\t%d\t%d\t%.2fx\t\n", mode, ms(mean),
 			ms(routesim.Quantile(ts, 0.5)), ms(routesim.Quantile(ts, 0.9)), ms(routesim.Quantile(ts, 0.99)),
-			100*res.HitRatio(), res.Failed, res.Preemptions, float64(mean)/float64(max(base, 1)))
+			100*res.HitRatio(), res.Pulls, res.PulledBlocks, res.Failed, res.Preemptions, float64(mean)/float64(max(base, 1)))
 	}
 	if rows != nil {
 		rows.Flush()

@@ -70,7 +70,7 @@ func setup(ctx context.Context, rt *service.Runtime, f *flags) (*stack, error) {
 	var pusher *peer.Pusher
 	cfg := route.Config{
 		Self: id, Index: index, Mode: f.mode,
-		Params:                policy.Params{Weights: f.weights, PrefillLoadScale: f.prefillLoadScale, OwnPrefillWeight: f.ownPrefill, Temperature: f.temperature},
+		Params:                policy.Params{Weights: f.weights, PrefillLoadScale: f.prefillLoadScale, OwnPrefillWeight: f.ownPrefill, Temperature: f.temperature, PrefixPullWeight: f.prefixPull},
 		DisaggThresholdTokens: f.disaggThreshold, DefaultBlockSize: f.blockSize, ExpectedOutputTokens: f.expectedOutput,
 		PrefillBlockTime: f.prefillBlockTime, LoadTTL: f.loadTTL,
 		Approx: f.approx, ApproxTTL: f.approxTTL, ApproxMaxBlocks: f.approxMaxBlocks,

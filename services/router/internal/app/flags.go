@@ -20,6 +20,7 @@ type flags struct {
 	temperature      float64
 	prefillLoadScale float64
 	ownPrefill       float64
+	prefixPull       float64
 	weights          policy.TierWeights
 	disaggThreshold  int
 	blockSize        int
@@ -54,6 +55,7 @@ func (f *flags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.mode, "mode", policy.ModeKV, "routing mode: kv, round-robin, random, least-loaded or direct (requests with hints.worker_id are always direct)")
 	fs.Float64Var(&f.temperature, "temperature", 0, "kv mode: 0 picks the lowest cost (random tie-break); > 0 samples softmax over normalized costs")
 	fs.Float64Var(&f.prefillLoadScale, "prefill-load-scale", policy.DefaultPrefillLoadScale, "weight of prefill blocks against decode blocks in the cost")
+	fs.Float64Var(&f.prefixPull, "prefix-pull-weight", policy.DefaultPrefixPullWeight, "kv mode: overlap credit of a block a worker would copy from the peer holding it (prefix pull; both publish KV transfer agents); 0 turns prefix pull off")
 	fs.Float64Var(&f.ownPrefill, "own-prefill-weight", policy.DefaultOwnPrefillWeight, "weight of the request's own uncached blocks against a worker's queued prefill blocks (>= 1)")
 	f.weights = policy.DefaultTierWeights()
 	fs.Var(&f.weights, "tier-weights", "comma-separated `weights`: overlap credit per cached block in "+tierNames()+" tiers")
@@ -80,8 +82,8 @@ func (f *flags) validate() error {
 	if f.ownPrefill < 1 {
 		return fmt.Errorf("-own-prefill-weight must be at least 1")
 	}
-	if f.temperature < 0 || f.prefillLoadScale < 0 {
-		return fmt.Errorf("-temperature and -prefill-load-scale must not be negative")
+	if f.temperature < 0 || f.prefillLoadScale < 0 || f.prefixPull < 0 {
+		return fmt.Errorf("-temperature, -prefill-load-scale and -prefix-pull-weight must not be negative")
 	}
 	if f.blockSize <= 0 {
 		return fmt.Errorf("-block-size=%d: must be positive", f.blockSize)

@@ -19,6 +19,10 @@ type Candidate struct {
 	// requests decoding on the worker.
 	PrefillBlocks float64
 	DecodeBlocks  float64
+	// PeerDepth is the request's leading blocks that another worker holds
+	// on device and this one could copy from it (prefix pull); 0 when it
+	// cannot pull. Only blocks beyond Depth[kvtier.External] count.
+	PeerDepth int
 
 	// Overlap is the tier-weighted overlap credit, in blocks.
 	Overlap float64

@@ -18,8 +18,10 @@
 //	cost = prefill_load_scale × max(active_prefill_blocks + request_blocks − overlap_credit, 0) + decode_blocks
 //
 // where overlap_credit weights the request's cached prefix by the fastest
-// tier that holds each block (TierWeights, one per kvtier.Tier), and
-// the loads include what the router itself predicted for requests it just
+// tier that holds each block (TierWeights, one per kvtier.Tier), plus,
+// with prefix pull on, PrefixPullWeight for each further block that
+// another worker holds on device and this one would copy rather than
+// compute (Candidate.PeerDepth), and the loads include what the router itself predicted for requests it just
 // routed. Scores are 1 − cost/max_cost, so the picker's softmax over scores
 // is the softmax over normalized costs.
 package policy

@@ -5,6 +5,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"sync/atomic"
+
+	"switchyard.dev/libs/kvhash/kvtier"
 )
 
 // workerIDFilter keeps only the worker the request names (mode direct).
@@ -28,18 +30,19 @@ type costScorer struct {
 	weights TierWeights
 	scale   float64
 	own     float64 // weight of the request's own uncached blocks (>= 1)
+	pull    float64 // credit of a block copied from a peer
 	overlap bool
 }
 
 func newCostScorer(p Params, overlap bool) costScorer {
-	return costScorer{weights: p.Weights, scale: p.PrefillLoadScale, own: max(p.OwnPrefillWeight, 1), overlap: overlap}
+	return costScorer{weights: p.Weights, scale: p.PrefillLoadScale, own: max(p.OwnPrefillWeight, 1), pull: p.PrefixPullWeight, overlap: overlap}
 }
 
 func (s costScorer) Score(r *Request, cs []Candidate, scores []float64) {
 	maxCost := 0.0
 	for i := range cs {
 		c := &cs[i]
-		c.Overlap = s.weights.Credit(c.Depth)
+		c.Overlap = s.weights.Credit(c.Depth) + s.pull*float64(max(c.PeerDepth-c.Depth[kvtier.External], 0))
 		credit := c.Overlap
 		if !s.overlap {
 			credit = 0

@@ -17,6 +17,10 @@ type Params struct {
 	// queued behind it there, not only for the request's own TTFT.
 	OwnPrefillWeight float64
 	Temperature      float64
+	// PrefixPullWeight is the overlap credit of a block the worker would
+	// copy from a peer (Candidate.PeerDepth) rather than compute; 0 turns
+	// prefix pull off.
+	PrefixPullWeight float64
 }
 
 // DefaultPrefillLoadScale weighs a block to prefill 16 times a block held
@@ -40,9 +44,17 @@ const DefaultPrefillLoadScale = 16
 // the infinite-cache ceiling (conversation), 81, -, 97, 100% (synthetic).
 const DefaultOwnPrefillWeight = 8
 
+// DefaultPrefixPullWeight credits a block a worker would copy from a peer
+// as much as one it holds: the copy takes a few percent of the block's
+// prefill (84 µs against ~2 ms for 16 tokens at 25 GB/s), and the
+// request waits for it in its place in the queue (docs/benchmarks.md,
+// session 13).
+const DefaultPrefixPullWeight = 0.99
+
 // DefaultParams are the router's defaults.
 func DefaultParams() Params {
-	return Params{Weights: DefaultTierWeights(), PrefillLoadScale: DefaultPrefillLoadScale, OwnPrefillWeight: DefaultOwnPrefillWeight}
+	return Params{Weights: DefaultTierWeights(), PrefillLoadScale: DefaultPrefillLoadScale, OwnPrefillWeight: DefaultOwnPrefillWeight,
+		PrefixPullWeight: DefaultPrefixPullWeight}
 }
 
 // WeightedScorer names a scorer and its weight in the combined score.

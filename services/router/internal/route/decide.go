@@ -72,23 +72,35 @@ func (r *Router) Decide(ctx context.Context, req *routerv1.RouteRequest) (*route
 	r.cfg.Index.MatchInto(&s.match, hashes)
 	preq := policy.Request{Blocks: len(hashes), WorkerID: req.GetHints().GetWorkerId(), Exclude: req.GetExcludeInstanceIds()}
 
-	dec, err := r.pick(r.profiles[mode], &preq, s, mp.decode, mp.decodeIDs, mp.decodePos)
+	var src prefixSource
+	if mode == policy.ModeKV && r.cfg.Params.PrefixPullWeight > 0 {
+		src = findPrefixSource(mp, &s.match)
+	}
+	dec, err := r.pick(r.profiles[mode], &preq, s, mp.decode, mp.decodeIDs, mp.decodePos, src.depth)
 	if err != nil {
 		return nil, r.pickError(err, preq.WorkerID, pools.known)
 	}
+	decW := mp.decode[mp.decodePos[dec.worker().ID]]
 	res := &routerv1.RouteResponse{RequestBlocks: uint32(len(hashes)), Mode: mode,
-		Decode: &routerv1.Worker{InstanceId: dec.worker().ID, Address: mp.decode[mp.decodePos[dec.worker().ID]].URL}}
+		Decode: &routerv1.Worker{InstanceId: decW.ID, Address: decW.URL}}
+	pulled := 0
+	if d := dec.worker().Depth; decW.Pull && src.depth > d[kvtier.External] && src.id != decW.ID {
+		srcW := mp.decode[mp.decodePos[src.id]]
+		res.PrefixSource, res.PrefixSourceBlocks = &routerv1.Worker{InstanceId: srcW.ID, Address: srcW.URL}, uint32(src.depth)
+		pulled = src.depth - d[kvtier.External]
+	}
 	appendCandidates(res, req, dec.cands)
 	if r.cfg.Logger.Enabled(ctx, slog.LevelDebug) {
 		// Now: the prefill pick below reuses the candidates' buffer.
 		r.logDecision(ctx, req, mode, dec)
 	}
 	chosen := *dec.worker()
-	prefillID, prefillCredit := "", r.cfg.Params.Weights.Credit(chosen.Depth)
+	// Pulled blocks are copied, not computed: no prefill load.
+	prefillID, prefillCredit := "", r.cfg.Params.Weights.Credit(chosen.Depth)+float64(pulled)
 	uncached := len(req.GetTokenIds()) - chosen.Depth[kvtier.Device]*mp.blockSize
 	if len(mp.prefill) > 0 && uncached > r.cfg.DisaggThresholdTokens {
 		preqP := policy.Request{Blocks: len(hashes)}
-		pd, err := r.pick(r.prefill, &preqP, s, mp.prefill, mp.prefillID, mp.prefillAt)
+		pd, err := r.pick(r.prefill, &preqP, s, mp.prefill, mp.prefillID, mp.prefillAt, 0)
 		if err == nil {
 			p := pd.worker()
 			prefillID, prefillCredit = p.ID, p.Overlap
@@ -105,11 +117,17 @@ func (r *Router) Decide(ctx context.Context, req *routerv1.RouteRequest) (*route
 }
 
 // pick builds the candidates of one pool and runs profile over them.
-func (r *Router) pick(profile *policy.Profile, preq *policy.Request, s *scratch, ws []Worker, ids []string, pos map[string]int) (decision, error) {
+// peerDepth is the prefix a pull-capable candidate could copy from a peer
+// (0: none).
+func (r *Router) pick(profile *policy.Profile, preq *policy.Request, s *scratch, ws []Worker, ids []string, pos map[string]int, peerDepth int) (decision, error) {
 	s.loads = r.loads.Get(ids, s.loads)
 	s.cands = s.cands[:0]
 	for i, w := range ws {
-		s.cands = append(s.cands, policy.Candidate{ID: w.ID, PrefillBlocks: s.loads[i].Prefill, DecodeBlocks: s.loads[i].Decode})
+		c := policy.Candidate{ID: w.ID, PrefillBlocks: s.loads[i].Prefill, DecodeBlocks: s.loads[i].Decode}
+		if w.Pull {
+			c.PeerDepth = peerDepth
+		}
+		s.cands = append(s.cands, c)
 	}
 	for _, m := range s.match.Workers {
 		if i, ok := pos[m.Worker]; ok {
@@ -119,6 +137,31 @@ func (r *Router) pick(profile *policy.Profile, preq *policy.Request, s *scratch,
 	s.cands = exclude(s.cands, preq.Exclude)
 	cands, i, err := profile.Pick(preq, s.cands, r.rng, &s.policy)
 	return decision{cands: cands, chosen: i}, err
+}
+
+// prefixSource is the decode worker that holds the longest prefix of a
+// request on device among those that can export it (prefix pull).
+type prefixSource struct {
+	id    string
+	depth int
+}
+
+// findPrefixSource picks, among m's holders that publish a KV transfer
+// agent, the deepest on device; ties go to the smaller id, so replicas
+// and replays agree.
+func findPrefixSource(mp *modelPool, m *radix.Result) prefixSource {
+	var best prefixSource
+	for _, w := range m.Workers {
+		i, ok := mp.decodePos[w.Worker]
+		if !ok || !mp.decode[i].Pull {
+			continue
+		}
+		d := w.Depth[kvtier.Device]
+		if d > best.depth || (d == best.depth && d > 0 && w.Worker < best.id) {
+			best = prefixSource{id: w.Worker, depth: d}
+		}
+	}
+	return best
 }
 
 // exclude drops the excluded workers from cs, unless that would leave none:

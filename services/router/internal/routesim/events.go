@@ -2,12 +2,14 @@ package routesim
 
 import "time"
 
-// event is the next arrival (worker -1) or the end of a worker's step.
-// The queue holds at most one arrival (the next request is read only when
-// the previous one has arrived) and one step per worker.
+// event is the next arrival (worker -1), the end of a worker's step, or
+// a prefix pull landing on a worker (land set). The queue holds at most
+// one arrival (the next request is read only when the previous one has
+// arrived), one step per worker, and the pulls in flight.
 type event struct {
 	at     time.Duration
 	worker int
+	land   *pull
 }
 
 type eventQueue []event
@@ -24,6 +26,12 @@ func (q eventQueue) Less(a, b int) bool {
 	}
 	if (x.worker < 0) != (y.worker < 0) {
 		return x.worker >= 0
+	}
+	if (x.land == nil) != (y.land == nil) { // a landing before a step's end
+		return x.land != nil
+	}
+	if x.land != nil {
+		return x.land.id < y.land.id
 	}
 	return x.worker < y.worker
 }

@@ -29,6 +29,9 @@ type Result struct {
 	// workers preempted for blocks.
 	Failed, Preemptions int
 	End                 time.Duration // when the last request finished
+	// Pulls counts the requests that copied leading blocks from a peer
+	// (prefix pull), PulledBlocks the blocks they copied.
+	Pulls, PulledBlocks int
 }
 
 // HitRatio is the fraction of prompt tokens served from a prefix cache,

@@ -68,6 +68,11 @@ type Config struct {
 	ExpectedOutputTokens int
 	LoadTTL              time.Duration
 	Seed                 uint64 // seeds the router's tie-breaks
+	// PullBlockTime is how long copying one KV block from a peer takes
+	// (prefix pull, on when Params.PrefixPullWeight > 0: every worker
+	// publishes a transfer agent). Default 84 µs: a 16-token block of
+	// fp16 Llama-3-8B KV (2 MiB) at 25 GB/s.
+	PullBlockTime time.Duration
 }
 
 func (c *Config) withDefaults() error {
@@ -80,6 +85,11 @@ func (c *Config) withDefaults() error {
 		return fmt.Errorf("routesim: expected output of %d tokens: want 0 (the default) or more", c.ExpectedOutputTokens)
 	case c.LoadTTL < 0:
 		return fmt.Errorf("routesim: load TTL %v: want positive", c.LoadTTL)
+	case c.PullBlockTime < 0:
+		return fmt.Errorf("routesim: pull block time %v: want 0 (the default) or more", c.PullBlockTime)
+	}
+	if c.PullBlockTime == 0 {
+		c.PullBlockTime = 84 * time.Microsecond
 	}
 	if c.Workers == 0 {
 		c.Workers = 8
@@ -146,6 +156,12 @@ func Run(ctx context.Context, cfg Config, reqs iter.Seq[Request]) (*Result, erro
 		}
 		ev := heap.Pop(&s.events).(event)
 		s.now = ev.at
+		if ev.land != nil {
+			if err := s.land(ev.land); err != nil {
+				return nil, err
+			}
+			continue
+		}
 		if ev.worker < 0 {
 			if err := s.arrive(ctx); err != nil {
 				return nil, err
@@ -220,6 +236,9 @@ func newReplay(cfg Config) (*replay, error) {
 		s.workers = append(s.workers, &worker{name: name, kv: core.KV, sched: core.Sched, maxLen: core.MaxLen, reqs: map[uint64]*inflight{}})
 		insts[i] = discovery.Instance{ID: name, Role: discovery.RoleDecode, Model: model,
 			Meta: map[string]string{discovery.MetaBlockSize: strconv.Itoa(core.Config.BlockSize)}}
+		if cfg.Params.PrefixPullWeight > 0 {
+			insts[i].Meta[discovery.MetaKVTransfer] = name
+		}
 	}
 	// Every request reports its first token (PrefillDone), so the
 	// router's prefill-time estimate is never used and needs no setting.
@@ -280,6 +299,11 @@ func (s *replay) arrive(ctx context.Context) error {
 	}
 	seq := &sched.Seq{ID: uint64(i) + 1, Tokens: q.Prompt, PromptLen: len(q.Prompt)}
 	w.reqs[seq.ID] = &inflight{i: i, id: id, arrived: s.now, output: max(q.Output, 1)}
+	if src := res.GetPrefixSource(); src != nil {
+		if err := s.startPull(seq, wi, src.GetInstanceId(), int(res.GetPrefixSourceBlocks())); err != nil {
+			return fmt.Errorf("routesim: request %d: %w", i, err)
+		}
+	}
 	w.sched.Add(seq)
 	return s.startStep(wi)
 }

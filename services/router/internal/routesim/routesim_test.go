@@ -101,6 +101,44 @@ func TestKVRoutesAFollowUpToItsPrefix(t *testing.T) {
 	}
 }
 
+// TestPrefixPullSkipsABusyHolder: a follow-up turn whose prefix holder is
+// busy prefilling a long prompt goes to the idle worker either way; with
+// prefix pull it copies its 2,000-token prefix from the holder there and
+// comes sooner than by recomputing it.
+func TestPrefixPullSkipsABusyHolder(t *testing.T) {
+	t.Parallel()
+	first := prompt(7, 0, 2000, 2000)
+	long := append(slices.Clone(first), prompt(7, 1, 0, 40000)...)
+	follow := append(slices.Clone(first), prompt(7, 2, 0, 300)...)
+	reqs := []Request{
+		{At: 0, Prompt: first, Output: 4},
+		{At: 10 * time.Second, Prompt: long, Output: 4},
+		{At: 10*time.Second + time.Millisecond, Prompt: follow, Output: 4},
+	}
+	off := policy.DefaultParams()
+	off.PrefixPullWeight = 0
+	without := run(t, Config{Workers: 2, Params: off}, reqs)
+	with := run(t, Config{Workers: 2}, reqs)
+	for name, res := range map[string]*Result{"without pull": without, "with pull": with} {
+		if res.Requests[1].Worker != res.Requests[0].Worker || res.Requests[2].Worker == res.Requests[0].Worker {
+			t.Fatalf("%s: workers %d, %d, %d: want the long prompt on the holder, the follow-up on the other", name,
+				res.Requests[0].Worker, res.Requests[1].Worker, res.Requests[2].Worker)
+		}
+	}
+	w, o := with.Requests[2], without.Requests[2]
+	if with.Pulls != 1 || with.PulledBlocks != 125 || w.CachedTokens != 2000 {
+		t.Fatalf("with pull: %d pulls of %d blocks, %d cached tokens; want 1 of 125, 2,000", with.Pulls, with.PulledBlocks, w.CachedTokens)
+	}
+	if without.Pulls != 0 || o.CachedTokens != 0 {
+		t.Fatalf("without pull: %d pulls, %d cached tokens", without.Pulls, o.CachedTokens)
+	}
+	// The copy (125 blocks at 84 µs) takes 10.5 ms; recomputing 2,000
+	// tokens takes four 512-token steps.
+	if w.TTFT >= o.TTFT {
+		t.Fatalf("follow-up TTFT %v with pull, not below %v without", w.TTFT, o.TTFT)
+	}
+}
+
 func TestKVBeatsRoundRobinOnConversations(t *testing.T) {
 	t.Parallel()
 	reqs := conversations(23, 6, 60*time.Millisecond)
