@@ -233,16 +233,8 @@ func (p *prepared) remote(ctx context.Context, r *engine.Request, worker string)
 		d.cfg.Engine.ReleaseBlocks(held)
 		return nil
 	}
-	to, err := d.cfg.Engine.AllocateForImport(n - k)
+	imported, win, err := d.reserve(n-k, held)
 	if err != nil {
-		d.cfg.Engine.ReleaseBlocks(held)
-		return fmt.Errorf("reserving %d blocks: %w", n-k, err)
-	}
-	imported := blockIDs(to)
-	win, err := d.openWindow(kv.Arena, to, kv.BlockBytes)
-	if err != nil {
-		d.cfg.Engine.ReleaseBlocks(imported)
-		d.cfg.Engine.ReleaseBlocks(held)
 		return err
 	}
 	resp, err := p.call(ctx, r, worker, k, win, uint64(kv.BlockBytes))
@@ -264,11 +256,7 @@ func (p *prepared) remote(ctx context.Context, r *engine.Request, worker string)
 		d.cfg.Engine.ReleaseBlocks(held)
 		return fmt.Errorf("prefill worker %s: first token %d is outside the vocabulary of %d", worker, first, vocab)
 	}
-	parent := kvhash.Root
-	if k > 0 {
-		parent = hashes[k-1]
-	}
-	committed, err := d.cfg.Engine.CommitImportedAfter(parent, imported, r.Prompt[k*bs:n*bs], r.CacheSalt)
+	committed, err := d.cfg.Engine.CommitImportedAfter(parentOf(hashes, k), imported, r.Prompt[k*bs:n*bs], r.CacheSalt)
 	if err != nil {
 		// Refused, nothing committed: the import's references are ours.
 		d.cfg.Engine.ReleaseBlocks(imported)
@@ -311,6 +299,33 @@ func (p *prepared) call(ctx context.Context, r *engine.Request, worker string, k
 		return nil, fmt.Errorf("remote prefill on %s wrote %d blocks, want %d", worker, got, len(win.offsets))
 	}
 	return res.Msg, nil
+}
+
+// reserve reserves n blocks for an import and opens their window. On
+// error nothing is left reserved, and held (the caller's pins) is
+// released too.
+func (d *Decoder) reserve(n int, held []int) (imported []int, win *window, err error) {
+	kv := d.cfg.Engine.KV()
+	to, err := d.cfg.Engine.AllocateForImport(n)
+	if err != nil {
+		d.cfg.Engine.ReleaseBlocks(held)
+		return nil, nil, fmt.Errorf("reserving %d blocks: %w", n, err)
+	}
+	imported = blockIDs(to)
+	if win, err = d.openWindow(kv.Arena, to, kv.BlockBytes); err != nil {
+		d.cfg.Engine.ReleaseBlocks(imported)
+		d.cfg.Engine.ReleaseBlocks(held)
+		return nil, nil, err
+	}
+	return imported, win, nil
+}
+
+// parentOf is the chained hash before block k of hashes.
+func parentOf(hashes []uint64, k int) uint64 {
+	if k == 0 {
+		return kvhash.Root
+	}
+	return hashes[k-1]
 }
 
 // window is the part of the arena one remote prefill may write: the span

@@ -88,20 +88,11 @@ func (x *Exporter) Prefill(ctx context.Context, m *workerv1.RemotePrefillRequest
 	if err != nil {
 		return nil, connect.NewError(connect.CodeInvalidArgument, err)
 	}
-	// Vetted first: a refused target must not take a place among the
-	// peers (which would push out real ones). Then in use before its
-	// metadata is loaded, so a concurrent request for another peer cannot
-	// forget it in between.
-	md, err := x.vetTarget(ctx, m.GetTarget())
+	peer, done, err := x.openTarget(ctx, m.GetTarget(), recv)
 	if err != nil {
 		return nil, err
 	}
-	peer := md.Name
-	x.peers.use(peer, recv)
-	defer x.peers.done(peer)
-	if err := x.cfg.Agent.LoadRemoteAgent(md); err != nil {
-		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("target metadata: %w", err))
-	}
+	defer done()
 	ctx, span := x.cfg.Tracer.Start(ctx, "disagg.export", trace.WithAttributes(
 		attribute.Int("prompt_tokens", len(m.GetTokenIds())), attribute.Int("blocks", end-first)))
 	defer span.End()
@@ -117,19 +108,46 @@ func (x *Exporter) Prefill(ctx context.Context, m *workerv1.RemotePrefillRequest
 }
 
 func checkTarget(m *workerv1.RemotePrefillRequest, kv executor.KV) (first, end int, err error) {
-	t := m.GetTarget()
 	n := len(m.GetTokenIds())
-	first = int(m.GetFirstBlock())
-	end = first + len(t.GetBlockOffsets())
+	first, end, err = targetBlocks(m.GetTarget(), m.GetFirstBlock(), kv)
+	if err == nil && (n == 0 || end > (n-1)/kv.BlockSize) {
+		err = fmt.Errorf("blocks %d..%d are not full prompt blocks before the last token (%d tokens, blocks of %d)", first, end-1, n, kv.BlockSize)
+	}
+	return first, end, err
+}
+
+// targetBlocks checks what every target must be (this worker's block
+// size, at least one block) and returns the prompt blocks it asks for,
+// [first, end).
+func targetBlocks(t *workerv1.KvTarget, firstBlock uint32, kv executor.KV) (first, end int, err error) {
 	switch {
 	case t.GetBlockBytes() != uint64(kv.BlockBytes):
 		return 0, 0, fmt.Errorf("target block_bytes %d, this worker's blocks hold %d (different model or block size)", t.GetBlockBytes(), kv.BlockBytes)
 	case len(t.GetBlockOffsets()) == 0:
 		return 0, 0, errors.New("target names no blocks")
-	case n == 0 || end > (n-1)/kv.BlockSize:
-		return 0, 0, fmt.Errorf("blocks %d..%d are not full prompt blocks before the last token (%d tokens, blocks of %d)", first, end-1, n, kv.BlockSize)
 	}
-	return first, end, nil
+	first = int(firstBlock)
+	return first, first + len(t.GetBlockOffsets()), nil
+}
+
+// openTarget vets t's agent (vetTarget), counts it in use among the peers
+// until done is called, and loads its metadata. Vetted first: a refused
+// target must not take a place among the peers (which would push out
+// real ones). Then in use before its metadata is loaded, so a concurrent
+// request for another peer cannot forget it in between. Errors are
+// Connect errors.
+func (x *Exporter) openTarget(ctx context.Context, t *workerv1.KvTarget, now time.Time) (peer string, done func(), err error) {
+	md, err := x.vetTarget(ctx, t)
+	if err != nil {
+		return "", nil, err
+	}
+	peer = md.Name
+	x.peers.use(peer, now)
+	if err := x.cfg.Agent.LoadRemoteAgent(md); err != nil {
+		x.peers.done(peer)
+		return "", nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("target metadata: %w", err))
+	}
+	return peer, func() { x.peers.done(peer) }, nil
 }
 
 // vetTarget decodes the target's metadata and checks it (CheckTarget)

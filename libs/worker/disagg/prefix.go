@@ -2,7 +2,6 @@ package disagg
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -47,16 +46,11 @@ func (x *Exporter) ExportPrefix(ctx context.Context, m *workerv1.ExportPrefixReq
 	if err != nil {
 		return nil, connect.NewError(connect.CodeInvalidArgument, err)
 	}
-	md, err := x.vetTarget(ctx, m.GetTarget())
+	peer, done, err := x.openTarget(ctx, m.GetTarget(), time.Now())
 	if err != nil {
 		return nil, err
 	}
-	peer := md.Name
-	x.peers.use(peer, time.Now())
-	defer x.peers.done(peer)
-	if err := x.cfg.Agent.LoadRemoteAgent(md); err != nil {
-		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("target metadata: %w", err))
-	}
+	defer done()
 	ctx, span := x.cfg.Tracer.Start(ctx, "disagg.export_prefix", trace.WithAttributes(attribute.Int("blocks", end-first)))
 	defer span.End()
 	w := &writer{x: x, peer: peer, target: m.GetTarget(), first: first,
@@ -75,19 +69,12 @@ func (x *Exporter) ExportPrefix(ctx context.Context, m *workerv1.ExportPrefixReq
 }
 
 func checkPrefixTarget(m *workerv1.ExportPrefixRequest, kv executor.KV) (first, end int, err error) {
-	t := m.GetTarget()
 	n := len(m.GetTokenIds())
-	first = int(m.GetFirstBlock())
-	end = first + len(t.GetBlockOffsets())
-	switch {
-	case t.GetBlockBytes() != uint64(kv.BlockBytes):
-		return 0, 0, fmt.Errorf("target block_bytes %d, this worker's blocks hold %d (different model or block size)", t.GetBlockBytes(), kv.BlockBytes)
-	case len(t.GetBlockOffsets()) == 0:
-		return 0, 0, errors.New("target names no blocks")
-	case end*kv.BlockSize > n:
-		return 0, 0, fmt.Errorf("blocks %d..%d are not full blocks of the %d tokens given (blocks of %d)", first, end-1, n, kv.BlockSize)
+	first, end, err = targetBlocks(m.GetTarget(), m.GetFirstBlock(), kv)
+	if err == nil && end*kv.BlockSize > n {
+		err = fmt.Errorf("blocks %d..%d are not full blocks of the %d tokens given (blocks of %d)", first, end-1, n, kv.BlockSize)
 	}
-	return first, end, nil
+	return first, end, err
 }
 
 // pull starts importing the prompt's leading blocks that worker holds
@@ -114,16 +101,8 @@ func (p *prepared) pull(ctx context.Context, r *engine.Request, worker string, h
 		d.cfg.Engine.ReleaseBlocks(held)
 		return nil
 	}
-	to, err := d.cfg.Engine.AllocateForImport(n - k)
+	imported, win, err := d.reserve(n-k, held)
 	if err != nil {
-		d.cfg.Engine.ReleaseBlocks(held)
-		return fmt.Errorf("reserving %d blocks: %w", n-k, err)
-	}
-	imported := blockIDs(to)
-	win, err := d.openWindow(kv.Arena, to, kv.BlockBytes)
-	if err != nil {
-		d.cfg.Engine.ReleaseBlocks(imported)
-		d.cfg.Engine.ReleaseBlocks(held)
 		return err
 	}
 	req := &workerv1.ExportPrefixRequest{RequestId: r.ID, Model: d.cfg.Model, TokenIds: r.Prompt[:n*bs],
@@ -180,11 +159,7 @@ func (p *prepared) copyPrefix(ctx context.Context, worker string, req *workerv1.
 		return 0, nil
 	}
 	k, bs := int(req.GetFirstBlock()), d.cfg.Engine.KV().BlockSize
-	parent := kvhash.Root
-	if k > 0 {
-		parent = hashes[k-1]
-	}
-	committed, err := d.cfg.Engine.CommitImportedAfter(parent, imported[:got], prompt[k*bs:(k+got)*bs], salt)
+	committed, err := d.cfg.Engine.CommitImportedAfter(parentOf(hashes, k), imported[:got], prompt[k*bs:(k+got)*bs], salt)
 	if err != nil {
 		d.cfg.Engine.ReleaseBlocks(imported[:got])
 		return 0, fmt.Errorf("committing the pulled blocks: %w", err)

@@ -49,14 +49,8 @@ func (h *Handler) Generate(ctx context.Context, req *connect.Request[workerv1.Ge
 
 // RemotePrefill implements WorkerServiceHandler.
 func (h *Handler) RemotePrefill(ctx context.Context, req *connect.Request[workerv1.RemotePrefillRequest]) (*connect.Response[workerv1.RemotePrefillResponse], error) {
-	if h.exp == nil {
-		return nil, connect.NewError(connect.CodeUnimplemented, errors.New("this worker does not export KV (no transfer agent)"))
-	}
-	if err := h.checkModel(req.Msg.GetModel()); err != nil {
+	if err := h.beginExport(req.Msg.GetModel()); err != nil {
 		return nil, err
-	}
-	if !h.begin() {
-		return nil, connect.NewError(connect.CodeUnavailable, wire.ErrDraining)
 	}
 	defer h.end()
 	res, err := h.exp.Prefill(ctx, req.Msg)
@@ -68,14 +62,8 @@ func (h *Handler) RemotePrefill(ctx context.Context, req *connect.Request[worker
 
 // ExportPrefix implements WorkerServiceHandler.
 func (h *Handler) ExportPrefix(ctx context.Context, req *connect.Request[workerv1.ExportPrefixRequest]) (*connect.Response[workerv1.ExportPrefixResponse], error) {
-	if h.exp == nil {
-		return nil, connect.NewError(connect.CodeUnimplemented, errors.New("this worker does not export KV (no transfer agent)"))
-	}
-	if err := h.checkModel(req.Msg.GetModel()); err != nil {
+	if err := h.beginExport(req.Msg.GetModel()); err != nil {
 		return nil, err
-	}
-	if !h.begin() {
-		return nil, connect.NewError(connect.CodeUnavailable, wire.ErrDraining)
 	}
 	defer h.end()
 	res, err := h.exp.ExportPrefix(ctx, req.Msg)
@@ -83,6 +71,22 @@ func (h *Handler) ExportPrefix(ctx context.Context, req *connect.Request[workerv
 		return nil, err
 	}
 	return connect.NewResponse(res), nil
+}
+
+// beginExport admits an export of KV for model (RemotePrefill,
+// ExportPrefix): Unimplemented without a transfer agent, the model's
+// errors, Unavailable while draining. On nil the caller calls h.end.
+func (h *Handler) beginExport(model string) error {
+	if h.exp == nil {
+		return connect.NewError(connect.CodeUnimplemented, errors.New("this worker does not export KV (no transfer agent)"))
+	}
+	if err := h.checkModel(model); err != nil {
+		return err
+	}
+	if !h.begin() {
+		return connect.NewError(connect.CodeUnavailable, wire.ErrDraining)
+	}
+	return nil
 }
 
 func (h *Handler) checkModel(model string) error {
