@@ -20,6 +20,10 @@
 #                (default 1000)
 #   SIM_CONTEXT  sim context length (default 131072: the traces' prompts reach
 #                126k tokens; longer ones are cut to SIM_CONTEXT-2048)
+#   SIM_KV_BYTES KV bytes a token in each sim worker's arena (default 4: a
+#                64-byte block, so workers move KV for prefix pulls over the
+#                tcp transfer backend; 0: no arena, every prompt prefilled
+#                locally, as before session 13)
 #   OUT          report folder (default results/<trace>-<mode>[-<blocks>])
 #   PORT         frontend port (default 8000)
 #   BASE_PORT    first internal port (default 9000): router BASE, decode
@@ -28,9 +32,9 @@
 #   LOADTEST_ARGS, WORKER_ARGS, ROUTER_ARGS  extra flags
 set -euo pipefail
 cd "$(dirname "$0")/.."
-: "${DECODE:=8}" "${ROUTER_MODE:=kv}" "${SPEED:=8}" "${RATE:=1}" "${LIMIT:=1000}" "${PORT:=8000}" "${BASE_PORT:=9000}" "${SIM_CONTEXT:=131072}"
+: "${DECODE:=8}" "${ROUTER_MODE:=kv}" "${SPEED:=8}" "${RATE:=1}" "${LIMIT:=1000}" "${PORT:=8000}" "${BASE_PORT:=9000}" "${SIM_CONTEXT:=131072}" "${SIM_KV_BYTES:=4}"
 die() { echo "bench: $*" >&2; exit 2; }
-for v in DECODE LIMIT PORT BASE_PORT SIM_CONTEXT; do [[ "${!v}" =~ ^[0-9]+$ ]] || die "$v=${!v}: want a number"; done
+for v in DECODE LIMIT PORT BASE_PORT SIM_CONTEXT SIM_KV_BYTES; do [[ "${!v}" =~ ^[0-9]+$ ]] || die "$v=${!v}: want a number"; done
 for v in SPEED RATE; do
   [[ "${!v}" =~ ^[0-9]+(\.[0-9]+)?$ ]] && awk "BEGIN{exit !(${!v} > 0)}" || die "$v=${!v}: want a positive number"
 done
@@ -54,7 +58,7 @@ fi
 # The router's predicted prefill load of a block should last as long as the
 # sim takes to prefill it: prefill_ms(512)/32 blocks ≈ 2.0 ms, over the speed-up.
 pbt=$(awk "BEGIN{printf \"%dus\", 2016 / $SPEED}")
-worker_args="-sim-speedup $SPEED -sim-context $SIM_CONTEXT -sim-vocab 32000${NUM_BLOCKS:+ -num-blocks $NUM_BLOCKS} ${WORKER_ARGS:-}"
+worker_args="-sim-speedup $SPEED -sim-context $SIM_CONTEXT -sim-vocab 32000 -sim-kv-bytes-per-token $SIM_KV_BYTES${NUM_BLOCKS:+ -num-blocks $NUM_BLOCKS} ${WORKER_ARGS:-}"
 router_args="-prefill-block-time $pbt ${ROUTER_ARGS:-}"
 
 mkdir -p "$OUT"
@@ -117,6 +121,7 @@ SPEED=$SPEED
 RATE=$RATE
 LIMIT=$LIMIT
 SIM_CONTEXT=$SIM_CONTEXT
+SIM_KV_BYTES=$SIM_KV_BYTES
 WORKER_ARGS=$worker_args
 ROUTER_ARGS=$router_args
 LOADTEST_ARGS=${LOADTEST_ARGS:-}

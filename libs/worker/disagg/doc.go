@@ -1,7 +1,9 @@
-// Package disagg is disaggregated prefill between workers: a decode
-// worker that gets a long prompt has a prefill worker compute it and
-// write the KV straight into the decode worker's arena over libs/nixl,
-// then decodes from the imported KV.
+// Package disagg moves KV between workers over libs/nixl, two ways.
+// Disaggregated prefill: a decode worker that gets a long prompt has a
+// prefill worker compute it and write the KV straight into the decode
+// worker's arena, then decodes from the imported KV. Prefix pull (see
+// prefix.go): a worker about to prefill a prompt whose leading blocks a
+// peer holds copies them from it (ExportPrefix) and computes the rest.
 //
 // Decode side (Decoder.Prepare, called before the request is submitted):
 //

@@ -45,10 +45,12 @@ const DefaultPrefillLoadScale = 16
 const DefaultOwnPrefillWeight = 8
 
 // DefaultPrefixPullWeight credits a block a worker would copy from a peer
-// as much as one it holds: the copy takes a few percent of the block's
-// prefill (84 µs against ~2 ms for 16 tokens at 25 GB/s), and the
-// request waits for it in its place in the queue (docs/benchmarks.md,
-// session 13).
+// (prefix pull) almost as much as one it holds: the copy costs a few
+// percent of the block's prefill (84 µs against ~2 ms for 16 tokens at
+// 25 GB/s), and the request waits for it in its place in the queue. Just
+// below 1 so that a tie goes to the holder, which needs no copy. Measured
+// with routesim on the conversation trace (docs/benchmarks.md, session
+// 13): 0.99 gave kv 1,185 ms mean TTFT, 1 gave 1,191 and 0.95 1,192.
 const DefaultPrefixPullWeight = 0.99
 
 // DefaultParams are the router's defaults.
