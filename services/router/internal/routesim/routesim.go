@@ -9,7 +9,11 @@
 // profile, exactly as the service), each worker is the engine's scheduler
 // and block manager as engine.NewCore builds them for a live engine,
 // stepped by the sim's timing model, and every step's KV events go into
-// the router's index as the step ends. Time is virtual, so a whole
+// the router's index as the step ends. When the router names a prefix
+// source (prefix pull, on by default), the worker copies the blocks it
+// lacks from that worker, Config.PullBlockTime a block, while the request
+// waits in its place in the queue, as a live worker's disagg.Decoder and
+// engine do (pull.go). Time is virtual, so a whole
 // trace takes seconds, the same inputs give the same numbers, and tests can
 // assert on them.
 //
