@@ -169,6 +169,9 @@ func TestPrefixPullGenerate(t *testing.T) {
 			t.Errorf("pulled from %s: /metrics lacks %s", tc.from, tc.path)
 		}
 	}
+	if body := scrape(t, puller.URL()); !strings.Contains(body, `switchyard_worker_ttft_transfer_seconds_count{path="pulled"} 1`) {
+		t.Error("puller's /metrics lacks the pull's transfer time")
+	}
 	for _, w := range []running{holder, noAgent, puller} {
 		testenv.Eventually(t, 10*time.Second, "KV blocks released", func() bool { return getLoad(t, w).GetKvBlocksUsed() == 0 })
 	}

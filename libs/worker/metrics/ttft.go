@@ -34,11 +34,11 @@ func NewTTFT(mp metric.MeterProvider) (*TTFT, error) {
 	t := &TTFT{
 		queue:       hist("switchyard.worker.ttft.queue", "Time to first token: waiting for admission (on the prefill worker when remote)."),
 		prefill:     hist("switchyard.worker.ttft.prefill", "Time to first token: prompt computation."),
-		transfer:    hist("switchyard.worker.ttft.transfer", "Time to first token: KV transfer not overlapped with prefill compute, plus RPC (remote only)."),
+		transfer:    hist("switchyard.worker.ttft.transfer", "Time to first token: remote, KV transfer not overlapped with prefill compute, plus RPC; pulled, the prefix pull's RPC (the request waits in its queue place meanwhile)."),
 		firstDecode: hist("switchyard.worker.ttft.first_decode", "Time to first token: from KV import to the decode engine's first output (remote only)."),
 	}
 	c, err := m.Int64Counter("switchyard.worker.prefill.requests", metric.WithUnit("{request}"),
-		metric.WithDescription("Generate requests by how their prompt was prefilled (path: local, remote, fallback)."))
+		metric.WithDescription("Generate requests by how their prompt was prefilled (path: local, remote, pulled, fallback)."))
 	errs = append(errs, err)
 	t.requests = c
 	if err := errors.Join(errs...); err != nil {
@@ -53,8 +53,11 @@ func (t *TTFT) ObserveTTFT(ctx context.Context, p disagg.Phases) {
 	t.requests.Add(ctx, 1, attrs)
 	t.queue.Record(ctx, p.Queue.Seconds(), attrs)
 	t.prefill.Record(ctx, p.Prefill.Seconds(), attrs)
-	if p.Path == disagg.PathRemote {
+	switch p.Path {
+	case disagg.PathRemote:
 		t.transfer.Record(ctx, p.Transfer.Seconds(), attrs)
 		t.firstDecode.Record(ctx, p.FirstDecode.Seconds(), attrs)
+	case disagg.PathPulled:
+		t.transfer.Record(ctx, p.Transfer.Seconds(), attrs)
 	}
 }
