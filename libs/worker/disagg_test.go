@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"switchyard.dev/libs/engine/llama"
+	"switchyard.dev/libs/mesh/discovery"
 	"switchyard.dev/libs/mesh/discovery/filedisc"
 	"switchyard.dev/libs/mesh/testenv"
 	"switchyard.dev/libs/worker"
@@ -94,7 +95,7 @@ func TestDisaggTargetsFromDiscovery(t *testing.T) {
 	}
 	testenv.Eventually(t, 10*time.Second, "decode worker registered with its transfer endpoints", func() bool {
 		ins, err := reg.Instances(t.Context(), "decode")
-		return err == nil && len(ins) == 1 && len(ins[0].Meta[worker.MetaKVTransfer]) == 64
+		return err == nil && len(ins) == 1 && len(ins[0].Meta[worker.MetaKVTransfer]) == 64 && ins[0].Meta[discovery.MetaPrefixPull] == "1"
 	})
 	prompt := exec.Tokenizer().Encode(strings.Repeat("a long prompt for the prefill worker, if it trusts us; ", 4), true, false)
 	want := direct(t, exec, prompt, 12)

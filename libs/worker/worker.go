@@ -32,6 +32,7 @@ import (
 	"switchyard.dev/libs/engine"
 	"switchyard.dev/libs/mesh/discovery"
 	"switchyard.dev/libs/mesh/service"
+	"switchyard.dev/libs/worker/disagg"
 	"switchyard.dev/libs/worker/handler"
 	"switchyard.dev/libs/worker/metrics"
 )
@@ -160,6 +161,9 @@ func publish(ctx context.Context, rt *service.Runtime, cfg *Config, mi engine.Mo
 	maps.Copy(meta, cuda.Meta(gpus))
 	if tr != nil {
 		meta[MetaKVTransfer] = tr.agent.Endpoints()
+		if cfg.Disagg != disagg.ModeOff {
+			meta[discovery.MetaPrefixPull] = "1"
+		}
 	}
 	rt.Server.UpdateInstance(func(in *discovery.Instance) {
 		in.Model = cfg.ModelName

@@ -50,6 +50,11 @@ const (
 	// name, run and backend addresses. Workers that publish it can move KV
 	// between them (remote prefill, prefix pull).
 	MetaKVTransfer = "kv_transfer_endpoints"
+	// MetaPrefixPull is "1" on a worker that copies a prompt's prefix from
+	// a peer when the router names one (a transfer agent and
+	// disaggregation not turned off); MetaKVTransfer alone means it can
+	// only be copied from.
+	MetaPrefixPull = "prefix_pull"
 )
 
 // Instance is one registered service instance.

@@ -74,7 +74,9 @@ func (r *Router) Decide(ctx context.Context, req *routerv1.RouteRequest) (*route
 
 	var src prefixSource
 	if mode == policy.ModeKV && r.cfg.Params.PrefixPullWeight > 0 {
-		src = findPrefixSource(mp, &s.match)
+		// A worker never copies the block holding the last prompt token
+		// (it computes that token for its logits).
+		src = findPrefixSource(mp, &s.match, preq.Exclude, (len(req.GetTokenIds())-1)/mp.blockSize)
 	}
 	dec, err := r.pick(r.profiles[mode], &preq, s, mp.decode, mp.decodeIDs, mp.decodePos, src.depth)
 	if err != nil {
@@ -146,17 +148,18 @@ type prefixSource struct {
 	depth int
 }
 
-// findPrefixSource picks, among m's holders that publish a KV transfer
-// agent, the deepest on device; ties go to the smaller id, so replicas
-// and replays agree.
-func findPrefixSource(mp *modelPool, m *radix.Result) prefixSource {
+// findPrefixSource picks, among m's holders that can be copied from and
+// are not excluded (a migrating request's failed workers), the deepest on
+// device, counting at most limit blocks; ties go to the smaller id, so
+// replicas and replays agree.
+func findPrefixSource(mp *modelPool, m *radix.Result, exclude []string, limit int) prefixSource {
 	var best prefixSource
 	for _, w := range m.Workers {
 		i, ok := mp.decodePos[w.Worker]
-		if !ok || !mp.decode[i].Pull {
+		if !ok || !mp.decode[i].Export || slices.Contains(exclude, w.Worker) {
 			continue
 		}
-		d := w.Depth[kvtier.Device]
+		d := min(w.Depth[kvtier.Device], limit)
 		if d > best.depth || (d == best.depth && d > 0 && w.Worker < best.id) {
 			best = prefixSource{id: w.Worker, depth: d}
 		}

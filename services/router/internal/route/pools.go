@@ -10,9 +10,10 @@ import (
 type Worker struct {
 	ID  string
 	URL string
-	// Pull: the worker publishes a KV transfer agent, so it can copy a
-	// prefix from a peer that has one too (prefix pull).
-	Pull bool
+	// Pull: the worker copies a prompt's prefix from a peer the router
+	// names (prefix pull); Export: it has a KV transfer agent, so peers
+	// can copy from it.
+	Pull, Export bool
 }
 
 // modelPool is the workers serving one model: immutable once published.
@@ -69,7 +70,8 @@ func buildPools(decode, prefill []discovery.Instance, def int, prevKnown map[str
 	for _, in := range decode {
 		mp := get(in)
 		mp.decodePos[in.ID] = len(mp.decode)
-		mp.decode = append(mp.decode, Worker{ID: in.ID, URL: in.URL(), Pull: in.Meta[discovery.MetaKVTransfer] != ""})
+		mp.decode = append(mp.decode, Worker{ID: in.ID, URL: in.URL(),
+			Pull: in.Meta[discovery.MetaPrefixPull] == "1", Export: in.Meta[discovery.MetaKVTransfer] != ""})
 		mp.decodeIDs = append(mp.decodeIDs, in.ID)
 	}
 	for _, in := range prefill {

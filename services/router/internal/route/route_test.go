@@ -460,8 +460,17 @@ func TestReport(t *testing.T) {
 	}
 }
 
-// pullers are decode instances that publish KV transfer agents.
+// pullers are decode instances that publish KV transfer agents and pull
+// prefixes; exporters only publish agents (-disagg=off).
 func pullers(model string, ids ...string) []discovery.Instance {
+	ins := exporters(model, ids...)
+	for i := range ins {
+		ins[i].Meta[discovery.MetaPrefixPull] = "1"
+	}
+	return ins
+}
+
+func exporters(model string, ids ...string) []discovery.Instance {
 	ins := instances(discovery.RoleDecode, model, ids...)
 	for i := range ins {
 		ins[i].Meta[discovery.MetaKVTransfer] = "agent-" + ins[i].ID
@@ -498,6 +507,8 @@ func TestPrefixSource(t *testing.T) {
 		// Without a pull, recomputing 15 blocks costs more than waiting.
 		{"holder has no agent", append(instances(discovery.RoleDecode, "m", "h"), pullers("m", "w")...), nil, true, "h", "", 0},
 		{"idle worker has no agent", append(pullers("m", "h"), instances(discovery.RoleDecode, "m", "w")...), nil, true, "h", "", 0},
+		{"idle worker does not pull (-disagg=off)", append(pullers("m", "h"), exporters("m", "w")...), nil, true, "h", "", 0},
+		{"holder only exports (-disagg=off)", append(exporters("m", "h"), pullers("m", "w")...), nil, true, "w", "h", 15},
 		{"pull off", pullers("m", "h", "w"), func(c *Config) { c.Params.PrefixPullWeight = 0 }, true, "h", "", 0},
 		{"round-robin", pullers("m", "h", "w"), func(c *Config) { c.Mode = policy.ModeRoundRobin }, false, "h", "", 0},
 	}
@@ -520,6 +531,41 @@ func TestPrefixSource(t *testing.T) {
 			}
 			if tt.source != "" && res.GetPrefixSource().GetAddress() == "" {
 				t.Fatal("prefix source without an address")
+			}
+		})
+	}
+}
+
+// TestPrefixSourceLimits: a source holding the whole prompt is named for
+// all its blocks but the last (which the worker computes for its logits),
+// and a migrating request is never told to pull from a worker it excludes.
+func TestPrefixSourceLimits(t *testing.T) {
+	t.Parallel()
+	prompt := tokens(64, 1) // 16 blocks, the last one holding the last token
+	for _, tc := range []struct {
+		name    string
+		exclude []string
+		source  string
+		blocks  uint32
+	}{
+		{"whole prompt cached", nil, "h", 15},
+		{"holder excluded", []string{"h"}, "", 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			r := newRouter(t, nil)
+			r.SetWorkers(pullers("m", "h", "w"), nil)
+			cache(t, r.cfg.Index, "h", prompt, kvtier.Device)
+			if _, err := r.Decide(t.Context(), &routerv1.RouteRequest{RequestId: "load", Model: "m", TokenIds: tokens(400, 9), Hints: &commonv1.Hints{WorkerId: "h"}}); err != nil {
+				t.Fatal(err)
+			}
+			res, err := r.Decide(t.Context(), &routerv1.RouteRequest{Model: "m", TokenIds: prompt, ExcludeInstanceIds: tc.exclude})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.GetDecode().GetInstanceId() != "w" || res.GetPrefixSource().GetInstanceId() != tc.source || res.GetPrefixSourceBlocks() != tc.blocks {
+				t.Fatalf("decode %q, source %q with %d blocks; want w, %q with %d", res.GetDecode().GetInstanceId(),
+					res.GetPrefixSource().GetInstanceId(), res.GetPrefixSourceBlocks(), tc.source, tc.blocks)
 			}
 		})
 	}

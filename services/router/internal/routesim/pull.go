@@ -95,5 +95,9 @@ func (s *replay) land(p *pull) error {
 	dk.Release(held)
 	dk.Release(p.dstPins)
 	close(p.ready)
-	return s.startStep(p.dst)
+	if err := s.startStep(p.dst); err != nil {
+		return err
+	}
+	// The source may have gone idle for want of the blocks it had pinned.
+	return s.startStep(p.src)
 }

@@ -242,6 +242,7 @@ func newReplay(cfg Config) (*replay, error) {
 			Meta: map[string]string{discovery.MetaBlockSize: strconv.Itoa(core.Config.BlockSize)}}
 		if cfg.Params.PrefixPullWeight > 0 {
 			insts[i].Meta[discovery.MetaKVTransfer] = name
+			insts[i].Meta[discovery.MetaPrefixPull] = "1"
 		}
 	}
 	// Every request reports its first token (PrefillDone), so the
