@@ -149,16 +149,8 @@ func (d *Decoder) Prepare(ctx context.Context, r *engine.Request, prefillWorker,
 			d.cfg.Logger.Warn("prefix pull failed; prefilling locally", "request", r.ID, "prefix_worker", prefixWorker, "err", err)
 		}
 	}
-	if p.pulling == nil {
-		p.span.SetAttributes(attribute.String("mode", p.path))
-		p.span.End()
-	} else {
-		// The pull's goroutine decides the path; the span ends with it.
-		go func() {
-			<-p.pulling
-			p.span.SetAttributes(attribute.String("mode", p.path))
-			p.span.End()
-		}()
+	if p.pulling == nil { // else the pull's goroutine decides the path and ends the span
+		p.endSpan()
 	}
 	p.submitted = time.Now()
 	return p.release, p.first
@@ -180,6 +172,11 @@ type prepared struct {
 	held     []int // held (pinned or imported) until submitted
 	released sync.Once
 	once     sync.Once
+}
+
+func (p *prepared) endSpan() {
+	p.span.SetAttributes(attribute.String("mode", p.path))
+	p.span.End()
 }
 
 // release drops the references on the held blocks (once).

@@ -113,6 +113,7 @@ func (p *prepared) pull(ctx context.Context, r *engine.Request, worker string, h
 	prompt, salt := r.Prompt, r.CacheSalt
 	go func() {
 		defer close(ready)
+		defer p.endSpan()
 		got, err := p.copyPrefix(ctx, worker, req, win, held, imported, hashes, prompt, salt)
 		if err != nil {
 			p.path = PathFallback

@@ -42,7 +42,8 @@ func (s *replay) startPull(seq *sched.Seq, dst int, srcName string, holds int) e
 	if n <= 0 || src == dst {
 		return nil
 	}
-	hashes := kvhash.AppendBlockHashes(nil, kvhash.Root, seq.Tokens[:n*bs], bs, 0)
+	// The sequence's own hashes, cached for the scheduler's admission too.
+	hashes := seq.BlockHashes(bs)[:n]
 	k, _ := dk.Probe(hashes)
 	if k >= n {
 		return nil
