@@ -2,6 +2,7 @@ package nixltest
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"testing"
 
 	"switchyard.dev/libs/nixl"
@@ -36,6 +37,40 @@ func Bench(b *testing.B, setup Setup) {
 	for _, size := range BenchSizes {
 		b.Run(fmt.Sprintf("Perftest/%s", SizeName(size)), func(b *testing.B) { benchWrite(b, setup, size, PerftestWindow, true) })
 	}
+	for _, bb := range BenchBlockBytes {
+		b.Run(fmt.Sprintf("Blocks/%dx%dB", BenchBlocks, bb), func(b *testing.B) { benchBlocks(b, setup, BenchBlocks, bb) })
+	}
+}
+
+// BenchBlocks and BenchBlockBytes shape the Blocks benchmarks: one WRITE
+// of BenchBlocks scattered descriptors at a time, as a KV import of that
+// many blocks is. 64 bytes is a block of the sim workers' arenas (make
+// bench's 4 bytes a token), where the cost is the transport's per
+// descriptor; 16 KiB a block of a small real model's layer.
+var (
+	BenchBlocks     = 512
+	BenchBlockBytes = []int{64, 16 << 10}
+)
+
+// benchBlocks posts one transfer of n descriptors of size bytes at a time,
+// every other block of the arena in a shuffled order on both sides, so no
+// two descriptors are adjacent in memory.
+func benchBlocks(b *testing.B, setup Setup, n, size int) {
+	init, target := pair(b, setup, max(2*n*size, arena.HugePage))
+	local := make([]nixl.Desc, n)
+	remote := make([]nixl.Desc, n)
+	perm := rand.New(rand.NewPCG(1, 2)).Perm(n)
+	for i := range n {
+		local[i] = nixl.Desc{Region: init.region, Offset: uint64(2 * i * size), Len: uint64(size)}
+		remote[i] = nixl.Desc{Region: target.region, Offset: uint64(2 * perm[i] * size), Len: uint64(size)}
+	}
+	req := nixl.XferRequest{Op: nixl.Write, Peer: "target", Local: local, Remote: remote}
+	if err := post(b, init.agent, req); err != nil { // connect, fault pages in
+		b.Fatal(err)
+	}
+	b.SetBytes(int64(n * size))
+	b.ResetTimer()
+	Window(b, init.agent, []nixl.XferRequest{req})
 }
 
 // SizeName names a benchmark size: "64KiB", "1MiB".

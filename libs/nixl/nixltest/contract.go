@@ -18,6 +18,7 @@ const arenaSize = 8 << 20
 // Run runs the contract suite.
 func Run(t *testing.T, setup Setup, caps Caps) {
 	t.Run("WriteReadBack", func(t *testing.T) { testWriteReadBack(t, setup, caps) })
+	t.Run("ManyBlocks", func(t *testing.T) { testManyBlocks(t, setup) })
 	t.Run("PostValidation", func(t *testing.T) { testPostValidation(t, setup) })
 	t.Run("RemoteValidation", func(t *testing.T) {
 		if !caps.RemoteValidation {
@@ -70,6 +71,43 @@ func testWriteReadBack(t *testing.T, setup Setup, caps Caps) {
 	}
 	if !bytes.Equal(init.mem()[dst:dst+total], src) {
 		t.Fatal("READ returned different bytes")
+	}
+}
+
+// testManyBlocks moves thousands of small scattered blocks in one
+// transfer each way, as a KV import of a long prompt does: a backend that
+// batches small descriptors must still put every byte in its place.
+func testManyBlocks(t *testing.T, setup Setup) {
+	const n, size = 3000, 64
+	init, target := pair(t, setup, 4*n*size)
+	r := rand.New(rand.NewPCG(3, 4))
+	fill(r, init.mem()[:n*size])
+	perm := r.Perm(2 * n) // remote slots: a scattered half of 2n
+	local := make([]nixl.Desc, n)
+	remote := make([]nixl.Desc, n)
+	for i := range n {
+		local[i] = nixl.Desc{Region: init.region, Offset: uint64(i * size), Len: size}
+		remote[i] = nixl.Desc{Region: target.region, Offset: uint64(perm[i] * size), Len: size}
+	}
+	if err := post(t, init.agent, nixl.XferRequest{Op: nixl.Write, Peer: "target", Local: local, Remote: remote}); err != nil {
+		t.Fatalf("write: %v", err)
+	}
+	for i, d := range remote {
+		if got, want := target.mem()[d.Offset:d.Offset+size], init.mem()[i*size:(i+1)*size]; !bytes.Equal(got, want) {
+			t.Fatalf("block %d landed wrong at remote offset %d", i, d.Offset)
+		}
+	}
+	back := 2 * n * size // read them back, reversed, into fresh local memory
+	for i := range local {
+		local[i].Offset = uint64(back + (n-1-i)*size)
+	}
+	if err := post(t, init.agent, nixl.XferRequest{Op: nixl.Read, Peer: "target", Local: local, Remote: remote}); err != nil {
+		t.Fatalf("read: %v", err)
+	}
+	for i := range n {
+		if got, want := init.mem()[back+(n-1-i)*size:back+(n-i)*size], init.mem()[i*size:(i+1)*size]; !bytes.Equal(got, want) {
+			t.Fatalf("block %d read back wrong", i)
+		}
 	}
 }
 
@@ -138,6 +176,17 @@ func testRemoteValidation(t *testing.T, setup Setup) {
 				t.Fatalf("handle err = %v, want %v", err, tc.want)
 			}
 		})
+	}
+	// One bad block among many small ones fails the whole transfer.
+	many := make([]nixl.Desc, 1000)
+	local := make([]nixl.Desc, len(many))
+	for i := range many {
+		many[i] = nixl.Desc{Region: target.region, Offset: uint64(i * 64), Len: 64}
+		local[i] = nixl.Desc{Region: init.region, Offset: uint64(i * 64), Len: 64}
+	}
+	many[700].Offset = 2 << 20
+	if err := post(t, init.agent, nixl.XferRequest{Op: nixl.Write, Peer: "target", Local: local, Remote: many}); !errors.Is(err, nixl.ErrOutOfRange) {
+		t.Fatalf("write with one bad block among 1,000: err = %v, want %v", err, nixl.ErrOutOfRange)
 	}
 	// The connection survives rejected requests.
 	err = post(t, init.agent, nixl.XferRequest{Op: nixl.Write, Peer: "target",

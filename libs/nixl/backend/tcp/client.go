@@ -57,15 +57,17 @@ func dialWire(addr, self string, timeout time.Duration) (*wire, error) {
 	return w, nil
 }
 
-func (w *wire) enqueue(ch *chunk) {
+func (w *wire) enqueue(chs ...*chunk) {
 	w.mu.Lock()
 	if w.err != nil {
 		err := w.err
 		w.mu.Unlock()
-		ch.done(err)
+		for _, ch := range chs {
+			ch.done(err)
+		}
 		return
 	}
-	w.queue = append(w.queue, ch)
+	w.queue = append(w.queue, chs...)
 	w.mu.Unlock()
 	w.cond.Signal()
 }
@@ -92,8 +94,13 @@ func (w *wire) fail(err error) {
 	}
 }
 
+// writeLoop sends the queued chunks, all that are queued at once (up to
+// batchChunks or batchBytes) in one vectored write: with many small
+// chunks queued, a system call carries many frames.
 func (w *wire) writeLoop() {
-	var hb [headerLen]byte
+	hdrs := make([]byte, 0, batchChunks*headerLen)
+	var batch []*chunk
+	var bufs net.Buffers
 	for {
 		w.mu.Lock()
 		for len(w.queue) == 0 && w.err == nil {
@@ -103,28 +110,53 @@ func (w *wire) writeLoop() {
 			w.mu.Unlock()
 			return
 		}
-		ch := w.queue[0]
-		w.queue = w.queue[1:]
-		w.nextID++
-		id := w.nextID
-		w.pending[id] = ch
+		batch, hdrs = batch[:0], hdrs[:0]
+		size := 0
+		for len(w.queue) > 0 && len(batch) < batchChunks && (len(batch) == 0 || size+len(w.queue[0].buf) <= batchBytes) {
+			ch := w.queue[0]
+			w.queue[0] = nil
+			w.queue = w.queue[1:]
+			w.nextID++
+			w.pending[w.nextID] = ch
+			batch = append(batch, ch)
+			h := header{op: ch.op, region: ch.region, id: w.nextID, offset: ch.offset, len: uint64(len(ch.buf))}
+			hdrs = hdrs[:len(hdrs)+headerLen]
+			h.put(hdrs[len(hdrs)-headerLen:])
+			if ch.op != opRead {
+				size += len(ch.buf)
+			}
+		}
+		if len(w.queue) == 0 {
+			w.queue = nil // let the drained backing array go
+		}
 		// Work is outstanding: a silent peer must now time out.
 		_ = w.c.SetReadDeadline(time.Now().Add(w.timeout))
 		w.mu.Unlock()
 
-		h := header{op: ch.op, region: ch.region, id: id, offset: ch.offset, len: uint64(len(ch.buf))}
-		h.put(hb[:])
-		bufs := net.Buffers{hb[:]}
-		if ch.op != opRead {
-			bufs = append(bufs, ch.buf)
+		bufs = bufs[:0]
+		for i, ch := range batch {
+			bufs = append(bufs, hdrs[i*headerLen:(i+1)*headerLen])
+			if ch.op != opRead {
+				bufs = append(bufs, ch.buf)
+			}
 		}
 		_ = w.c.SetWriteDeadline(time.Now().Add(w.timeout))
-		if _, err := bufs.WriteTo(w.c); err != nil {
+		v := bufs // WriteTo consumes v; bufs keeps the backing array
+		if _, err := v.WriteTo(w.c); err != nil {
 			w.fail(err)
 			return
 		}
+		clear(batch)
+		clear(bufs)
 	}
 }
+
+// A write batch is at most batchChunks frames and, past its first frame,
+// batchBytes of payload.
+const (
+	batchChunks = 256
+	batchBytes  = 4 << 20
+)
 
 func (w *wire) readLoop() {
 	r := bufio.NewReaderSize(w.c, 256<<10)

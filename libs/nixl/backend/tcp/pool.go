@@ -51,51 +51,71 @@ func (p *pool) Post(req *nixl.Request) {
 	go func() { req.Done(p.run(req)) }()
 }
 
-// run issues req's chunks with at most Window in flight, waits for all of
+// run issues req's chunks within the transfer's window, waits for all of
 // them, then sends the notification. It returns only when no chunk can
 // still touch the local buffers.
+//
+// Chunks go to the wires in groups (up to groupChunks chunks or a chunk's
+// worth of bytes), so a transfer of many small descriptors, such as a KV
+// import of hundreds of small blocks, costs a few system calls per group
+// rather than several per descriptor; a group is handed over as soon as
+// the window would make it wait, so the window never stalls on chunks
+// still being grouped.
 func (p *pool) run(req *nixl.Request) error {
 	var (
 		wg    sync.WaitGroup
 		mu    sync.Mutex
 		first error
 	)
-	sem := make(chan struct{}, p.b.cfg.Window)
+	win := newWindow(p.b.cfg.Window, p.b.cfg.ChunkSize)
 	failed := func() bool { mu.Lock(); defer mu.Unlock(); return first != nil }
-	done := func(err error) {
-		if err != nil {
-			mu.Lock()
-			if first == nil {
-				first = err
-			}
-			mu.Unlock()
-		}
-		<-sem
-		wg.Done()
-	}
 	o := opWrite
 	if req.Op == nixl.Read {
 		o = opRead
 	}
 	size := p.b.cfg.ChunkSize
+	var group []*chunk
+	groupBytes := 0
+	flush := func() {
+		if len(group) > 0 {
+			p.pick().enqueue(group...)
+			group, groupBytes = nil, 0
+		}
+	}
 issue:
 	for _, pr := range req.Pairs {
 		for off := 0; off < len(pr.Local); off += size {
-			select {
-			case sem <- struct{}{}:
-			case <-req.Canceled:
-				break issue
+			n := min(size, len(pr.Local)-off)
+			t := win.tokens(n)
+			if !win.tryAcquire(t) {
+				flush()
+				if !win.acquire(t, req.Canceled) {
+					break issue
+				}
 			}
 			if failed() || req.IsCanceled() {
-				<-sem
+				win.release(t)
 				break issue
 			}
-			n := min(size, len(pr.Local)-off)
 			wg.Add(1)
-			p.pick().enqueue(&chunk{op: o, region: uint32(pr.Remote.Region), offset: pr.Remote.Offset + uint64(off),
-				buf: pr.Local[off : off+n], done: done})
+			group = append(group, &chunk{op: o, region: uint32(pr.Remote.Region), offset: pr.Remote.Offset + uint64(off),
+				buf: pr.Local[off : off+n], done: func(err error) {
+					if err != nil {
+						mu.Lock()
+						if first == nil {
+							first = err
+						}
+						mu.Unlock()
+					}
+					win.release(t)
+					wg.Done()
+				}})
+			if groupBytes += n; len(group) >= groupChunks || groupBytes >= size {
+				flush()
+			}
 		}
 	}
+	flush()
 	wg.Wait()
 	switch {
 	case first != nil:
@@ -106,6 +126,59 @@ issue:
 		return p.notify(req.Notif)
 	}
 	return nil
+}
+
+// groupChunks bounds a group of chunks handed to one wire at once.
+const groupChunks = 64
+
+// window bounds a transfer's chunks in flight by bytes: Config.Window
+// chunks of ChunkSize, in tokens of tokenDiv of a chunk, so that many
+// small chunks (a token each) can be in flight where few large ones
+// could. A buffered channel of tokens, so a cancelled transfer stops
+// waiting.
+type window struct {
+	sem  chan struct{}
+	unit int
+}
+
+const tokenDiv = 64
+
+func newWindow(chunks, chunkSize int) *window {
+	return &window{sem: make(chan struct{}, chunks*tokenDiv), unit: max(chunkSize/tokenDiv, 1)}
+}
+
+// tokens is what a chunk of n bytes takes: at least one.
+func (w *window) tokens(n int) int { return max((n+w.unit-1)/w.unit, 1) }
+
+// tryAcquire takes t tokens if they are all free now.
+func (w *window) tryAcquire(t int) bool {
+	if cap(w.sem)-len(w.sem) < t {
+		return false
+	}
+	for range t { // only this goroutine acquires, so they stay free
+		w.sem <- struct{}{}
+	}
+	return true
+}
+
+// acquire takes t tokens, waiting for chunks in flight to release them;
+// false (holding none) if canceled closes first.
+func (w *window) acquire(t int, canceled <-chan struct{}) bool {
+	for i := range t {
+		select {
+		case w.sem <- struct{}{}:
+		case <-canceled:
+			w.release(i)
+			return false
+		}
+	}
+	return true
+}
+
+func (w *window) release(t int) {
+	for range t {
+		<-w.sem
+	}
 }
 
 func (p *pool) notify(msg []byte) error {

@@ -43,7 +43,7 @@ func (b *Backend) serve(c net.Conn) {
 		b.mu.Unlock()
 		_ = c.Close()
 	}()
-	s := &session{b: b, c: c, r: bufio.NewReaderSize(c, 256<<10)}
+	s := &session{b: b, c: c, r: bufio.NewReaderSize(c, 256<<10), w: bufio.NewWriterSize(c, 64<<10)}
 	err := s.run()
 	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
 		b.env.Logger.Debug("nixl tcp: session ended", "peer", s.peer, "err", err)
@@ -54,11 +54,21 @@ type session struct {
 	b    *Backend
 	c    net.Conn
 	r    *bufio.Reader
+	w    *bufio.Writer // responses, flushed before the session waits for input
 	peer string
 	hdr  [headerLen]byte
 }
 
+// readHeader reads the next frame's header. Responses wait in s.w while
+// more requests are already buffered, so a burst of small frames is
+// answered in a few writes; they are flushed before the session would
+// block on the connection.
 func (s *session) readHeader() (header, error) {
+	if s.r.Buffered() < headerLen && s.w.Buffered() > 0 {
+		if err := s.flush(); err != nil {
+			return header{}, err
+		}
+	}
 	if _, err := io.ReadFull(s.r, s.hdr[:]); err != nil {
 		return header{}, err
 	}
@@ -147,10 +157,24 @@ func (s *session) read(h header) error {
 func (s *session) respond(id uint64, status uint16, body []byte) error {
 	var hb [headerLen]byte
 	(&header{op: opResp, status: status, id: id, len: uint64(len(body))}).put(hb[:])
-	_ = s.c.SetWriteDeadline(time.Now().Add(s.b.cfg.IOTimeout))
-	bufs := net.Buffers{hb[:], body}
-	_, err := bufs.WriteTo(s.c)
+	if _, err := s.w.Write(hb[:]); err != nil {
+		return err
+	}
+	if len(body) > s.w.Available() {
+		// A READ's payload goes out now, straight from the region
+		// (bufio writes a large body through without copying it).
+		if err := s.flush(); err != nil {
+			return err
+		}
+	}
+	_, err := s.w.Write(body)
 	return err
+}
+
+// flush writes the buffered responses within the I/O timeout.
+func (s *session) flush() error {
+	_ = s.c.SetWriteDeadline(time.Now().Add(s.b.cfg.IOTimeout))
+	return s.w.Flush()
 }
 
 func statusFor(err error) uint16 {
