@@ -101,10 +101,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 		defer csvFile.Close() // on early returns; closed and checked below
 		rows = csv.NewWriter(csvFile)
-		_ = rows.Write([]string{"mode", "request", "worker", "ttft_ms", "prompt_tokens", "cached_tokens"})
+		_ = rows.Write([]string{"mode", "request", "worker", "ttft_ms", "prompt_tokens", "cached_tokens", "queue_ms", "pulled_blocks"})
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "mode\tmean TTFT ms\tp50\tp90\tp99\thit ratio\tpulls (blocks)\tfailed\tpreempted\tmean ÷ %s's\t\n", modes[0])
+	fmt.Fprintf(tw, "mode\tmean TTFT ms\tp50\tp90\tp99\tmean queue ms\thit ratio\tpulls (blocks)\tfailed\tpreempted\tmean ÷ %s's\t\n", modes[0])
 	reqs, err := routesim.Requests(recs, rp) // replayable: each mode ranges over it anew
 	if err != nil {
 		return err
@@ -125,8 +125,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			base = mean
 		}
 		ms := func(d time.Duration) string { return fmt.Sprintf("%.1f", float64(d)/float64(time.Millisecond)) }
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%.2f%%\t%d (%d)\t%d\t%d\t%.2fx\t\n", mode, ms(mean),
-			ms(routesim.Quantile(ts, 0.5)), ms(routesim.Quantile(ts, 0.9)), ms(routesim.Quantile(ts, 0.99)),
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%.2f%%\t%d (%d)\t%d\t%d\t%.2fx\t\n", mode, ms(mean),
+			ms(routesim.Quantile(ts, 0.5)), ms(routesim.Quantile(ts, 0.9)), ms(routesim.Quantile(ts, 0.99)), ms(res.MeanQueue()),
 			100*res.HitRatio(), res.Pulls, res.PulledBlocks, res.Failed, res.Preemptions, float64(mean)/float64(max(base, 1)))
 	}
 	if rows != nil {
@@ -141,13 +141,16 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 // writeOutcomes adds one CSV row per request of res (ttft_ms empty for a
 // failed request); errors surface at the writer's Flush.
 func writeOutcomes(w *csv.Writer, mode string, res *routesim.Result) {
+	ms := func(d time.Duration) string {
+		return strconv.FormatFloat(float64(d)/float64(time.Millisecond), 'f', 3, 64)
+	}
 	for i, o := range res.Requests {
 		ttft := ""
 		if !o.Failed() {
-			ttft = strconv.FormatFloat(float64(o.TTFT)/float64(time.Millisecond), 'f', 3, 64)
+			ttft = ms(o.TTFT)
 		}
 		_ = w.Write([]string{mode, strconv.Itoa(i), strconv.Itoa(o.Worker), ttft,
-			strconv.Itoa(o.PromptTokens), strconv.Itoa(o.CachedTokens)})
+			strconv.Itoa(o.PromptTokens), strconv.Itoa(o.CachedTokens), ms(o.Queue), strconv.Itoa(o.PulledBlocks)})
 	}
 }
 

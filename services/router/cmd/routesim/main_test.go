@@ -47,7 +47,7 @@ func TestRunPrintsEachMode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(recs) != 1+3*40 || strings.Join(recs[0], ",") != "mode,request,worker,ttft_ms,prompt_tokens,cached_tokens" {
+	if len(recs) != 1+3*40 || strings.Join(recs[0], ",") != "mode,request,worker,ttft_ms,prompt_tokens,cached_tokens,queue_ms,pulled_blocks" {
 		t.Fatalf("CSV has %d rows, header %v: want a header and 40 rows a mode", len(recs), recs[0])
 	}
 	if r := recs[1+40+5]; r[0] != "round-robin" || r[1] != "5" || r[2] != "2" || r[3] == "" {
@@ -59,9 +59,9 @@ func TestRunPrintsEachMode(t *testing.T) {
 	}
 	for i, mode := range []string{"kv", "round-robin", "random"} {
 		f := strings.Fields(rows[i+1])
-		// Columns: mode, mean, p50, p90, p99, hit ratio, pulls, (blocks), failed, preempted, ratio.
-		if len(f) != 11 || f[0] != mode || f[8] != "0" || (mode != "kv" && f[6] != "0") {
-			t.Errorf("row %d %q: want mode %s, 11 columns, nothing failed, pulls only in kv", i, rows[i+1], mode)
+		// Columns: mode, mean, p50, p90, p99, mean queue, hit ratio, pulls, (blocks), failed, preempted, ratio.
+		if len(f) != 12 || f[0] != mode || f[9] != "0" || (mode != "kv" && f[7] != "0") {
+			t.Errorf("row %d %q: want mode %s, 12 columns, nothing failed, pulls only in kv", i, rows[i+1], mode)
 		}
 	}
 }

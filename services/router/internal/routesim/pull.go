@@ -79,6 +79,7 @@ func (s *replay) startPull(seq *sched.Seq, dst int, srcName string, holds int) e
 	seq.Ready = p.ready
 	s.res.Pulls++
 	s.res.PulledBlocks += got
+	s.res.Requests[p.id-1].PulledBlocks = got
 	heap.Push(&s.events, event{at: s.now + p.duration, worker: dst, land: p})
 	return nil
 }

@@ -15,6 +15,12 @@ type Outcome struct {
 	// PromptTokens and CachedTokens are the prompt and the part of it the
 	// worker found in its prefix cache at admission (0 if it failed).
 	PromptTokens, CachedTokens int
+	// Queue is arrival to the first step that computed any of the
+	// prompt, as a live worker's ttft_queue metric counts it (a pulling
+	// request's copy included); TTFT - Queue is its prefill. PulledBlocks
+	// are the blocks it copied from a peer (prefix pull).
+	Queue        time.Duration
+	PulledBlocks int
 }
 
 // Failed reports whether the request never got a first token.
@@ -70,6 +76,22 @@ func (r *Result) MeanTTFT() time.Duration {
 	for _, o := range r.Requests {
 		if !o.Failed() {
 			sum += o.TTFT
+			n++
+		}
+	}
+	if n == 0 {
+		return 0
+	}
+	return sum / time.Duration(n)
+}
+
+// MeanQueue is the mean Queue of the requests that did not fail.
+func (r *Result) MeanQueue() time.Duration {
+	var sum time.Duration
+	n := 0
+	for _, o := range r.Requests {
+		if !o.Failed() {
+			sum += o.Queue
 			n++
 		}
 	}

@@ -222,6 +222,7 @@ type inflight struct {
 	arrived   time.Duration
 	generated int
 	output    int
+	started   bool // a step has computed some of it
 }
 
 func newReplay(cfg Config) (*replay, error) {
@@ -330,6 +331,12 @@ func (s *replay) startStep(wi int) error {
 			delete(w.reqs, q.ID)
 		}
 		if len(p.Items) > 0 {
+			for _, it := range p.Items {
+				if f := w.reqs[it.Seq.ID]; !f.started {
+					f.started = true
+					s.res.Requests[f.i].Queue = s.now - f.arrived
+				}
+			}
 			var b executor.Batch
 			engine.StepStats(&b, p, w.kv)
 			w.plan = p

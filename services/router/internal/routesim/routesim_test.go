@@ -72,8 +72,8 @@ func TestLoneRequestTakesItsModelledTime(t *testing.T) {
 	if want := stepTime(512) + stepTime(488); o.TTFT != want {
 		t.Fatalf("TTFT %v, want %v", o.TTFT, want)
 	}
-	if o.PromptTokens != 1000 || o.CachedTokens != 0 || res.Failed != 0 {
-		t.Fatalf("outcome %+v, failed %d", o, res.Failed)
+	if o.PromptTokens != 1000 || o.CachedTokens != 0 || o.Queue != 0 || o.PulledBlocks != 0 || res.Failed != 0 {
+		t.Fatalf("outcome %+v, failed %d: want no wait and nothing pulled", o, res.Failed)
 	}
 	if want := time.Second + o.TTFT; res.End != want {
 		t.Fatalf("end %v, want %v (one token)", res.End, want)
@@ -136,6 +136,15 @@ func TestPrefixPullSkipsABusyHolder(t *testing.T) {
 	// tokens takes four 512-token steps.
 	if w.TTFT >= o.TTFT {
 		t.Fatalf("follow-up TTFT %v with pull, not below %v without", w.TTFT, o.TTFT)
+	}
+	// It waits for its copy on an idle worker, then prefills its own 300
+	// tokens in one step.
+	if copyTime := 125 * 84 * time.Microsecond; w.PulledBlocks != 125 || w.Queue != copyTime || w.TTFT != copyTime+stepTime(300) {
+		t.Fatalf("with pull: %d blocks pulled, queue %v, TTFT %v; want 125, the copy's %v, then one %v step",
+			w.PulledBlocks, w.Queue, w.TTFT, copyTime, stepTime(300))
+	}
+	if o.PulledBlocks != 0 || o.Queue != 0 {
+		t.Fatalf("without pull: %d blocks pulled, queue %v; want none", o.PulledBlocks, o.Queue)
 	}
 }
 
