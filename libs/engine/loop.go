@@ -54,6 +54,10 @@ func newRequest(e *Engine, r Request) *request {
 		stops:     make(map[uint32]bool),
 		submitted: time.Now(), queue: -1,
 	}
+	req.seq.Arrived = req.submitted.UnixNano()
+	if !r.Arrival.IsZero() && r.Arrival.Before(req.submitted) {
+		req.seq.Arrived = r.Arrival.UnixNano()
+	}
 	req.seq.BlockHashes(e.cfg.BlockSize)
 	for _, t := range r.Stop.StopTokenIDs {
 		req.stops[t] = true

@@ -27,6 +27,14 @@ type Request struct {
 	// request's later tokens match a local run) and counts disagreements
 	// in Metrics.FirstTokenMismatches (greedy output never disagrees).
 	FirstToken *uint32
+	// Arrival is when the request arrived in the serving system (for
+	// Switchyard, the router's decision); zero means at Submit, and a time
+	// after Submit counts as Submit's. Requests of equal priority are
+	// served first come, first served by it, so one that was routed first
+	// but reached this engine a few milliseconds after a later one is
+	// still served first, even if the later one has begun its prefill
+	// (sched.Seq.Arrived).
+	Arrival time.Time
 	// Ready, when set, holds the request in the queue, in its place, until
 	// it is closed: the caller is copying the prompt's leading KV blocks in
 	// (a prefix pull) and commits them before closing it, so they are

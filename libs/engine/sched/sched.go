@@ -168,11 +168,51 @@ func (s *Scheduler) Schedule() *Plan {
 		s.scheduleShortest(p, budget, limit)
 		return p
 	}
-	budget = s.growRunning(p, budget, limit, false)
+	budget = s.growFCFS(p, budget, limit)
 	if len(p.Preempted) == 0 {
 		s.admit(p, budget, limit)
 	}
 	return p
+}
+
+// growFCFS plans the running sequences' next chunks in running order, as
+// growRunning does, except that a waiting sequence that arrived before a
+// running one still prefilling is admitted ahead of it (Seq.Arrived): the
+// later arrival reached the worker first and started, but first come,
+// first served is by arrival, not by which request the network delivered
+// first. Admission stops, as in admit, at a head that is held or does not
+// fit.
+func (s *Scheduler) growFCFS(p *Plan, budget, limit int) int {
+	admitting := true
+	for i := 0; i < len(s.running) && budget > 0; i++ {
+		q := s.running[i]
+		for admitting && budget > 0 && len(s.waiting) > 0 && len(q.Tokens)-q.computed > 1 && before(s.waiting[0], q) {
+			w := s.waiting[0]
+			if w.held() {
+				admitting = false
+				break
+			}
+			chunk, ok := s.admitOne(p, w, budget, limit)
+			if !ok {
+				admitting = false
+				break
+			}
+			s.waiting = s.waiting[1:]
+			budget -= chunk
+			if len(p.Failed) == 0 || p.Failed[len(p.Failed)-1] != w {
+				i++ // w went into running ahead of q
+			}
+		}
+		if budget <= 0 {
+			break
+		}
+		chunk, ok := s.grow(p, q, budget, limit, s.lastRunning)
+		if !ok {
+			break
+		}
+		budget -= chunk
+	}
+	return budget
 }
 
 // growRunning plans the running sequences' next chunks in running order

@@ -502,3 +502,46 @@ func TestReadyHoldsInPlace(t *testing.T) {
 		})
 	}
 }
+
+// TestFCFSByArrival: a request that arrived first in the system (Arrived)
+// but reached the worker after a later one had started prefilling takes
+// the budget ahead of it; decodes keep theirs, and without arrival times
+// the order of Add decides, as before.
+func TestFCFSByArrival(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name        string
+		early, late int64 // Arrived of the short prompt (added second) and the long one
+		step2       []uint64
+	}{
+		{"arrived first, added second", 100, 200, []uint64{1, 3, 2}},
+		{"arrived second", 300, 200, []uint64{1, 2}},
+		{"no arrival times", 0, 0, []uint64{1, 2}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			h := newHarness(t, 64, Config{MaxBatchTokens: 8, MaxRunning: 8})
+			dec := distinct(seq(1, 3, 0), 100)
+			dec.Arrived = min(tc.early, tc.late) - 1
+			h.s.Add(dec)
+			h.step() // 1's prompt: it decodes from now on
+			long := distinct(seq(2, 40, 0), 200)
+			long.Arrived = tc.late
+			h.s.Add(long)
+			h.step() // 1 decodes, 2 starts its prefill
+			short := distinct(seq(3, 4, 0), 300)
+			short.Arrived = tc.early
+			h.s.Add(short)
+			c, order := chunks(h.step())
+			if !slices.Equal(order, tc.step2) {
+				t.Fatalf("planned %v (chunks %v), want %v", order, c, tc.step2)
+			}
+			if c[1] != 1 {
+				t.Fatalf("the decode got %d tokens, want 1", c[1])
+			}
+			if slices.Contains(order, 3) && (c[3] != 4 || c[2] != 3) {
+				t.Fatalf("chunks %v: want the short prompt's 4 tokens, then 3 of the long one's", c)
+			}
+		})
+	}
+}

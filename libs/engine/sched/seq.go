@@ -25,6 +25,15 @@ type Seq struct {
 	// (docs/benchmarks.md, session 13). Under OrderShortest it is simply
 	// not a candidate until Ready closes.
 	Ready <-chan struct{}
+	// Arrived orders sequences of equal priority first come, first served
+	// (Unix nanoseconds; 0 for all: the order of Add). The engine sets it
+	// to the request's arrival in the serving system (the router's
+	// decision, engine.Request.Arrival), which can precede the Add of a
+	// sequence added earlier: requests routed a few milliseconds apart
+	// reach a worker in either order. Under OrderFCFS such a sequence
+	// takes the budget ahead of running sequences still prefilling that
+	// arrived after it.
+	Arrived int64
 
 	arrival     uint64
 	arrivalStep uint64 // Schedule calls before Add, for aging
@@ -80,6 +89,9 @@ func (s *Seq) Running() bool { return s.running }
 func before(a, b *Seq) bool {
 	if a.Priority != b.Priority {
 		return a.Priority > b.Priority
+	}
+	if a.Arrived != b.Arrived {
+		return a.Arrived < b.Arrived
 	}
 	return a.arrival < b.arrival
 }

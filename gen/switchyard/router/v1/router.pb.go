@@ -262,8 +262,13 @@ type RouteResponse struct {
 	PrefixSource *Worker `protobuf:"bytes,6,opt,name=prefix_source,json=prefixSource,proto3" json:"prefix_source,omitempty"`
 	// Leading prompt blocks prefix_source holds, as the index saw them.
 	PrefixSourceBlocks uint32 `protobuf:"varint,7,opt,name=prefix_source_blocks,json=prefixSourceBlocks,proto3" json:"prefix_source_blocks,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// When the router decided, in Unix nanoseconds: the caller passes it on
+	// as GenerateRequest.arrival_unix_nanos, so a worker serves the
+	// requests routed to it in the order they were routed (the order the
+	// router's predicted load assumed) whichever reaches it first.
+	DecidedUnixNanos int64 `protobuf:"varint,8,opt,name=decided_unix_nanos,json=decidedUnixNanos,proto3" json:"decided_unix_nanos,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *RouteResponse) Reset() {
@@ -341,6 +346,13 @@ func (x *RouteResponse) GetPrefixSource() *Worker {
 func (x *RouteResponse) GetPrefixSourceBlocks() uint32 {
 	if x != nil {
 		return x.PrefixSourceBlocks
+	}
+	return 0
+}
+
+func (x *RouteResponse) GetDecidedUnixNanos() int64 {
+	if x != nil {
+		return x.DecidedUnixNanos
 	}
 	return 0
 }
@@ -626,7 +638,7 @@ const file_switchyard_router_v1_router_proto_rawDesc = "" +
 	"\vinstance_id\x18\x01 \x01(\tR\n" +
 	"instanceId\x12%\n" +
 	"\x0eoverlap_blocks\x18\x02 \x01(\rR\roverlapBlocks\x12\x12\n" +
-	"\x04cost\x18\x03 \x01(\x01R\x04cost\"\xee\x02\n" +
+	"\x04cost\x18\x03 \x01(\x01R\x04cost\"\x9c\x03\n" +
 	"\rRouteResponse\x124\n" +
 	"\x06decode\x18\x01 \x01(\v2\x1c.switchyard.router.v1.WorkerR\x06decode\x126\n" +
 	"\aprefill\x18\x02 \x01(\v2\x1c.switchyard.router.v1.WorkerR\aprefill\x12?\n" +
@@ -636,7 +648,8 @@ const file_switchyard_router_v1_router_proto_rawDesc = "" +
 	"\x0erequest_blocks\x18\x04 \x01(\rR\rrequestBlocks\x12\x12\n" +
 	"\x04mode\x18\x05 \x01(\tR\x04mode\x12A\n" +
 	"\rprefix_source\x18\x06 \x01(\v2\x1c.switchyard.router.v1.WorkerR\fprefixSource\x120\n" +
-	"\x14prefix_source_blocks\x18\a \x01(\rR\x12prefixSourceBlocks\"/\n" +
+	"\x14prefix_source_blocks\x18\a \x01(\rR\x12prefixSourceBlocks\x12,\n" +
+	"\x12decided_unix_nanos\x18\b \x01(\x03R\x10decidedUnixNanos\"/\n" +
 	"\x0eReleaseRequest\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\"\x11\n" +

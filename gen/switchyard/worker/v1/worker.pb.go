@@ -102,10 +102,18 @@ type GenerateRequest struct {
 	// leading blocks than this one (RouteResponse.prefix_source), and how
 	// many it holds. A worker with KV transfer may copy the blocks it lacks
 	// from it (ExportPrefix) before prefilling locally; empty means none.
-	PrefixWorker  string `protobuf:"bytes,8,opt,name=prefix_worker,json=prefixWorker,proto3" json:"prefix_worker,omitempty"`
-	PrefixBlocks  uint32 `protobuf:"varint,9,opt,name=prefix_blocks,json=prefixBlocks,proto3" json:"prefix_blocks,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	PrefixWorker string `protobuf:"bytes,8,opt,name=prefix_worker,json=prefixWorker,proto3" json:"prefix_worker,omitempty"`
+	PrefixBlocks uint32 `protobuf:"varint,9,opt,name=prefix_blocks,json=prefixBlocks,proto3" json:"prefix_blocks,omitempty"`
+	// When the request arrived in the serving system, in Unix nanoseconds
+	// (the router's decision, RouteResponse.decided_unix_nanos; else the
+	// caller's receipt); 0 means when the worker receives it. Requests of
+	// equal priority are served first come, first served by it, so a
+	// request routed first but delivered a few milliseconds after a later
+	// one is still prefilled first. A time after the worker's receipt
+	// counts as the receipt.
+	ArrivalUnixNanos int64 `protobuf:"varint,10,opt,name=arrival_unix_nanos,json=arrivalUnixNanos,proto3" json:"arrival_unix_nanos,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *GenerateRequest) Reset() {
@@ -197,6 +205,13 @@ func (x *GenerateRequest) GetPrefixWorker() string {
 func (x *GenerateRequest) GetPrefixBlocks() uint32 {
 	if x != nil {
 		return x.PrefixBlocks
+	}
+	return 0
+}
+
+func (x *GenerateRequest) GetArrivalUnixNanos() int64 {
+	if x != nil {
+		return x.ArrivalUnixNanos
 	}
 	return 0
 }
@@ -1558,7 +1573,7 @@ var File_switchyard_worker_v1_worker_proto protoreflect.FileDescriptor
 
 const file_switchyard_worker_v1_worker_proto_rawDesc = "" +
 	"\n" +
-	"!switchyard/worker/v1/worker.proto\x12\x14switchyard.worker.v1\x1a!switchyard/common/v1/common.proto\"\x83\x03\n" +
+	"!switchyard/worker/v1/worker.proto\x12\x14switchyard.worker.v1\x1a!switchyard/common/v1/common.proto\"\xb1\x03\n" +
 	"\x0fGenerateRequest\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x14\n" +
@@ -1569,7 +1584,9 @@ const file_switchyard_worker_v1_worker_proto_rawDesc = "" +
 	"\x05hints\x18\x06 \x01(\v2\x1b.switchyard.common.v1.HintsR\x05hints\x12%\n" +
 	"\x0eprefill_worker\x18\a \x01(\tR\rprefillWorker\x12#\n" +
 	"\rprefix_worker\x18\b \x01(\tR\fprefixWorker\x12#\n" +
-	"\rprefix_blocks\x18\t \x01(\rR\fprefixBlocks\"~\n" +
+	"\rprefix_blocks\x18\t \x01(\rR\fprefixBlocks\x12,\n" +
+	"\x12arrival_unix_nanos\x18\n" +
+	" \x01(\x03R\x10arrivalUnixNanos\"~\n" +
 	"\x05Usage\x12#\n" +
 	"\rprompt_tokens\x18\x01 \x01(\rR\fpromptTokens\x12+\n" +
 	"\x11completion_tokens\x18\x02 \x01(\rR\x10completionTokens\x12#\n" +

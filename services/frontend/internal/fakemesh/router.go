@@ -32,6 +32,7 @@ type Router struct {
 	prefill  *routerv1.Worker
 	source   *routerv1.Worker // prefix source named in every decision
 	blocks   uint32
+	decided  int64 // RouteResponse.decided_unix_nanos of the next decision, then one more each
 }
 
 // Name makes every decision also name a prefill worker and a prefix
@@ -41,6 +42,14 @@ func (r *Router) Name(prefill, source *routerv1.Worker, blocks uint32) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.prefill, r.source, r.blocks = prefill, source, blocks
+}
+
+// Decided stamps the next decision as made at unixNanos and each later
+// one a nanosecond after the last (0: unstamped, as a router before 0.6).
+func (r *Router) Decided(unixNanos int64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.decided = unixNanos
 }
 
 // StartRouter serves a fake router over workers until the test ends.
@@ -100,8 +109,12 @@ func (r *Router) Route(_ context.Context, req *connect.Request[routerv1.RouteReq
 	}
 	w := pool[r.calls%len(pool)]
 	r.calls++
+	decided := r.decided
+	if r.decided != 0 {
+		r.decided++
+	}
 	return connect.NewResponse(&routerv1.RouteResponse{Decode: &routerv1.Worker{InstanceId: w.cfg.ID, Address: w.URL}, Mode: "round-robin",
-		Prefill: r.prefill, PrefixSource: r.source, PrefixSourceBlocks: r.blocks}), nil
+		Prefill: r.prefill, PrefixSource: r.source, PrefixSourceBlocks: r.blocks, DecidedUnixNanos: decided}), nil
 }
 
 // Release implements the RouterService.

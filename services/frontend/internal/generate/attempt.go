@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"connectrpc.com/connect"
 
@@ -43,6 +44,16 @@ func (g *Generator) attempt(ctx context.Context, st *state, n int, emit func(Del
 	// router found holding more of it (prefix pull).
 	gen.PrefixWorker = routed.Resp.GetPrefixSource().GetAddress()
 	gen.PrefixBlocks = routed.Resp.GetPrefixSourceBlocks()
+	// The worker serves requests first come, first served by the router's
+	// decision, not by which reaches it first (a router before 0.6 sends
+	// none: then this frontend's clock).
+	if st.arrival == 0 {
+		st.arrival = routed.Resp.GetDecidedUnixNanos()
+		if st.arrival == 0 {
+			st.arrival = time.Now().UnixNano()
+		}
+	}
+	gen.ArrivalUnixNanos = st.arrival
 	// Cancelling sctx cancels the worker's stream: on client disconnect, on
 	// a stop string found here, and on return.
 	sctx, cancel := context.WithCancel(ctx)

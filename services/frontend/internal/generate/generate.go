@@ -219,6 +219,9 @@ type state struct {
 	haveCached bool
 	migrations int
 	failed     []string // workers whose stream broke, excluded when re-routing
+	// arrival is the request's first routing decision (Unix ns), which
+	// every attempt passes on: a migrated request keeps its place.
+	arrival int64
 }
 
 func (s *state) result() Result {

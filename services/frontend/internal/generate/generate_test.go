@@ -118,6 +118,34 @@ func TestNamesPeers(t *testing.T) {
 	}
 }
 
+// TestPassesArrival: the worker hears when the router decided (its FCFS
+// order), or this frontend's time from a router that does not say; a
+// migrated request keeps its first decision's.
+func TestPassesArrival(t *testing.T) {
+	t.Parallel()
+	for _, decided := range []int64{0, 1_700_000_000_000_000_000} {
+		dying := fakemesh.StartWorker(t, fakemesh.WorkerConfig{ID: "a", DieAfter: 5})
+		healthy := fakemesh.StartWorker(t, fakemesh.WorkerConfig{ID: "b"})
+		g, router := newGen(t, 3, dying, healthy)
+		router.Decided(decided)
+		before := time.Now().UnixNano()
+		if r := generate(t.Context(), g, request(t, 20)); r.err != nil || r.res.Migrations != 1 {
+			t.Fatalf("decided %d: err %v, %d migrations; want one", decided, r.err, r.res.Migrations)
+		}
+		a, b := dying.Requests(), healthy.Requests()
+		if len(a) != 1 || len(b) != 1 {
+			t.Fatalf("decided %d: %d and %d requests, want one each", decided, len(a), len(b))
+		}
+		got := a[0].GetArrivalUnixNanos()
+		if b[0].GetArrivalUnixNanos() != got {
+			t.Fatalf("decided %d: the migrated attempt arrived at %d, the first at %d", decided, b[0].GetArrivalUnixNanos(), got)
+		}
+		if decided != 0 && got != decided || decided == 0 && (got < before || got > time.Now().UnixNano()) {
+			t.Fatalf("decided %d: the worker got arrival %d", decided, got)
+		}
+	}
+}
+
 func TestMigration(t *testing.T) {
 	t.Parallel()
 	for _, abort := range []bool{false, true} {

@@ -84,7 +84,8 @@ func (r *Router) Decide(ctx context.Context, req *routerv1.RouteRequest) (*route
 	}
 	decW := mp.decode[mp.decodePos[dec.worker().ID]]
 	res := &routerv1.RouteResponse{RequestBlocks: uint32(len(hashes)), Mode: mode,
-		Decode: &routerv1.Worker{InstanceId: decW.ID, Address: decW.URL}}
+		Decode:           &routerv1.Worker{InstanceId: decW.ID, Address: decW.URL},
+		DecidedUnixNanos: r.cfg.Now().UnixNano()}
 	pulled := 0
 	if d := dec.worker().Depth; decW.Pull && src.depth > d[kvtier.External] && src.id != decW.ID {
 		srcW := mp.decode[mp.decodePos[src.id]]

@@ -570,3 +570,19 @@ func TestPrefixSourceLimits(t *testing.T) {
 		})
 	}
 }
+
+// TestDecisionTime: every decision carries when it was made, the order a
+// worker serves the requests routed to it in.
+func TestDecisionTime(t *testing.T) {
+	t.Parallel()
+	at := time.Unix(1_700_000_000, 5)
+	r := newRouter(t, func(c *Config) { c.Now = func() time.Time { return at } })
+	r.SetWorkers(instances(discovery.RoleDecode, "m", "a", "b"), nil)
+	res, err := r.Decide(t.Context(), &routerv1.RouteRequest{RequestId: "x", Model: "m", TokenIds: tokens(40, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.GetDecidedUnixNanos() != at.UnixNano() {
+		t.Fatalf("decided_unix_nanos %d, want %d", res.GetDecidedUnixNanos(), at.UnixNano())
+	}
+}
