@@ -130,7 +130,7 @@ func NewDecoder(cfg DecodeConfig) *Decoder {
 // recently used, so only a full pool evicts them, and then the request
 // recomputes what it lost, with the same result.
 func (d *Decoder) Prepare(ctx context.Context, r *engine.Request, prefillWorker, prefixWorker string, prefixBlocks int) (submitted func(), first func(*engine.Output)) {
-	p := &prepared{d: d, ctx: ctx, path: PathLocal, start: time.Now()}
+	p := &prepared{d: d, ctx: ctx, path: PathLocal, start: time.Now(), id: r.ID, promptTokens: len(r.Prompt)}
 	ctx, p.span = d.cfg.Tracer.Start(ctx, "disagg.prepare", trace.WithAttributes(
 		attribute.Int("prompt_tokens", len(r.Prompt)), attribute.String("prefill_worker", prefillWorker),
 		attribute.String("prefix_worker", prefixWorker)))
@@ -157,15 +157,17 @@ func (d *Decoder) Prepare(ctx context.Context, r *engine.Request, prefillWorker,
 }
 
 type prepared struct {
-	d         *Decoder
-	ctx       context.Context
-	span      trace.Span
-	path      string
-	start     time.Time
-	submitted time.Time
-	resp      *workerv1.RemotePrefillResponse
-	rpc       time.Duration // the RemotePrefill (or ExportPrefix) call
-	pulled    int           // blocks copied by a prefix pull
+	d            *Decoder
+	ctx          context.Context
+	id           string // the request's, for the debug log
+	promptTokens int
+	span         trace.Span
+	path         string
+	start        time.Time
+	submitted    time.Time
+	resp         *workerv1.RemotePrefillResponse
+	rpc          time.Duration // the RemotePrefill (or ExportPrefix) call
+	pulled       int           // blocks copied by a prefix pull
 	// pulling is closed when a started prefix pull ended (it is r.Ready);
 	// path, pulled and rpc are the pull's until then.
 	pulling  chan struct{}
@@ -192,7 +194,8 @@ func (p *prepared) first(o *engine.Output) {
 			// pull ended); bounded by the pull's timeout otherwise.
 			<-p.pulling
 		}
-		if o == nil || p.d.cfg.Observer == nil {
+		debug := p.d.cfg.Logger.Enabled(p.ctx, slog.LevelDebug)
+		if o == nil || (p.d.cfg.Observer == nil && !debug) {
 			return
 		}
 		ph := Phases{Path: p.path, Queue: o.QueueTime}
@@ -209,7 +212,17 @@ func (p *prepared) first(o *engine.Output) {
 				ph.Transfer = p.rpc
 			}
 		}
-		p.d.cfg.Observer.ObserveTTFT(p.ctx, ph)
+		if debug {
+			// One line a request, to line a live run up against a replay
+			// request by request (docs/benchmarks.md, session 14).
+			p.d.cfg.Logger.LogAttrs(p.ctx, slog.LevelDebug, "first token", slog.String("request", p.id),
+				slog.String("path", p.path), slog.Int("prompt_tokens", p.promptTokens), slog.Int("pulled_blocks", p.pulled),
+				slog.Time("submitted", p.submitted), slog.Duration("queue", ph.Queue), slog.Duration("prefill", ph.Prefill),
+				slog.Duration("transfer", ph.Transfer))
+		}
+		if p.d.cfg.Observer != nil {
+			p.d.cfg.Observer.ObserveTTFT(p.ctx, ph)
+		}
 	})
 }
 
