@@ -71,27 +71,21 @@ func (r *Result) TTFTs() []time.Duration {
 
 // MeanTTFT is the mean first-token time of the requests that did not fail.
 func (r *Result) MeanTTFT() time.Duration {
-	var sum time.Duration
-	n := 0
-	for _, o := range r.Requests {
-		if !o.Failed() {
-			sum += o.TTFT
-			n++
-		}
-	}
-	if n == 0 {
-		return 0
-	}
-	return sum / time.Duration(n)
+	return r.mean(func(o Outcome) time.Duration { return o.TTFT })
 }
 
 // MeanQueue is the mean Queue of the requests that did not fail.
 func (r *Result) MeanQueue() time.Duration {
+	return r.mean(func(o Outcome) time.Duration { return o.Queue })
+}
+
+// mean averages f over the requests that did not fail.
+func (r *Result) mean(f func(Outcome) time.Duration) time.Duration {
 	var sum time.Duration
 	n := 0
 	for _, o := range r.Requests {
 		if !o.Failed() {
-			sum += o.Queue
+			sum += f(o)
 			n++
 		}
 	}
