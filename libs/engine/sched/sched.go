@@ -168,43 +168,37 @@ func (s *Scheduler) Schedule() *Plan {
 		s.scheduleShortest(p, budget, limit)
 		return p
 	}
-	budget = s.growFCFS(p, budget, limit)
+	budget = s.growRunning(p, budget, limit, false)
 	if len(p.Preempted) == 0 {
 		s.admit(p, budget, limit)
 	}
 	return p
 }
 
-// growFCFS plans the running sequences' next chunks in running order, as
-// growRunning does, except that a waiting sequence that arrived before a
-// running one still prefilling is admitted ahead of it (Seq.Arrived): the
-// later arrival reached the worker first and started, but first come,
-// first served is by arrival, not by which request the network delivered
-// first. Admission stops, as in admit, at a head that is held or does not
-// fit.
-func (s *Scheduler) growFCFS(p *Plan, budget, limit int) int {
-	admitting := true
+// growRunning plans the running sequences' next chunks in running order
+// and returns the budget left; with decodesOnly (OrderShortest's first
+// pass) only those with one token left. A sequence short of blocks
+// preempts from the back; once one preempted itself, everything after it
+// is gone too. Under FCFS (not decodesOnly) a waiting sequence that
+// arrived before a running one still prefilling is admitted ahead of it
+// (Seq.Arrived): the later arrival reached the worker first and started,
+// but first come, first served is by arrival, not by which request the
+// network delivered first.
+func (s *Scheduler) growRunning(p *Plan, budget, limit int, decodesOnly bool) int {
+	admitting := !decodesOnly
 	for i := 0; i < len(s.running) && budget > 0; i++ {
 		q := s.running[i]
-		for admitting && budget > 0 && len(s.waiting) > 0 && len(q.Tokens)-q.computed > 1 && before(s.waiting[0], q) {
-			w := s.waiting[0]
-			if w.held() {
-				admitting = false
-				break
-			}
-			chunk, ok := s.admitOne(p, w, budget, limit)
-			if !ok {
-				admitting = false
-				break
-			}
-			s.waiting = s.waiting[1:]
-			budget -= chunk
-			if len(p.Failed) == 0 || p.Failed[len(p.Failed)-1] != w {
-				i++ // w went into running ahead of q
-			}
+		prompt := len(q.Tokens)-q.computed > 1
+		if decodesOnly && prompt {
+			continue
 		}
-		if budget <= 0 {
-			break
+		if admitting && prompt {
+			var ahead int
+			ahead, budget, admitting = s.admitAhead(p, q, budget, limit)
+			i += ahead // they went into running ahead of q
+			if budget <= 0 {
+				break
+			}
 		}
 		chunk, ok := s.grow(p, q, budget, limit, s.lastRunning)
 		if !ok {
@@ -215,23 +209,27 @@ func (s *Scheduler) growFCFS(p *Plan, budget, limit int) int {
 	return budget
 }
 
-// growRunning plans the running sequences' next chunks in running order
-// (only those with one token left, the decodes, when decodesOnly) and
-// returns the budget left. A sequence short of blocks preempts from the
-// back; once one preempted itself, everything after it is gone too.
-func (s *Scheduler) growRunning(p *Plan, budget, limit int, decodesOnly bool) int {
-	for i := 0; i < len(s.running) && budget > 0; i++ {
-		q := s.running[i]
-		if decodesOnly && len(q.Tokens)-q.computed != 1 {
-			continue
+// admitAhead admits the waiting sequences that come before running q, as
+// admit does (stopping at a head that is held or does not fit: then
+// admitting is false). It returns how many went into running, the budget
+// left, and whether later ones may still be admitted.
+func (s *Scheduler) admitAhead(p *Plan, q *Seq, budget, limit int) (ahead, left int, admitting bool) {
+	for budget > 0 && len(s.waiting) > 0 && before(s.waiting[0], q) {
+		w := s.waiting[0]
+		if w.held() {
+			return ahead, budget, false
 		}
-		chunk, ok := s.grow(p, q, budget, limit, s.lastRunning)
+		chunk, ok := s.admitOne(p, w, budget, limit)
 		if !ok {
-			break
+			return ahead, budget, false
 		}
+		s.waiting = s.waiting[1:]
 		budget -= chunk
+		if w.running { // else it failed, too large to ever run
+			ahead++
+		}
 	}
-	return budget
+	return ahead, budget, true
 }
 
 // grow plans running q's next chunk under budget and limit, taking blocks

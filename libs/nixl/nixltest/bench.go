@@ -52,9 +52,9 @@ var (
 	BenchBlockBytes = []int{64, 16 << 10}
 )
 
-// benchBlocks posts one transfer of n descriptors of size bytes at a time,
-// every other block of the arena in a shuffled order on both sides, so no
-// two descriptors are adjacent in memory.
+// benchBlocks posts one transfer of n descriptors of size bytes at a time:
+// every other block slot of each arena, in order locally and shuffled on
+// the target, so no two descriptors are adjacent in memory.
 func benchBlocks(b *testing.B, setup Setup, n, size int) {
 	init, target := pair(b, setup, max(2*n*size, arena.HugePage))
 	local := make([]nixl.Desc, n)

@@ -21,6 +21,15 @@ type chunk struct {
 	done   func(error)
 }
 
+// payload is how many bytes follow the chunk's header on the wire: none
+// for a READ request, which names the bytes it wants.
+func (ch *chunk) payload() int {
+	if ch.op == opRead {
+		return 0
+	}
+	return len(ch.buf)
+}
+
 // wire is one pooled TCP connection: a writer goroutine sends queued
 // chunks, a reader goroutine completes them as responses arrive.
 type wire struct {
@@ -112,7 +121,7 @@ func (w *wire) writeLoop() {
 		}
 		batch, hdrs = batch[:0], hdrs[:0]
 		size := 0
-		for len(w.queue) > 0 && len(batch) < batchChunks && (len(batch) == 0 || size+len(w.queue[0].buf) <= batchBytes) {
+		for len(w.queue) > 0 && len(batch) < batchChunks && (len(batch) == 0 || size+w.queue[0].payload() <= batchBytes) {
 			ch := w.queue[0]
 			w.queue[0] = nil
 			w.queue = w.queue[1:]
@@ -122,9 +131,7 @@ func (w *wire) writeLoop() {
 			h := header{op: ch.op, region: ch.region, id: w.nextID, offset: ch.offset, len: uint64(len(ch.buf))}
 			hdrs = hdrs[:len(hdrs)+headerLen]
 			h.put(hdrs[len(hdrs)-headerLen:])
-			if ch.op != opRead {
-				size += len(ch.buf)
-			}
+			size += ch.payload()
 		}
 		if len(w.queue) == 0 {
 			w.queue = nil // let the drained backing array go
@@ -136,7 +143,7 @@ func (w *wire) writeLoop() {
 		bufs = bufs[:0]
 		for i, ch := range batch {
 			bufs = append(bufs, hdrs[i*headerLen:(i+1)*headerLen])
-			if ch.op != opRead {
+			if ch.payload() > 0 {
 				bufs = append(bufs, ch.buf)
 			}
 		}

@@ -332,6 +332,9 @@ func (s *replay) startStep(wi int) error {
 		}
 		if len(p.Items) > 0 {
 			for _, it := range p.Items {
+				if it.Start >= it.Seq.PromptLen { // a decode: it started long ago
+					continue
+				}
 				if f := w.reqs[it.Seq.ID]; !f.started {
 					f.started = true
 					s.res.Requests[f.i].Queue = s.now - f.arrived
