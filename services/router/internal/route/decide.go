@@ -83,9 +83,12 @@ func (r *Router) Decide(ctx context.Context, req *routerv1.RouteRequest) (*route
 		return nil, r.pickError(err, preq.WorkerID, pools.known)
 	}
 	decW := mp.decode[mp.decodePos[dec.worker().ID]]
+	// One reading of the clock: the decision's time is both what the
+	// worker orders by and when its predicted load starts.
+	now := r.cfg.Now()
 	res := &routerv1.RouteResponse{RequestBlocks: uint32(len(hashes)), Mode: mode,
 		Decode:           &routerv1.Worker{InstanceId: decW.ID, Address: decW.URL},
-		DecidedUnixNanos: r.cfg.Now().UnixNano()}
+		DecidedUnixNanos: now.UnixNano()}
 	pulled := 0
 	if d := dec.worker().Depth; decW.Pull && src.depth > d[kvtier.External] && src.id != decW.ID {
 		srcW := mp.decode[mp.decodePos[src.id]]
@@ -111,7 +114,7 @@ func (r *Router) Decide(ctx context.Context, req *routerv1.RouteRequest) (*route
 			appendCandidates(res, req, pd.cands)
 		}
 	}
-	r.recordLoad(req, mp.blockSize, len(hashes), chosen.ID, prefillID, prefillCredit)
+	r.recordLoad(now, req, mp.blockSize, len(hashes), chosen.ID, prefillID, prefillCredit)
 	r.approximate(chosen.ID, hashes)
 	if r.metrics != nil {
 		r.metrics.record(ctx, mode, chosen.ID, len(hashes), chosen.Depth[kvtier.Device], chosen.Overlap)
@@ -212,8 +215,9 @@ func (r *Router) pickError(err error, workerID string, known map[string]bool) er
 	return connect.NewError(connect.CodeInternal, err)
 }
 
-// recordLoad adds the request's predicted load and tells the peers.
-func (r *Router) recordLoad(req *routerv1.RouteRequest, blockSize, blocks int, decodeID, prefillID string, credit float64) {
+// recordLoad adds the request's predicted load from now on and tells the
+// peers.
+func (r *Router) recordLoad(now time.Time, req *routerv1.RouteRequest, blockSize, blocks int, decodeID, prefillID string, credit float64) {
 	id := req.GetRequestId()
 	if id == "" {
 		id = newRequestID()
@@ -230,7 +234,7 @@ func (r *Router) recordLoad(req *routerv1.RouteRequest, blockSize, blocks int, d
 		// then (the load TTL still bounds it if the report never comes).
 		estimate = r.cfg.LoadTTL
 	}
-	r.loads.Add(r.cfg.Now(), load.Add{Origin: r.cfg.Self, RequestID: id, Decode: decodeID, Prefill: prefillID,
+	r.loads.Add(now, load.Add{Origin: r.cfg.Self, RequestID: id, Decode: decodeID, Prefill: prefillID,
 		PrefillBlocks: prefillBlocks, DecodeBlocks: decodeBlocks, PrefillFor: estimate})
 	if r.cfg.Publish != nil {
 		r.cfg.Publish(&routerv1.LoadEvent{Kind: routerv1.LoadEventKind_LOAD_EVENT_KIND_ADD, RequestId: id,
