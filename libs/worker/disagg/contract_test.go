@@ -4,7 +4,6 @@ import (
 	"context"
 	"reflect"
 	"slices"
-	"switchyard.dev/libs/engine/sample"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -14,6 +13,7 @@ import (
 
 	workerv1 "switchyard.dev/gen/switchyard/worker/v1"
 	"switchyard.dev/libs/engine"
+	"switchyard.dev/libs/engine/sample"
 	"switchyard.dev/libs/nixl"
 )
 
@@ -23,6 +23,7 @@ func runContract(t *testing.T, backend func(testing.TB) nixl.BackendFactory) {
 	t.Run("fallback", func(t *testing.T) { t.Parallel(); testFallback(t, backend) })
 	t.Run("late writer", func(t *testing.T) { t.Parallel(); testLateWriter(t, backend) })
 	t.Run("logprobs", func(t *testing.T) { t.Parallel(); testLogprobs(t, backend) })
+	t.Run("order", func(t *testing.T) { t.Parallel(); testOrder(t, backend) })
 	t.Run("full pool", func(t *testing.T) { t.Parallel(); testFullPool(t, backend) })
 	t.Run("prefix pull", func(t *testing.T) { t.Parallel(); testPrefixPull(t, backend) })
 }
@@ -108,6 +109,57 @@ func testLogprobs(t *testing.T, backend func(testing.TB) nixl.BackendFactory) {
 	}
 	if s.obs.count(PathRemote) == 0 || asked.Load() != 0 {
 		t.Errorf("%d remote prefills, %d asked for logprobs: want some, none", s.obs.count(PathRemote), asked.Load())
+	}
+}
+
+// testOrder: a remote prefill carries the request's priority and arrival,
+// so the prefill worker orders prompts as the decode worker would; a
+// request without an arrival carries the decode worker's receipt.
+func testOrder(t *testing.T, backend func(testing.TB) nixl.BackendFactory) {
+	var seen []*workerv1.RemotePrefillRequest
+	var mu sync.Mutex
+	s := newStack(t, stackOpts{backend: backend, threshold: 8, wrap: func(p Prefiller) Prefiller {
+		return spy{p, func(req *workerv1.RemotePrefillRequest) { mu.Lock(); seen = append(seen, req); mu.Unlock() }}
+	}})
+	arrived := time.Unix(1_700_000_000, 123)
+	var ps [][]uint32 // long enough to be prefilled remotely
+	for _, p := range prompts(20, 200, 13) {
+		if len(p) >= 100 && len(ps) < 2 {
+			ps = append(ps, p)
+		}
+	}
+	for i, r := range []engine.Request{
+		{ID: "routed", Prompt: ps[0], Priority: 3, Arrival: arrived, Stop: engine.StopParams{MaxTokens: 2, IgnoreEOS: true}},
+		{ID: "unrouted", Prompt: ps[1], Stop: engine.StopParams{MaxTokens: 2, IgnoreEOS: true}},
+	} {
+		before := time.Now()
+		got := collect(t, s.dec, r, hooks(s.decoder.Prepare(t.Context(), &r, "prefill", "", 0)))
+		if want := collect(t, s.ref, r, prep{}); !slices.Equal(got, want) {
+			t.Errorf("request %d: %v, aggregated %v", i, got, want)
+		}
+		mu.Lock()
+		if len(seen) != i+1 {
+			mu.Unlock()
+			t.Fatalf("%d remote prefills after request %d, want %d", len(seen), i, i+1)
+		}
+		m := seen[i]
+		mu.Unlock()
+		wantArrival := arrived.UnixNano()
+		if r.Arrival.IsZero() {
+			if a := m.GetArrivalUnixNanos(); a < before.UnixNano() || a > time.Now().UnixNano() {
+				t.Errorf("request %d: arrival %d, want the decode worker's receipt (between %d and now)", i, a, before.UnixNano())
+			}
+			wantArrival = m.GetArrivalUnixNanos()
+		}
+		if m.GetPriority() != int32(r.Priority) || m.GetArrivalUnixNanos() != wantArrival {
+			t.Errorf("request %d: priority %d, arrival %d; want %d, %d", i, m.GetPriority(), m.GetArrivalUnixNanos(), r.Priority, wantArrival)
+		}
+		if e := prefillRequest(m); e.Priority != r.Priority || e.Arrival.UnixNano() != wantArrival {
+			t.Errorf("request %d: the prefill worker runs priority %d, arrival %v; want %d, %d", i, e.Priority, e.Arrival, r.Priority, wantArrival)
+		}
+	}
+	if e := prefillRequest(&workerv1.RemotePrefillRequest{}); !e.Arrival.IsZero() {
+		t.Errorf("no arrival on the wire: engine arrival %v, want zero (at Submit)", e.Arrival)
 	}
 }
 

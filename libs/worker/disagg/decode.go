@@ -291,7 +291,7 @@ func (p *prepared) call(ctx context.Context, r *engine.Request, worker string, k
 	sampling.Logprobs, sampling.TopLogprobs = false, 0
 	req := &workerv1.RemotePrefillRequest{
 		RequestId: r.ID, Model: d.cfg.Model, TokenIds: r.Prompt, Sampling: wire.SamplingProto(sampling),
-		FirstBlock: uint32(k), CacheSalt: r.CacheSalt,
+		FirstBlock: uint32(k), CacheSalt: r.CacheSalt, Priority: int32(r.Priority), ArrivalUnixNanos: arrivalNanos(r.Arrival),
 		Target: &workerv1.KvTarget{Agent: d.cfg.Agent.Name(), Metadata: win.metadata, Region: uint32(win.region), BlockOffsets: win.offsets, BlockBytes: blockBytes},
 	}
 	cctx, cancel := context.WithTimeout(ctx, d.cfg.Timeout)
@@ -309,6 +309,16 @@ func (p *prepared) call(ctx context.Context, r *engine.Request, worker string, k
 		return nil, fmt.Errorf("remote prefill on %s wrote %d blocks, want %d", worker, got, len(win.offsets))
 	}
 	return res.Msg, nil
+}
+
+// arrivalNanos is the arrival a remote prefill carries: the request's own
+// (from the frontend), else now, this worker's receipt, which is earlier
+// than the prefill worker's and keeps the prompts it sends in their order.
+func arrivalNanos(t time.Time) int64 {
+	if t.IsZero() {
+		t = time.Now()
+	}
+	return t.UnixNano()
 }
 
 // reserve reserves n blocks for an import and opens their window. On

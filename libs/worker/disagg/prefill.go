@@ -188,6 +188,14 @@ type writer struct {
 	bytes uint64
 }
 
+// prefillRequest is the engine request a remote prefill runs: the prompt
+// and its first token only, in the request's priority and arrival order.
+func prefillRequest(m *workerv1.RemotePrefillRequest) engine.Request {
+	return engine.Request{ID: m.GetRequestId(), Prompt: m.GetTokenIds(), Sampling: wire.Sampling(m.GetSampling()),
+		Stop: engine.StopParams{MaxTokens: 1, IgnoreEOS: true}, CacheSalt: m.GetCacheSalt(),
+		Priority: int(m.GetPriority()), Arrival: wire.Arrival(m.GetArrivalUnixNanos())}
+}
+
 func (w *writer) run(ctx context.Context, m *workerv1.RemotePrefillRequest, recv time.Time) (*workerv1.RemotePrefillResponse, error) {
 	eng := w.x.cfg.Engine
 	ctx, cancel := context.WithCancel(ctx)
@@ -206,8 +214,7 @@ func (w *writer) run(ctx context.Context, m *workerv1.RemotePrefillRequest, recv
 		}
 	}()
 	submit := time.Now()
-	st, err := eng.Submit(ctx, engine.Request{ID: m.GetRequestId(), Prompt: m.GetTokenIds(), Sampling: wire.Sampling(m.GetSampling()),
-		Stop: engine.StopParams{MaxTokens: 1, IgnoreEOS: true}, CacheSalt: m.GetCacheSalt()})
+	st, err := eng.Submit(ctx, prefillRequest(m))
 	if err != nil {
 		return nil, wire.SubmitError(ctx, err)
 	}

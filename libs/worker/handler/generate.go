@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"slices"
-	"time"
 
 	"connectrpc.com/connect"
 
@@ -179,17 +178,8 @@ func EngineRequest(m *workerv1.GenerateRequest) engine.Request {
 			IgnoreEOS:    stop.GetIgnoreEos(),
 		},
 		Priority: int(m.GetHints().GetPriority()),
-		Arrival:  arrival(m.GetArrivalUnixNanos()),
+		Arrival:  wire.Arrival(m.GetArrivalUnixNanos()),
 	}
-}
-
-// arrival is the request's arrival in the serving system; zero (at
-// Submit) when the caller sent none.
-func arrival(unixNanos int64) time.Time {
-	if unixNanos <= 0 {
-		return time.Time{}
-	}
-	return time.Unix(0, unixNanos)
 }
 
 // response converts one engine output; nil means nothing to send.

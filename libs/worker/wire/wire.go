@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"time"
 
 	"connectrpc.com/connect"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -32,6 +33,16 @@ func Sampling(s *commonv1.SamplingParams) sample.Params {
 		p.Seed = &seed
 	}
 	return p
+}
+
+// Arrival is a request's arrival in the serving system from its wire form
+// (Unix nanoseconds); zero, which the engine reads as "at Submit", when
+// the caller sent none.
+func Arrival(unixNanos int64) time.Time {
+	if unixNanos <= 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, unixNanos)
 }
 
 // SamplingProto is the inverse of Sampling.

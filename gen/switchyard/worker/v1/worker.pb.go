@@ -1222,11 +1222,17 @@ type RemotePrefillRequest struct {
 	Sampling *v1.SamplingParams `protobuf:"bytes,4,opt,name=sampling,proto3" json:"sampling,omitempty"`
 	// Index of the first prompt block to write; the caller holds the ones
 	// before it.
-	FirstBlock    uint32    `protobuf:"varint,5,opt,name=first_block,json=firstBlock,proto3" json:"first_block,omitempty"`
-	Target        *KvTarget `protobuf:"bytes,6,opt,name=target,proto3" json:"target,omitempty"`
-	CacheSalt     uint64    `protobuf:"varint,7,opt,name=cache_salt,json=cacheSalt,proto3" json:"cache_salt,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	FirstBlock uint32    `protobuf:"varint,5,opt,name=first_block,json=firstBlock,proto3" json:"first_block,omitempty"`
+	Target     *KvTarget `protobuf:"bytes,6,opt,name=target,proto3" json:"target,omitempty"`
+	CacheSalt  uint64    `protobuf:"varint,7,opt,name=cache_salt,json=cacheSalt,proto3" json:"cache_salt,omitempty"`
+	// The request's priority (Hints.priority; higher first) and its arrival
+	// in the serving system (GenerateRequest.arrival_unix_nanos, else the
+	// decode worker's receipt; 0: this worker's receipt), so a prefill
+	// worker orders the prompts it computes as a decode worker would.
+	Priority         int32 `protobuf:"varint,8,opt,name=priority,proto3" json:"priority,omitempty"`
+	ArrivalUnixNanos int64 `protobuf:"varint,9,opt,name=arrival_unix_nanos,json=arrivalUnixNanos,proto3" json:"arrival_unix_nanos,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *RemotePrefillRequest) Reset() {
@@ -1304,6 +1310,20 @@ func (x *RemotePrefillRequest) GetTarget() *KvTarget {
 func (x *RemotePrefillRequest) GetCacheSalt() uint64 {
 	if x != nil {
 		return x.CacheSalt
+	}
+	return 0
+}
+
+func (x *RemotePrefillRequest) GetPriority() int32 {
+	if x != nil {
+		return x.Priority
+	}
+	return 0
+}
+
+func (x *RemotePrefillRequest) GetArrivalUnixNanos() int64 {
+	if x != nil {
+		return x.ArrivalUnixNanos
 	}
 	return 0
 }
@@ -1657,7 +1677,7 @@ const file_switchyard_worker_v1_worker_proto_rawDesc = "" +
 	"\x06region\x18\x03 \x01(\rR\x06region\x12#\n" +
 	"\rblock_offsets\x18\x04 \x03(\x04R\fblockOffsets\x12\x1f\n" +
 	"\vblock_bytes\x18\x05 \x01(\x04R\n" +
-	"blockBytes\"\xa2\x02\n" +
+	"blockBytes\"\xec\x02\n" +
 	"\x14RemotePrefillRequest\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x14\n" +
@@ -1668,7 +1688,9 @@ const file_switchyard_worker_v1_worker_proto_rawDesc = "" +
 	"firstBlock\x126\n" +
 	"\x06target\x18\x06 \x01(\v2\x1e.switchyard.worker.v1.KvTargetR\x06target\x12\x1d\n" +
 	"\n" +
-	"cache_salt\x18\a \x01(\x04R\tcacheSalt\"\xdf\x01\n" +
+	"cache_salt\x18\a \x01(\x04R\tcacheSalt\x12\x1a\n" +
+	"\bpriority\x18\b \x01(\x05R\bpriority\x12,\n" +
+	"\x12arrival_unix_nanos\x18\t \x01(\x03R\x10arrivalUnixNanos\"\xdf\x01\n" +
 	"\x13ExportPrefixRequest\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x14\n" +
