@@ -28,9 +28,9 @@ const dumpChunk = 256
 func (h *Handler) SubscribeKvEvents(ctx context.Context, req *connect.Request[workerv1.SubscribeKvEventsRequest], out *connect.ServerStream[workerv1.SubscribeKvEventsResponse]) error {
 	ctx, cancel := h.untilStopped(ctx)
 	defer cancel()
-	after := req.Msg.GetAfterSequence()
+	after, tokens := req.Msg.GetAfterSequence(), !req.Msg.GetOmitTokenIds()
 	if req.Msg.GetDump() {
-		seq, err := sendDump(h.eng.Dump(), out)
+		seq, err := sendDump(h.eng.Dump(), tokens, out)
 		if err != nil {
 			return err
 		}
@@ -49,7 +49,7 @@ func (h *Handler) SubscribeKvEvents(ctx context.Context, req *connect.Request[wo
 		if err != nil {
 			return h.subscribeError(ctx, err)
 		}
-		if err := out.Send(&workerv1.SubscribeKvEventsResponse{Sequence: b.Seq, Events: Events(b.Events)}); err != nil {
+		if err := out.Send(&workerv1.SubscribeKvEventsResponse{Sequence: b.Seq, Events: Events(b.Events, tokens)}); err != nil {
 			return err
 		}
 	}
@@ -89,12 +89,12 @@ func (h *Handler) isStopped() bool {
 
 // sendDump sends d in chunks (at least one message, so an empty cache still
 // tells the subscriber the sequence), the last marked dump_complete, and
-// returns its sequence.
-func sendDump(d kvevent.Batch, out *connect.ServerStream[workerv1.SubscribeKvEventsResponse]) (uint64, error) {
+// returns its sequence. Without tokens, Stored events carry no token ids.
+func sendDump(d kvevent.Batch, tokens bool, out *connect.ServerStream[workerv1.SubscribeKvEventsResponse]) (uint64, error) {
 	events := d.Events
 	for first := true; first || len(events) > 0; first = false {
 		n := min(len(events), dumpChunk)
-		msg := &workerv1.SubscribeKvEventsResponse{Sequence: d.Seq, Events: Events(events[:n]), Dump: true, DumpComplete: n == len(events)}
+		msg := &workerv1.SubscribeKvEventsResponse{Sequence: d.Seq, Events: Events(events[:n], tokens), Dump: true, DumpComplete: n == len(events)}
 		if err := out.Send(msg); err != nil {
 			return 0, err
 		}
@@ -104,11 +104,16 @@ func sendDump(d kvevent.Batch, out *connect.ServerStream[workerv1.SubscribeKvEve
 }
 
 // Events converts engine KV events to their wire form, dropping kinds the
-// contract does not know (none today).
-func Events(in []kvevent.Event) []*workerv1.KvEvent {
+// contract does not know (none today). Without tokens, Stored events carry
+// no token ids (SubscribeKvEventsRequest.omit_token_ids).
+func Events(in []kvevent.Event, tokens bool) []*workerv1.KvEvent {
 	out := make([]*workerv1.KvEvent, 0, len(in))
 	for i := range in {
-		if e := Event(&in[i]); e != nil {
+		e := Event(&in[i])
+		if s := e.GetStored(); s != nil && !tokens {
+			s.TokenIds = nil
+		}
+		if e != nil {
 			out = append(out, e)
 		}
 	}

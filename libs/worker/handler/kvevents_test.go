@@ -37,6 +37,18 @@ func TestEventConversion(t *testing.T) {
 			if (got == nil) != (tc.want == nil) || (got != nil && !proto.Equal(got, tc.want)) {
 				t.Fatalf("Event(%+v) = %v; want %v", tc.in, got, tc.want)
 			}
+			// Without tokens: the same events, Stored ones without token ids.
+			want := []*workerv1.KvEvent{}
+			if tc.want != nil {
+				w := proto.Clone(tc.want).(*workerv1.KvEvent)
+				if st := w.GetStored(); st != nil {
+					st.TokenIds = nil
+				}
+				want = append(want, w)
+			}
+			if got := handler.Events([]kvevent.Event{tc.in}, false); len(got) != len(want) || (len(got) == 1 && !proto.Equal(got[0], want[0])) {
+				t.Fatalf("Events(%+v, no tokens) = %v; want %v", tc.in, got, want)
+			}
 		})
 	}
 }
@@ -58,6 +70,62 @@ func TestTierConversion(t *testing.T) {
 	}
 	if got := handler.Tier(kvtier.Tier(kvtier.Count)); got != commonv1.StorageTier_STORAGE_TIER_UNSPECIFIED {
 		t.Errorf("Tier(undefined) = %v; want unspecified", got)
+	}
+}
+
+// omit_token_ids: the dump and live Stored events carry the same hashes
+// without the token ids.
+func TestSubscribeKvEventsOmitsTokenIDs(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, engine.Config{BlockSize: 16, EventBuffer: 16})
+	fill(t, f, 2)
+	recv := func(omit bool) (dump, live *workerv1.SubscribeKvEventsResponse) {
+		st, err := f.client.SubscribeKvEvents(t.Context(), connect.NewRequest(&workerv1.SubscribeKvEventsRequest{Dump: true, OmitTokenIds: omit}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer st.Close()
+		if !st.Receive() {
+			t.Fatal(st.Err())
+		}
+		dump = st.Msg()
+		// A resumed stream, for live batches both subscribers see alike.
+		res, err := f.client.SubscribeKvEvents(t.Context(), connect.NewRequest(&workerv1.SubscribeKvEventsRequest{AfterSequence: dump.GetSequence() - 1, OmitTokenIds: omit}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Close()
+		if !res.Receive() {
+			t.Fatal(res.Err())
+		}
+		return dump, res.Msg()
+	}
+	dumpAll, liveAll := recv(false)
+	dumpOmit, liveOmit := recv(true)
+	for _, tc := range []struct {
+		name      string
+		all, omit *workerv1.SubscribeKvEventsResponse
+	}{{"dump", dumpAll, dumpOmit}, {"live", liveAll, liveOmit}} {
+		if len(tc.all.GetEvents()) == 0 || len(tc.all.GetEvents()) != len(tc.omit.GetEvents()) {
+			t.Fatalf("%s: %d and %d events; want the same, some", tc.name, len(tc.all.GetEvents()), len(tc.omit.GetEvents()))
+		}
+		stored := 0
+		for i, e := range tc.all.GetEvents() {
+			want := proto.Clone(e).(*workerv1.KvEvent)
+			if st := want.GetStored(); st != nil {
+				if len(st.GetTokenIds()) == 0 {
+					t.Errorf("%s event %d: no token ids without omit_token_ids", tc.name, i)
+				}
+				st.TokenIds = nil
+				stored++
+			}
+			if got := tc.omit.GetEvents()[i]; !proto.Equal(got, want) {
+				t.Errorf("%s event %d with omit_token_ids: %v; want %v", tc.name, i, got, want)
+			}
+		}
+		if stored == 0 {
+			t.Errorf("%s: no Stored events to compare", tc.name)
+		}
 	}
 }
 

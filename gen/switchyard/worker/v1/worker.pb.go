@@ -476,7 +476,12 @@ type SubscribeKvEventsRequest struct {
 	// Resume with the first batch whose sequence is greater than this.
 	AfterSequence uint64 `protobuf:"varint,1,opt,name=after_sequence,json=afterSequence,proto3" json:"after_sequence,omitempty"`
 	// Start with a dump of every block cached now.
-	Dump          bool `protobuf:"varint,2,opt,name=dump,proto3" json:"dump,omitempty"`
+	Dump bool `protobuf:"varint,2,opt,name=dump,proto3" json:"dump,omitempty"`
+	// Leave KvBlocksStored.token_ids empty: a subscriber that keys blocks by
+	// their hashes alone (the router) is spared their encoding, transfer and
+	// decoding, most of a Stored event's bytes. Workers before 0.8.0 send
+	// them anyway.
+	OmitTokenIds  bool `protobuf:"varint,3,opt,name=omit_token_ids,json=omitTokenIds,proto3" json:"omit_token_ids,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -521,6 +526,13 @@ func (x *SubscribeKvEventsRequest) GetAfterSequence() uint64 {
 func (x *SubscribeKvEventsRequest) GetDump() bool {
 	if x != nil {
 		return x.Dump
+	}
+	return false
+}
+
+func (x *SubscribeKvEventsRequest) GetOmitTokenIds() bool {
+	if x != nil {
+		return x.OmitTokenIds
 	}
 	return false
 }
@@ -1623,10 +1635,11 @@ const file_switchyard_worker_v1_worker_proto_rawDesc = "" +
 	"\n" +
 	"TopLogprob\x12\x19\n" +
 	"\btoken_id\x18\x01 \x01(\rR\atokenId\x12\x18\n" +
-	"\alogprob\x18\x02 \x01(\x02R\alogprob\"U\n" +
+	"\alogprob\x18\x02 \x01(\x02R\alogprob\"{\n" +
 	"\x18SubscribeKvEventsRequest\x12%\n" +
 	"\x0eafter_sequence\x18\x01 \x01(\x04R\rafterSequence\x12\x12\n" +
-	"\x04dump\x18\x02 \x01(\bR\x04dump\"\xdc\x01\n" +
+	"\x04dump\x18\x02 \x01(\bR\x04dump\x12$\n" +
+	"\x0eomit_token_ids\x18\x03 \x01(\bR\fomitTokenIds\"\xdc\x01\n" +
 	"\x0eKvBlocksStored\x12!\n" +
 	"\fblock_hashes\x18\x01 \x03(\x04R\vblockHashes\x12$\n" +
 	"\vparent_hash\x18\x02 \x01(\x04H\x00R\n" +

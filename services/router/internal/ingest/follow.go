@@ -82,7 +82,9 @@ func (f *follower) session(ctx context.Context) (bool, error) {
 	// next == 0 means the index never saw this worker: only a dump can
 	// start it.
 	dump := f.needDump || next == 0
-	req := &workerv1.SubscribeKvEventsRequest{Dump: dump}
+	// The index keys blocks by hash alone: the prompts' token ids would be
+	// most of every Stored event's bytes.
+	req := &workerv1.SubscribeKvEventsRequest{Dump: dump, OmitTokenIds: true}
 	if !dump {
 		req.AfterSequence = next - 1
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -67,6 +68,14 @@ func TestFollow(t *testing.T) {
 			for _, r := range w.Requests() {
 				if r.GetDump() {
 					dumps++
+				}
+				if !r.GetOmitTokenIds() {
+					t.Errorf("subscription %v asks for token ids; the index needs only hashes", r)
+				}
+			}
+			for _, enc := range w.AcceptEncodings() {
+				if strings.Contains(enc, "gzip") {
+					t.Errorf("a subscription accepts %q; event streams are hashes, not worth gzip", enc)
 				}
 			}
 			if dumps != tt.wantDumps {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -138,7 +139,7 @@ func (in *Ingester) Sync(ctx context.Context, workers []Worker) {
 				_ = in.cfg.Index.Reset(w.ID, nil)
 				return
 			}
-			f := &follower{in: in, w: w, client: workerv1connect.NewWorkerServiceClient(in.cfg.HTTP, w.URL, in.cfg.ClientOptions...)}
+			f := &follower{in: in, w: w, client: workerv1connect.NewWorkerServiceClient(in.cfg.HTTP, w.URL, in.streamOptions()...)}
 			f.run(fctx)
 		}()
 	}
@@ -173,4 +174,12 @@ func (r *retry) wait(ctx context.Context, msg string, err error, args ...any) bo
 		r.in.cfg.Logger.Warn(msg, append(args, "err", err, "failures", r.failures, "retry_in", r.backoff)...)
 	}
 	return discovery.SleepCtx(ctx, r.backoff)
+}
+
+// streamOptions are the event streams' client options: the configured
+// ones, without gzip. Events are block hashes, random 64-bit numbers that
+// do not compress, so gzip would only cost both ends CPU
+// (BenchmarkStoredEvent in libs/worker/handler).
+func (in *Ingester) streamOptions() []connect.ClientOption {
+	return append(slices.Clip(in.cfg.ClientOptions), connect.WithAcceptCompression("gzip", nil, nil))
 }

@@ -38,6 +38,7 @@ type Worker struct {
 	blocks   map[uint64]bool
 	changed  chan struct{}
 	requests []*workerv1.SubscribeKvEventsRequest
+	accepts  []string // each subscription's Connect-Accept-Encoding
 	noEvents bool
 	chunk    int  // events per dump batch; 0: one batch
 	legacy   bool // dumps without dump_complete (workers before 0.4.0)
@@ -179,10 +180,19 @@ func (w *Worker) Requests() []*workerv1.SubscribeKvEventsRequest {
 	return slices.Clone(w.requests)
 }
 
+// AcceptEncodings returns each subscription's Connect-Accept-Encoding
+// header, in order: the compressions the subscriber takes.
+func (w *Worker) AcceptEncodings() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return slices.Clone(w.accepts)
+}
+
 // SubscribeKvEvents implements the worker contract.
 func (w *Worker) SubscribeKvEvents(ctx context.Context, req *connect.Request[workerv1.SubscribeKvEventsRequest], stream *connect.ServerStream[workerv1.SubscribeKvEventsResponse]) error {
 	w.mu.Lock()
 	w.requests = append(w.requests, req.Msg)
+	w.accepts = append(w.accepts, req.Header().Get("Connect-Accept-Encoding"))
 	if w.noEvents {
 		w.mu.Unlock()
 		return connect.NewError(connect.CodeUnimplemented, fmt.Errorf("no kv events"))
