@@ -23,15 +23,18 @@ type Params struct {
 	PrefixPullWeight float64
 }
 
-// DefaultPrefillLoadScale weighs a block to prefill 16 times a block held
+// DefaultPrefillLoadScale weighs a block to prefill 128 times a block held
 // by a running sequence. Prefilling a block costs its compute at once, in
 // the TTFT of everything queued behind it; a held block only makes each
-// decode step read a little more KV. With the mocker's timing, prefilling
-// one block (16 x 0.074 ms) costs as much time as holding ~23 blocks
-// through a 500-step decode at 524,288 blocks of capacity (~6 at
-// 131,072). Measured on the Mooncake traces (docs/benchmarks.md): 16 beats
-// 1 and 64 on both mean TTFT and prefix hit ratio.
-const DefaultPrefillLoadScale = 16
+// decode step read a little more KV, and a decode ends on its own. So held
+// blocks are little more than a tie-break between workers with the same
+// prefill queue. Measured with routesim on the Mooncake traces at 8
+// workers (docs/benchmarks.md, session 17), kv mean TTFT against 16, the
+// default until then: conversation 1,170.2 against 1,185.4 ms with room for
+// the working set and 1,311.7 against 1,325.8 at the default capacity;
+// synthetic 755.7 against 754.7 (level) and 818.2 against 827.2. 64, 256
+// and 1,024 land within 0.5% of 128; 16 and 32 are worse on conversation.
+const DefaultPrefillLoadScale = 128
 
 // DefaultOwnPrefillWeight counts a request's own uncached blocks 8 times a
 // block already queued. Greedy per-request TTFT (weight 1) sends a turn
