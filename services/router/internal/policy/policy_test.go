@@ -152,8 +152,8 @@ func TestBurstSpreads(t *testing.T) {
 	}{
 		{"cold", []Candidate{worker("a", 0, 0, 0, 0), worker("b", 0, 0, 0, 0), worker("c", 0, 0, 0, 0), worker("d", 0, 0, 0, 0)}, 40, map[string]int{"a": 10, "b": 10, "c": 10, "d": 10}},
 		// The cold worker's recompute of the 8 blocks weighs as much as
-		// DefaultPrefillLoadScale x DefaultOwnPrefillWeight held blocks,
-		// 8 per request on the warm one: past that many requests it spreads.
+		// the blocks of DefaultPrefillLoadScale x DefaultOwnPrefillWeight
+		// requests (8 each) held on the warm one: past that, it spreads.
 		{"one warm", []Candidate{worker("a", 8, 8, 8, 8), worker("b", 0, 0, 0, 0)}, 2 * DefaultPrefillLoadScale * DefaultOwnPrefillWeight, nil},
 	}
 	for _, tt := range tests {

@@ -32,8 +32,9 @@ type Params struct {
 // workers (docs/benchmarks.md, session 17), kv mean TTFT against 16, the
 // default until then: conversation 1,170.2 against 1,185.4 ms with room for
 // the working set and 1,311.7 against 1,325.8 at the default capacity;
-// synthetic 755.7 against 754.7 (level) and 818.2 against 827.2. 64, 256
-// and 1,024 land within 0.5% of 128; 16 and 32 are worse on conversation.
+// synthetic 755.7 against 754.7 (level) and 818.2 against 827.2. 64 and
+// 1,024 land within 0.5% of 128 everywhere, 256 within 0.9%; 16 and 32 are
+// worse on conversation.
 const DefaultPrefillLoadScale = 128
 
 // DefaultOwnPrefillWeight counts a request's own uncached blocks 8 times a
