@@ -1,6 +1,6 @@
 module switchyard.dev/gen
 
-go 1.26.0
+go 1.26.8
 
 require (
 	connectrpc.com/connect v1.21.1

@@ -1,10 +1,10 @@
 module switchyard.dev/loadtest
 
-go 1.26.0
+go 1.26.8
 
 require (
 	gonum.org/v1/plot v0.15.2
-	switchyard.dev/libs/trace v0.0.0
+	switchyard.dev/libs/mooncake v0.0.0
 )
 
 require (
@@ -18,6 +18,9 @@ require (
 	github.com/pmezard/go-difflib v1.0.0 // indirect
 	golang.org/x/image v0.24.0 // indirect
 	golang.org/x/text v0.22.0 // indirect
+	switchyard.dev/libs/sharedtest v0.0.0
 )
 
-replace switchyard.dev/libs/trace => ../libs/trace
+replace switchyard.dev/libs/mooncake => ../libs/mooncake
+
+replace switchyard.dev/libs/sharedtest => ../libs/sharedtest

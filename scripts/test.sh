@@ -8,6 +8,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export CGO_CFLAGS="${CGO_CFLAGS:--O2 -g -Wno-deprecated-declarations}"
 export UCX_NET_DEVICES="${UCX_NET_DEVICES:-lo}"
+# A test that needs ../shared fails here instead of skipping (libs/sharedtest).
+export SWITCHYARD_REQUIRE_SHARED=1
 start=$(date +%s)
 step() { printf '\n== %s (%ds)\n' "$*" "$(( $(date +%s) - start ))"; }
 

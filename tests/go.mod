@@ -1,15 +1,16 @@
 module switchyard.dev/tests
 
-go 1.26.7
+go 1.26.8
 
 require (
+	connectrpc.com/connect v1.21.1
 	github.com/hashicorp/consul/api v1.34.5
 	github.com/openai/openai-go/v3 v3.99.0
+	switchyard.dev/gen v0.0.0
 	switchyard.dev/libs/mesh v0.0.0
 )
 
 require (
-	connectrpc.com/connect v1.21.1 // indirect
 	connectrpc.com/connect/v2 v2.0.0 // indirect
 	connectrpc.com/grpchealth v1.5.0 // indirect
 	connectrpc.com/grpcreflect v1.3.1 // indirect
@@ -68,10 +69,12 @@ require (
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20260928230214-8a89bd6388cc // indirect
 	google.golang.org/grpc v1.85.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
-	switchyard.dev/gen v0.0.0 // indirect
+	switchyard.dev/libs/sharedtest v0.0.0
 )
 
 replace (
 	switchyard.dev/gen => ../gen
 	switchyard.dev/libs/mesh => ../libs/mesh
 )
+
+replace switchyard.dev/libs/sharedtest => ../libs/sharedtest

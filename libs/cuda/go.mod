@@ -1,6 +1,6 @@
 module switchyard.dev/libs/cuda
 
-go 1.26.0
+go 1.26.8
 
 require github.com/NVIDIA/go-nvml v0.13.4-1
 

@@ -6,14 +6,14 @@ import (
 	"testing"
 
 	"switchyard.dev/libs/engine/executor"
-	"switchyard.dev/libs/engine/internal/testmodel"
 	"switchyard.dev/libs/engine/llama"
 	"switchyard.dev/libs/engine/sim"
+	"switchyard.dev/libs/sharedtest"
 )
 
 // benchExec is stories260K when present, else its random twin (same cost).
 func benchExec(b *testing.B) executor.Executor {
-	if testmodel.Find(testmodel.Stories260K) != "" {
+	if _, ok := sharedtest.Optional(b, sharedtest.Stories260K); ok {
 		return stories(b)
 	}
 	e, err := llama.NewTinyRandom(llama.Stories260K, 1, llama.Options{})

@@ -14,7 +14,7 @@ import (
 	"switchyard.dev/libs/engine/sim"
 	"switchyard.dev/libs/engine/tokenizer"
 	"switchyard.dev/libs/kvhash"
-	"switchyard.dev/libs/kvhash/kvtier"
+	"switchyard.dev/libs/kvtier"
 )
 
 func TestValidation(t *testing.T) {

@@ -1,6 +1,6 @@
 module switchyard.dev/libs/engine
 
-go 1.26.0
+go 1.26.8
 
 require (
 	github.com/viterin/vek v0.4.3
@@ -15,8 +15,14 @@ require (
 	github.com/viterin/partial v1.1.0 // indirect
 	github.com/zeebo/xxh3 v1.1.0 // indirect
 	golang.org/x/exp v0.0.0-20230817173708-d852ddb80c63 // indirect
+	switchyard.dev/libs/kvtier v0.0.0
+	switchyard.dev/libs/sharedtest v0.0.0
 )
 
 replace switchyard.dev/libs/kvhash => ../kvhash
 
 replace switchyard.dev/libs/nixl => ../nixl
+
+replace switchyard.dev/libs/kvtier => ../kvtier
+
+replace switchyard.dev/libs/sharedtest => ../sharedtest

@@ -5,17 +5,18 @@ import (
 	"errors"
 	"io"
 	"path/filepath"
-	"switchyard.dev/libs/engine/sample"
 	"sync"
 	"testing"
 	"time"
 
+	"switchyard.dev/libs/engine/sample"
+
 	"switchyard.dev/libs/engine/executor"
-	"switchyard.dev/libs/engine/internal/testmodel"
 	"switchyard.dev/libs/engine/kvcache"
 	"switchyard.dev/libs/engine/llama"
 	"switchyard.dev/libs/engine/sim"
 	"switchyard.dev/libs/engine/tokenizer"
+	"switchyard.dev/libs/sharedtest"
 )
 
 // tinyShape keeps -race runs fast; it has the stories260K architecture.
@@ -65,7 +66,7 @@ var (
 // or skips.
 func stories(t testing.TB) executor.Executor {
 	t.Helper()
-	dir := testmodel.Stories(t)
+	dir := sharedtest.Path(t, sharedtest.Stories260K)
 	storiesOnce.Do(func() {
 		storiesModel, storiesErr = llama.LoadCheckpoint(filepath.Join(dir, "stories260K.bin"))
 		if storiesErr == nil {

@@ -1,6 +1,6 @@
 module switchyard.dev/libs/kvhash
 
-go 1.26.0
+go 1.26.8
 
 require github.com/zeebo/xxh3 v1.1.0
 

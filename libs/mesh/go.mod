@@ -1,6 +1,6 @@
 module switchyard.dev/libs/mesh
 
-go 1.26.7
+go 1.26.8
 
 require github.com/hashicorp/consul/api v1.34.5
 

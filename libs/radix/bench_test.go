@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"switchyard.dev/libs/kvhash/kvtier"
+	"switchyard.dev/libs/kvtier"
 )
 
 // The benchmark workload: 2^20 private blocks spread over the workers in

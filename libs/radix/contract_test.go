@@ -5,7 +5,7 @@ import (
 	"maps"
 	"testing"
 
-	"switchyard.dev/libs/kvhash/kvtier"
+	"switchyard.dev/libs/kvtier"
 )
 
 // seqHashes returns n chained-looking hashes starting at base.

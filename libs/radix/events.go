@@ -4,7 +4,7 @@ import (
 	"errors"
 	"fmt"
 
-	"switchyard.dev/libs/kvhash/kvtier"
+	"switchyard.dev/libs/kvtier"
 )
 
 // EventKind says what an Event does.

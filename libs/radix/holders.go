@@ -3,7 +3,7 @@ package radix
 import (
 	"slices"
 
-	"switchyard.dev/libs/kvhash/kvtier"
+	"switchyard.dev/libs/kvtier"
 )
 
 // holder packs a dense worker id and its tier mask for one block:

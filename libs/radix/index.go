@@ -8,7 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"switchyard.dev/libs/kvhash/kvtier"
+	"switchyard.dev/libs/kvtier"
 )
 
 // Errors returned by the index. They are wrapped with context; test with

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"switchyard.dev/libs/kvhash/kvtier"
+	"switchyard.dev/libs/kvtier"
 )
 
 // chain returns hashes [from, to) of sequence s. Sequences model chained

@@ -3,7 +3,7 @@ package radix
 import (
 	"math/bits"
 
-	"switchyard.dev/libs/kvhash/kvtier"
+	"switchyard.dev/libs/kvtier"
 )
 
 // WorkerMatch is one worker's matched prefix.

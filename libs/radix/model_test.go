@@ -6,7 +6,7 @@ import (
 	"slices"
 	"testing"
 
-	"switchyard.dev/libs/kvhash/kvtier"
+	"switchyard.dev/libs/kvtier"
 )
 
 // model is the obviously-correct reference the index is checked against:

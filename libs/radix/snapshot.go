@@ -8,7 +8,7 @@ import (
 	"maps"
 	"slices"
 
-	"switchyard.dev/libs/kvhash/kvtier"
+	"switchyard.dev/libs/kvtier"
 )
 
 // Snapshot format, version 1. All fixed-width integers are little-endian;

@@ -7,7 +7,7 @@ import (
 	"hash/crc32"
 	"testing"
 
-	"switchyard.dev/libs/kvhash/kvtier"
+	"switchyard.dev/libs/kvtier"
 )
 
 // sampleIndex builds a small index exercising every snapshot feature.

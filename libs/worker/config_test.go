@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"switchyard.dev/libs/sharedtest"
 )
 
 // parse registers the flags on a fresh set, parses args and validates.
@@ -122,15 +124,5 @@ func link(t *testing.T, from, to string) {
 
 func findStories(t *testing.T) string {
 	t.Helper()
-	dir, _ := os.Getwd()
-	for {
-		p := filepath.Join(dir, "shared", "models", "stories260K")
-		if _, err := os.Stat(filepath.Join(p, "tok512.bin")); err == nil {
-			return p
-		}
-		if filepath.Dir(dir) == dir {
-			t.Skip("stories260K not found: expected ../shared/models/stories260K relative to the repository root")
-		}
-		dir = filepath.Dir(dir)
-	}
+	return sharedtest.Path(t, sharedtest.Stories260K)
 }

@@ -10,9 +10,9 @@ import (
 	"time"
 
 	"switchyard.dev/libs/engine/llama"
+	"switchyard.dev/libs/mesh/deptest"
 	"switchyard.dev/libs/mesh/discovery"
 	"switchyard.dev/libs/mesh/discovery/filedisc"
-	"switchyard.dev/libs/mesh/testenv"
 	"switchyard.dev/libs/worker"
 )
 
@@ -59,7 +59,7 @@ func TestDisaggregatedGenerate(t *testing.T) {
 		}
 	}
 	for _, w := range []running{pre, dec} {
-		testenv.Eventually(t, 10*time.Second, "KV blocks released", func() bool { return getLoad(t, w).GetKvBlocksUsed() == 0 })
+		deptest.Eventually(t, 10*time.Second, "KV blocks released", func() bool { return getLoad(t, w).GetKvBlocksUsed() == 0 })
 	}
 }
 
@@ -93,7 +93,7 @@ func TestDisaggTargetsFromDiscovery(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	testenv.Eventually(t, 10*time.Second, "decode worker registered with its transfer endpoints", func() bool {
+	deptest.Eventually(t, 10*time.Second, "decode worker registered with its transfer endpoints", func() bool {
 		ins, err := reg.Instances(t.Context(), "decode")
 		return err == nil && len(ins) == 1 && len(ins[0].Meta[worker.MetaKVTransfer]) == 64 && ins[0].Meta[discovery.MetaPrefixPull] == "1"
 	})
@@ -174,6 +174,6 @@ func TestPrefixPullGenerate(t *testing.T) {
 		t.Error("puller's /metrics lacks the pull's transfer time")
 	}
 	for _, w := range []running{holder, noAgent, puller} {
-		testenv.Eventually(t, 10*time.Second, "KV blocks released", func() bool { return getLoad(t, w).GetKvBlocksUsed() == 0 })
+		deptest.Eventually(t, 10*time.Second, "KV blocks released", func() bool { return getLoad(t, w).GetKvBlocksUsed() == 0 })
 	}
 }

@@ -1,6 +1,6 @@
 module switchyard.dev/libs/worker
 
-go 1.26.7
+go 1.26.8
 
 require (
 	connectrpc.com/connect v1.21.1
@@ -72,7 +72,9 @@ require (
 	google.golang.org/genproto/googleapis/api v0.0.0-20260928230214-8a89bd6388cc // indirect
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20260928230214-8a89bd6388cc
 	google.golang.org/grpc v1.85.0 // indirect
+	switchyard.dev/libs/kvtier v0.0.0
 	switchyard.dev/libs/nixl v0.0.0
+	switchyard.dev/libs/sharedtest v0.0.0
 )
 
 replace (
@@ -84,3 +86,7 @@ replace (
 )
 
 replace switchyard.dev/libs/nixl => ../nixl
+
+replace switchyard.dev/libs/kvtier => ../kvtier
+
+replace switchyard.dev/libs/sharedtest => ../sharedtest

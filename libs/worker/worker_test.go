@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"switchyard.dev/libs/sharedtest"
+
 	"connectrpc.com/connect"
 
 	commonv1 "switchyard.dev/gen/switchyard/common/v1"
@@ -22,31 +24,17 @@ import (
 	"switchyard.dev/libs/engine/llama"
 	"switchyard.dev/libs/engine/tokenizer"
 	"switchyard.dev/libs/mesh/client"
+	"switchyard.dev/libs/mesh/deptest"
 	"switchyard.dev/libs/mesh/discovery"
 	"switchyard.dev/libs/mesh/discovery/filedisc"
 	"switchyard.dev/libs/mesh/meshtest"
-	"switchyard.dev/libs/mesh/testenv"
 	"switchyard.dev/libs/worker"
 )
 
-// storiesDir finds ../shared/models/stories260K in an ancestor of the
-// test's directory, or skips.
+// storiesDir is the shared stories260K directory.
 func storiesDir(t testing.TB) string {
 	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		p := filepath.Join(dir, "shared", "models", "stories260K")
-		if _, err := os.Stat(filepath.Join(p, "stories260K.bin")); err == nil {
-			return p
-		}
-		if filepath.Dir(dir) == dir {
-			t.Skip("stories260K not found: expected ../shared/models/stories260K relative to the repository root")
-		}
-		dir = filepath.Dir(dir)
-	}
+	return sharedtest.Path(t, sharedtest.Stories260K)
 }
 
 type running struct {
@@ -247,7 +235,7 @@ func TestCancelFreesBlocks(t *testing.T) {
 		t.Fatalf("stream ended with %v; want Canceled", st.Err())
 	}
 	// The engine frees blocks on its own goroutine.
-	testenv.Eventually(t, 10*time.Second, "blocks freed", func() bool {
+	deptest.Eventually(t, 10*time.Second, "blocks freed", func() bool {
 		l := getLoad(t, w)
 		return l.GetRunningRequests() == 0 && l.GetKvBlocksUsed() == 0 && l.GetWaitingRequests() == 0
 	})
@@ -316,7 +304,7 @@ func TestFileDiscoveryRecord(t *testing.T) {
 		t.Fatal(err)
 	}
 	var ins []discovery.Instance
-	testenv.Eventually(t, 10*time.Second, "registration", func() bool { // it registers just after serving begins
+	deptest.Eventually(t, 10*time.Second, "registration", func() bool { // it registers just after serving begins
 		ins, err = reg.Instances(t.Context(), "prefill")
 		return err == nil && len(ins) == 1
 	})

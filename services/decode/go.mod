@@ -1,12 +1,15 @@
 module switchyard.dev/services/decode
 
-go 1.26.7
+go 1.26.8
 
 require (
-	connectrpc.com/connect v1.21.1
-	switchyard.dev/gen v0.0.0
 	switchyard.dev/libs/mesh v0.0.0
 	switchyard.dev/libs/worker v0.0.0
+)
+
+require (
+	connectrpc.com/connect v1.21.1 // indirect
+	switchyard.dev/gen v0.0.0 // indirect
 )
 
 require (
@@ -73,6 +76,7 @@ require (
 	switchyard.dev/libs/cuda v0.0.0 // indirect
 	switchyard.dev/libs/engine v0.0.0 // indirect
 	switchyard.dev/libs/kvhash v0.0.0 // indirect
+	switchyard.dev/libs/kvtier v0.0.0 // indirect
 	switchyard.dev/libs/nixl v0.0.0 // indirect
 )
 
@@ -86,3 +90,5 @@ replace (
 )
 
 replace switchyard.dev/libs/nixl => ../../libs/nixl
+
+replace switchyard.dev/libs/kvtier => ../../libs/kvtier

@@ -1,6 +1,6 @@
 module switchyard.dev/services/frontend
 
-go 1.26.7
+go 1.26.8
 
 require switchyard.dev/libs/mesh v0.0.0
 
@@ -78,3 +78,4 @@ replace (
 	switchyard.dev/libs/kvhash => ../../libs/kvhash
 	switchyard.dev/libs/mesh => ../../libs/mesh
 )
+

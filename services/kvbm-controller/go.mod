@@ -1,6 +1,6 @@
 module switchyard.dev/services/kvbm-controller
 
-go 1.26.7
+go 1.26.8
 
 require (
 	connectrpc.com/connect v1.21.1

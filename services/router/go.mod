@@ -1,11 +1,11 @@
 module switchyard.dev/services/router
 
-go 1.26.7
+go 1.26.8
 
 require (
 	switchyard.dev/libs/engine v0.0.0
 	switchyard.dev/libs/mesh v0.0.0
-	switchyard.dev/libs/trace v0.0.0
+	switchyard.dev/libs/mooncake v0.0.0
 )
 
 require (
@@ -76,9 +76,11 @@ require (
 	google.golang.org/grpc v1.85.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
 	switchyard.dev/gen v0.0.0
-	switchyard.dev/libs/kvevents v0.0.0
 	switchyard.dev/libs/kvhash v0.0.0
+	switchyard.dev/libs/kvtier v0.0.0
 	switchyard.dev/libs/radix v0.0.0
+	switchyard.dev/libs/sharedtest v0.0.0
+	switchyard.dev/libs/vllmevents v0.0.0
 )
 
 replace (
@@ -88,7 +90,7 @@ replace (
 
 replace switchyard.dev/libs/radix => ../../libs/radix
 
-replace switchyard.dev/libs/kvevents => ../../libs/kvevents
+replace switchyard.dev/libs/vllmevents => ../../libs/vllmevents
 
 replace switchyard.dev/libs/kvhash => ../../libs/kvhash
 
@@ -96,4 +98,8 @@ replace switchyard.dev/libs/engine => ../../libs/engine
 
 replace switchyard.dev/libs/nixl => ../../libs/nixl
 
-replace switchyard.dev/libs/trace => ../../libs/trace
+replace switchyard.dev/libs/mooncake => ../../libs/mooncake
+
+replace switchyard.dev/libs/kvtier => ../../libs/kvtier
+
+replace switchyard.dev/libs/sharedtest => ../../libs/sharedtest

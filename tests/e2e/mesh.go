@@ -2,11 +2,12 @@ package e2e
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
 	"testing"
 
-	"switchyard.dev/libs/mesh/testenv"
+	"switchyard.dev/libs/sharedtest"
+
+	"switchyard.dev/libs/mesh/deptest"
 )
 
 // Mesh is a local stack of real processes sharing file discovery.
@@ -20,14 +21,11 @@ type Mesh struct {
 }
 
 // StoriesModel returns the stories260K checkpoint and tokenizer paths, or
-// empty strings when ../shared is absent.
-func StoriesModel() (model, tok string) {
-	dir, _ := filepath.Abs("../../../shared/models/stories260K")
-	model, tok = filepath.Join(dir, "stories260K.bin"), filepath.Join(dir, "tok512.bin")
-	if _, err := os.Stat(model); err != nil {
-		return "", ""
-	}
-	return model, tok
+// ends the test as libs/sharedtest decides when ../shared is absent.
+func StoriesModel(t testing.TB) (model, tok string) {
+	t.Helper()
+	dir := sharedtest.Path(t, sharedtest.Stories260K)
+	return filepath.Join(dir, "stories260K.bin"), filepath.Join(dir, "tok512.bin")
 }
 
 // StartMesh starts decode workers, one router and a frontend. workerArgs
@@ -36,7 +34,7 @@ func StartMesh(t testing.TB, decode int, routerMode string, workerArgs ...string
 	t.Helper()
 	m := &Mesh{Bin: Build(t), Dir: t.TempDir()}
 	common := []string{"-discovery", "file", "-discovery-dir", m.Dir, "-drain-timeout", "2s"}
-	addr := func() string { return fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t)) }
+	addr := func() string { return fmt.Sprintf("127.0.0.1:%d", deptest.FreePort(t)) }
 	for i := range decode {
 		args := append([]string{"-id", fmt.Sprintf("decode-%d", i)}, common...)
 		m.Workers = append(m.Workers, Start(t, m.Bin, "decode", addr(), append(args, workerArgs...)...))

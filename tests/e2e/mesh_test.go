@@ -10,8 +10,8 @@ import (
 
 	"github.com/hashicorp/consul/api"
 
+	"switchyard.dev/libs/mesh/deptest"
 	"switchyard.dev/libs/mesh/meshtest"
-	"switchyard.dev/libs/mesh/testenv"
 )
 
 // Every service, as a real process with -discovery consul, registers and
@@ -23,7 +23,7 @@ func TestMeshInConsul(t *testing.T) {
 		t.Skip("builds and runs every service; skipped under -short")
 	}
 	bin := Build(t)
-	consul := testenv.StartConsul(t)
+	consul := deptest.StartConsul(t)
 	client, err := api.NewClient(&api.Config{Address: consul.Addr})
 	if err != nil {
 		t.Fatal(err)
@@ -31,7 +31,7 @@ func TestMeshInConsul(t *testing.T) {
 	common := []string{"-discovery", "consul", "-consul-addr", consul.Addr, "-drain-timeout", "2s"}
 	procs := map[string]*Proc{}
 	for _, svc := range Services {
-		addr := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
+		addr := fmt.Sprintf("127.0.0.1:%d", deptest.FreePort(t))
 		args := append([]string{"-id", svc + "-e2e"}, common...)
 		if svc == "decode" || svc == "prefill" {
 			args = append(args, "-executor", "sim")

@@ -42,10 +42,7 @@ func TestOpenAISDKAgainstMesh(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs real processes; skipped under -short")
 	}
-	model, tok := StoriesModel()
-	if model == "" {
-		t.Skip("../shared/models/stories260K absent")
-	}
+	model, tok := StoriesModel(t)
 	m := StartMesh(t, 2, "kv", "-executor", "llama", "-model", model, "-tokenizer", tok)
 	c := client(m)
 	id := waitModel(t, c)
@@ -115,10 +112,7 @@ func TestWorkerKilledDuringStreamsMigrates(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs real processes; skipped under -short")
 	}
-	model, tok := StoriesModel()
-	if model == "" {
-		t.Skip("../shared/models/stories260K absent")
-	}
+	model, tok := StoriesModel(t)
 	const streams, maxTokens = 50, 96
 	m := StartMesh(t, 3, "round-robin", "-executor", "llama", "-model", model, "-tokenizer", tok)
 	c := client(m)

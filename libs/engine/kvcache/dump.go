@@ -6,7 +6,7 @@ import (
 
 	"switchyard.dev/libs/engine/kvevent"
 	"switchyard.dev/libs/kvhash"
-	"switchyard.dev/libs/kvhash/kvtier"
+	"switchyard.dev/libs/kvtier"
 )
 
 // Snapshot returns one Stored event per cached block, every parent before

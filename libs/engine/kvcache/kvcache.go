@@ -21,7 +21,7 @@ import (
 
 	"switchyard.dev/libs/engine/kvevent"
 	"switchyard.dev/libs/kvhash"
-	"switchyard.dev/libs/kvhash/kvtier"
+	"switchyard.dev/libs/kvtier"
 )
 
 // ErrOutOfBlocks means fewer blocks are free or evictable than requested.

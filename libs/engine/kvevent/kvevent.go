@@ -24,7 +24,7 @@ import (
 	"math/rand/v2"
 	"sync"
 
-	"switchyard.dev/libs/kvhash/kvtier"
+	"switchyard.dev/libs/kvtier"
 )
 
 // Kind says what happened to the blocks of an event.

@@ -6,14 +6,14 @@ import (
 	"testing"
 
 	"switchyard.dev/libs/engine/executor"
-	"switchyard.dev/libs/engine/internal/testmodel"
+	"switchyard.dev/libs/sharedtest"
 )
 
 // benchModel is stories260K when present, else its random twin: the
 // arithmetic cost is identical.
 func benchModel(b *testing.B, k Kernel) *Executor {
 	b.Helper()
-	if dir := testmodel.Find(testmodel.Stories260K); dir != "" {
+	if dir, ok := sharedtest.Optional(b, sharedtest.Stories260K); ok {
 		e, err := Open(filepath.Join(dir, "stories260K.bin"), filepath.Join(dir, "tok512.bin"), Options{Kernel: k})
 		if err != nil {
 			b.Fatal(err)

@@ -6,9 +6,9 @@ import (
 	"testing"
 
 	"switchyard.dev/libs/engine/executor"
-	"switchyard.dev/libs/engine/internal/testmodel"
 	"switchyard.dev/libs/engine/kvcache"
 	"switchyard.dev/libs/engine/tokenizer"
+	"switchyard.dev/libs/sharedtest"
 )
 
 const storiesRef = "Once upon a time, there was a little girl named Lily. She loved to play outside in the park. One day, she saw a big, red ball. She wanted to play with it, but it was too high."
@@ -60,7 +60,7 @@ func greedy(t testing.TB, e *Executor, prompt []uint32, n, chunk int) []uint32 {
 
 func TestStoriesGreedyMatchesReference(t *testing.T) {
 	t.Parallel()
-	dir := testmodel.Stories(t)
+	dir := sharedtest.Path(t, sharedtest.Stories260K)
 	for _, k := range []Kernel{KernelSIMD, KernelGo} {
 		t.Run(k.String(), func(t *testing.T) {
 			t.Parallel()

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"switchyard.dev/libs/engine/executor"
-	"switchyard.dev/libs/engine/internal/testmodel"
 	"switchyard.dev/libs/engine/tokenizer"
+	"switchyard.dev/libs/sharedtest"
 )
 
 // Flags for BenchmarkRunCWorkload, set by scripts/runc-compare.sh to the
@@ -30,10 +30,7 @@ var (
 // is run.c's "achieved tok/s": the clock starts after the first forward, and
 // it counts the positions after it (steps-1 when BOS never comes).
 func BenchmarkRunCWorkload(b *testing.B) {
-	dir := testmodel.Find(testmodel.Stories260K)
-	if dir == "" {
-		b.Skipf("stories260K not found (expected at ../shared/models/stories260K from the repository root); the run.c workload needs its tokenizer")
-	}
+	dir := sharedtest.Path(b, sharedtest.Stories260K) // the run.c workload needs its tokenizer
 	for _, k := range []Kernel{KernelSIMD, KernelGo} {
 		b.Run(k.String(), func(b *testing.B) {
 			e, err := Open(filepath.Join(dir, "stories260K.bin"), filepath.Join(dir, "tok512.bin"), Options{Kernel: k})

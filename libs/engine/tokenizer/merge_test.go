@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"switchyard.dev/libs/engine/internal/testmodel"
+	"switchyard.dev/libs/sharedtest"
 )
 
 // mergeRunC is run.c's merge loop as it is written there: rescan every
@@ -58,7 +58,7 @@ func TestMergeMatchesRunC(t *testing.T) {
 	}
 	toks := []*BPE{mini, ties}
 	texts := []string{"", "a", "ab", "aaaaaaa", "abababab", " ab ab abc", "Once upon a time, there was a little girl.", "naïve 日本 🙂"}
-	if dir := testmodel.Find(testmodel.Stories260K); dir != "" {
+	if dir, ok := sharedtest.Optional(t, sharedtest.Stories260K); ok {
 		stories, err := LoadBPEFile(filepath.Join(dir, "tok512.bin"), 512)
 		if err != nil {
 			t.Fatal(err)
@@ -84,9 +84,9 @@ func TestMergeMatchesRunC(t *testing.T) {
 
 // FuzzMerge holds merge to run.c's loop on stories260K's tokenizer.
 func FuzzMerge(f *testing.F) {
-	stories, err := LoadBPEFile(filepath.Join(testmodel.Find(testmodel.Stories260K), "tok512.bin"), 512)
+	stories, err := LoadBPEFile(filepath.Join(sharedtest.Path(f, sharedtest.Stories260K), "tok512.bin"), 512)
 	if err != nil {
-		f.Skip("stories260K tokenizer:", err)
+		f.Fatal("stories260K tokenizer:", err)
 	}
 	for _, s := range []string{"Once upon a time", "aaaa", "the the the", "naïve 日本"} {
 		f.Add(s)
@@ -102,7 +102,7 @@ func FuzzMerge(f *testing.F) {
 // BenchmarkEncodeLong encodes 64 KiB of story text with stories260K's
 // tokenizer (run.c's loop took ~n² pair lookups for it).
 func BenchmarkEncodeLong(b *testing.B) {
-	tok, err := LoadBPEFile(filepath.Join(testmodel.Stories(b), "tok512.bin"), 512)
+	tok, err := LoadBPEFile(filepath.Join(sharedtest.Path(b, sharedtest.Stories260K), "tok512.bin"), 512)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -131,7 +131,7 @@ func TestMaxPieceBytesBound(t *testing.T) {
 		t.Fatal(err)
 	}
 	toks := []Tokenizer{bytesTok, bosMerge}
-	if dir := testmodel.Find(testmodel.Stories260K); dir != "" {
+	if dir, ok := sharedtest.Optional(t, sharedtest.Stories260K); ok {
 		stories, err := LoadBPEFile(filepath.Join(dir, "tok512.bin"), 512)
 		if err != nil {
 			t.Fatal(err)

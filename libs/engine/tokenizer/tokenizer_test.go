@@ -9,7 +9,7 @@ import (
 	"runtime"
 	"testing"
 
-	"switchyard.dev/libs/engine/internal/testmodel"
+	"switchyard.dev/libs/sharedtest"
 )
 
 // buildBPE writes a tokenizer.bin image for the given pieces and scores.
@@ -99,7 +99,7 @@ func TestBPEPiece(t *testing.T) {
 
 func TestStoriesTokenizer(t *testing.T) {
 	t.Parallel()
-	dir := testmodel.Stories(t)
+	dir := sharedtest.Path(t, sharedtest.Stories260K)
 	tok, err := LoadBPEFile(filepath.Join(dir, "tok512.bin"), 512)
 	if err != nil {
 		t.Fatal(err)

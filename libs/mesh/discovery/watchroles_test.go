@@ -10,10 +10,10 @@ import (
 	"testing/synctest"
 	"time"
 
+	"switchyard.dev/libs/mesh/deptest"
 	"switchyard.dev/libs/mesh/discovery"
 	"switchyard.dev/libs/mesh/discovery/disctest"
 	"switchyard.dev/libs/mesh/discovery/filedisc"
-	"switchyard.dev/libs/mesh/testenv"
 )
 
 // ids renders what fn got as role -> instance ids, to compare in tests.
@@ -71,7 +71,7 @@ func sameIDs(a, b map[string][]string) bool {
 // registry's real polling.
 func waitFor(t *testing.T, r *recorder, want map[string][]string) {
 	t.Helper()
-	testenv.Eventually(t, 5*time.Second, fmt.Sprintf("delivery of %v", want), func() bool { return sameIDs(r.last(), want) })
+	deptest.Eventually(t, 5*time.Second, fmt.Sprintf("delivery of %v", want), func() bool { return sameIDs(r.last(), want) })
 }
 
 func TestWatchRolesFileRegistry(t *testing.T) {

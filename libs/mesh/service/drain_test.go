@@ -7,10 +7,10 @@ import (
 	"testing"
 	"time"
 
+	"switchyard.dev/libs/mesh/deptest"
 	"switchyard.dev/libs/mesh/discovery/filedisc"
 	"switchyard.dev/libs/mesh/meshtest"
 	"switchyard.dev/libs/mesh/service"
-	"switchyard.dev/libs/mesh/testenv"
 )
 
 // On shutdown an in-flight request finishes (within the drain timeout),
@@ -97,10 +97,10 @@ func TestDeregisterGrace(t *testing.T) {
 		}
 		return len(ins)
 	}
-	testenv.Eventually(t, 10*time.Second, "registered", func() bool { return listed() == 1 })
+	deptest.Eventually(t, 10*time.Second, "registered", func() bool { return listed() == 1 })
 	stopped := make(chan int, 1)
 	go func() { stopped <- r.Stop(t) }()
-	testenv.Eventually(t, 10*time.Second, "left discovery", func() bool { return listed() == 0 })
+	deptest.Eventually(t, 10*time.Second, "left discovery", func() bool { return listed() == 0 })
 	res, err := http.Get(r.URL() + "/work")
 	if err != nil {
 		t.Fatalf("request during the grace: %v", err)

@@ -9,7 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"switchyard.dev/libs/trace"
+	"switchyard.dev/libs/mooncake"
 	"switchyard.dev/loadtest/internal/arrival"
 	"switchyard.dev/loadtest/internal/metrics"
 	"switchyard.dev/loadtest/internal/openai"
@@ -145,13 +145,13 @@ func workloadName(cfg *Config) string {
 // newSource builds the workload; a trace is parsed and validated whole.
 func newSource(cfg *Config) (workload.Source, error) {
 	if cfg.Trace != "" {
-		recs, err := trace.ReadFile(cfg.Trace, cfg.BlockTokens, cfg.TraceLimit)
+		recs, err := mooncake.ReadFile(cfg.Trace, cfg.BlockTokens, cfg.TraceLimit)
 		if err != nil {
 			return nil, err
 		}
 		return workload.NewReplay(recs, workload.ReplayConfig{
-			Replay: trace.Replay{
-				Synth: trace.Synth{
+			Replay: mooncake.Replay{
+				Synth: mooncake.Synth{
 					Vocab: cfg.Vocab, TokenMin: cfg.TokenMin, BlockTokens: cfg.BlockTokens,
 					ReplayBlockTokens: cfg.TraceBlockTokens, Seed: cfg.Seed,
 				},

@@ -4,14 +4,14 @@ import (
 	"fmt"
 	"time"
 
-	"switchyard.dev/libs/trace"
+	"switchyard.dev/libs/mooncake"
 	"switchyard.dev/loadtest/internal/openai"
 )
 
 // ReplayConfig configures trace replay: the prompts, lengths and arrival
-// times of trace.Replay, and how to send them.
+// times of mooncake.Replay, and how to send them.
 type ReplayConfig struct {
-	trace.Replay
+	mooncake.Replay
 	// UseTimestamps replays at the trace's arrival times; otherwise the
 	// runner sends requests as fast as its concurrency allows.
 	UseTimestamps bool
@@ -22,12 +22,12 @@ type ReplayConfig struct {
 // record, prompt tokens synthesized from its hash ids.
 type Replay struct {
 	cfg  ReplayConfig
-	recs []trace.Record
+	recs []mooncake.Record
 	next int
 }
 
 // NewReplay returns a Source replaying recs (sorted by timestamp).
-func NewReplay(recs []trace.Record, cfg ReplayConfig) (*Replay, error) {
+func NewReplay(recs []mooncake.Record, cfg ReplayConfig) (*Replay, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("trace replay: %w", err)
 	}
@@ -54,7 +54,7 @@ func (r *Replay) Len() int { return len(r.recs) }
 type replaySession struct {
 	id   int
 	at   time.Duration
-	rec  trace.Record
+	rec  mooncake.Record
 	cfg  *ReplayConfig
 	sent bool
 }

@@ -3,11 +3,11 @@ package workload
 import (
 	"hash/maphash"
 	"math"
-	"os"
-	"path/filepath"
 	"testing"
 
-	"switchyard.dev/libs/trace"
+	"switchyard.dev/libs/sharedtest"
+
+	"switchyard.dev/libs/mooncake"
 )
 
 // TestReplayKeepsTraceReuse replays the shared conversation trace with
@@ -15,20 +15,17 @@ import (
 // measured infinite-cache hit ratio: block scaling keeps prefix reuse.
 func TestReplayKeepsTraceReuse(t *testing.T) {
 	t.Parallel()
-	path := filepath.Join("..", "..", "..", "..", "shared", "traces", "conversation_trace.jsonl")
-	if _, err := os.Stat(path); err != nil {
-		t.Skipf("shared trace absent (%v)", err)
-	}
+	path := sharedtest.Path(t, sharedtest.ConversationTrace)
 	if testing.Short() {
 		t.Skip("replays 12k requests")
 	}
-	recs, err := trace.ReadFile(path, 512, 0)
+	recs, err := mooncake.ReadFile(path, 512, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	const block = 16
-	src, err := NewReplay(recs, ReplayConfig{Replay: trace.Replay{
-		Synth: trace.Synth{Vocab: 512, TokenMin: 3, BlockTokens: 512, ReplayBlockTokens: block, Seed: 1},
+	src, err := NewReplay(recs, ReplayConfig{Replay: mooncake.Replay{
+		Synth: mooncake.Synth{Vocab: 512, TokenMin: 3, BlockTokens: 512, ReplayBlockTokens: block, Seed: 1},
 		Speed: 1,
 	}})
 	if err != nil {

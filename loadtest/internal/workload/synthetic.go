@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"switchyard.dev/libs/trace"
+	"switchyard.dev/libs/mooncake"
 	"switchyard.dev/loadtest/internal/arrival"
 	"switchyard.dev/loadtest/internal/dist"
 	"switchyard.dev/loadtest/internal/openai"
@@ -160,15 +160,15 @@ func (s *synthSession) sharedTokens(dst []int, pid uint64, n int) []int {
 	span := uint64(s.cfg.Vocab - s.cfg.TokenMin)
 	base := s.prefixBase(pid)
 	for j := range n {
-		dst = append(dst, s.cfg.TokenMin+int(trace.Mix64(base+uint64(j))%span))
+		dst = append(dst, s.cfg.TokenMin+int(mooncake.Mix64(base+uint64(j))%span))
 	}
 	return dst
 }
 
 // prefixBase seeds shared prefix pid: position j of the prefix is drawn from
-// trace.Mix64(base+j).
+// mooncake.Mix64(base+j).
 func (s *synthSession) prefixBase(pid uint64) uint64 {
-	return trace.Mix64(s.cfg.Seed ^ trace.Mix64(pid+0x51ed270b))
+	return mooncake.Mix64(s.cfg.Seed ^ mooncake.Mix64(pid+0x51ed270b))
 }
 
 // vocabulary is a list of common short English words, each one token in the
@@ -197,7 +197,7 @@ func (s *synthSession) sharedWords(pid uint64, n int) string {
 		if j > 0 {
 			b.WriteByte(' ')
 		}
-		b.WriteString(vocabulary[trace.Mix64(base+uint64(j))%uint64(len(vocabulary))])
+		b.WriteString(vocabulary[mooncake.Mix64(base+uint64(j))%uint64(len(vocabulary))])
 	}
 	return b.String()
 }

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"switchyard.dev/libs/trace"
+	"switchyard.dev/libs/mooncake"
 	"switchyard.dev/loadtest/internal/arrival"
 	"switchyard.dev/loadtest/internal/dist"
 )
@@ -22,13 +22,13 @@ func mustDist(t *testing.T, s string) dist.Dist {
 
 func TestReplay(t *testing.T) {
 	t.Parallel()
-	recs := []trace.Record{
+	recs := []mooncake.Record{
 		{TimestampMs: 1000, InputLength: 600, OutputLength: 50, HashIDs: []int64{0, 1}},
 		{TimestampMs: 3000, InputLength: 1024, OutputLength: 7, HashIDs: []int64{0, 1}},
 		{TimestampMs: 5000, InputLength: 100, OutputLength: 7, HashIDs: []int64{2}},
 	}
-	synth := trace.Synth{Vocab: 512, TokenMin: 3, BlockTokens: 512, ReplayBlockTokens: 16, Seed: 1}
-	src, err := NewReplay(recs, ReplayConfig{Replay: trace.Replay{Synth: synth, Speed: 2, MaxOutputTokens: 20}, UseTimestamps: true, IgnoreEOS: true})
+	synth := mooncake.Synth{Vocab: 512, TokenMin: 3, BlockTokens: 512, ReplayBlockTokens: 16, Seed: 1}
+	src, err := NewReplay(recs, ReplayConfig{Replay: mooncake.Replay{Synth: synth, Speed: 2, MaxOutputTokens: 20}, UseTimestamps: true, IgnoreEOS: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,11 +70,11 @@ func TestReplay(t *testing.T) {
 
 func TestReplayRejects(t *testing.T) {
 	t.Parallel()
-	good := trace.Synth{Vocab: 512, BlockTokens: 512, ReplayBlockTokens: 512}
-	if _, err := NewReplay(nil, ReplayConfig{Replay: trace.Replay{Synth: good, Speed: 0}}); err == nil {
+	good := mooncake.Synth{Vocab: 512, BlockTokens: 512, ReplayBlockTokens: 512}
+	if _, err := NewReplay(nil, ReplayConfig{Replay: mooncake.Replay{Synth: good, Speed: 0}}); err == nil {
 		t.Error("speed 0 accepted")
 	}
-	if _, err := NewReplay(nil, ReplayConfig{Replay: trace.Replay{Synth: trace.Synth{Vocab: 1}, Speed: 1}}); err == nil {
+	if _, err := NewReplay(nil, ReplayConfig{Replay: mooncake.Replay{Synth: mooncake.Synth{Vocab: 1}, Speed: 1}}); err == nil {
 		t.Error("bad synth accepted")
 	}
 }

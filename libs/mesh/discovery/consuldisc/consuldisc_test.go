@@ -9,10 +9,10 @@ import (
 	"testing"
 	"time"
 
+	"switchyard.dev/libs/mesh/deptest"
 	"switchyard.dev/libs/mesh/discovery"
 	"switchyard.dev/libs/mesh/discovery/consuldisc"
 	"switchyard.dev/libs/mesh/discovery/disctest"
-	"switchyard.dev/libs/mesh/testenv"
 )
 
 func newRegistry(t *testing.T, addr, prefix string) *consuldisc.Registry {
@@ -29,7 +29,7 @@ func newRegistry(t *testing.T, addr, prefix string) *consuldisc.Registry {
 
 func TestContract(t *testing.T) {
 	t.Parallel()
-	c := testenv.StartConsul(t)
+	c := deptest.StartConsul(t)
 	var n atomic.Int64
 	disctest.Run(t, func(t *testing.T) discovery.Registry {
 		return newRegistry(t, c.Addr, fmt.Sprintf("t%d-", n.Add(1)))
@@ -40,7 +40,7 @@ func TestContract(t *testing.T) {
 // registers the instance again and watchers see it again.
 func TestReregistersAfterConsulRestart(t *testing.T) {
 	t.Parallel()
-	c := testenv.StartConsul(t)
+	c := deptest.StartConsul(t)
 	r := newRegistry(t, c.Addr, "restart-")
 	if _, err := r.Register(t.Context(), disctest.Instance("decode-r", discovery.RoleDecode)); err != nil {
 		t.Fatal(err)
@@ -80,7 +80,7 @@ func waitFor(t *testing.T, ch <-chan []discovery.Instance, n int) {
 
 func TestUnreachableConsulIsAClearError(t *testing.T) {
 	t.Parallel()
-	addr := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
+	addr := fmt.Sprintf("127.0.0.1:%d", deptest.FreePort(t))
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
 	_, err := consuldisc.New(ctx, consuldisc.Config{Address: addr})
@@ -91,7 +91,7 @@ func TestUnreachableConsulIsAClearError(t *testing.T) {
 
 func TestBadMetaKeyRejected(t *testing.T) {
 	t.Parallel()
-	c := testenv.StartConsul(t)
+	c := deptest.StartConsul(t)
 	r := newRegistry(t, c.Addr, "meta-")
 	in := disctest.Instance("decode-m", discovery.RoleDecode)
 	in.Meta = map[string]string{"bad key!": "x"}
@@ -105,7 +105,7 @@ func TestBadMetaKeyRejected(t *testing.T) {
 // not remove a registration that replaced it.
 func TestIDOwnership(t *testing.T) {
 	t.Parallel()
-	c := testenv.StartConsul(t)
+	c := deptest.StartConsul(t)
 	r := newRegistry(t, c.Addr, "own-")
 	first, err := r.Register(t.Context(), disctest.Instance("decode-0", discovery.RoleDecode))
 	if err != nil {
@@ -138,7 +138,7 @@ func TestIDOwnership(t *testing.T) {
 // carry its prefix).
 func TestMeshesShareAnAgent(t *testing.T) {
 	t.Parallel()
-	c := testenv.StartConsul(t)
+	c := deptest.StartConsul(t)
 	blue, green := newRegistry(t, c.Addr, "blue-"), newRegistry(t, c.Addr, "green-")
 	regs := map[string]discovery.Registration{}
 	for name, r := range map[string]*consuldisc.Registry{"blue": blue, "green": green} {

@@ -11,10 +11,10 @@ import (
 	"testing"
 	"time"
 
+	"switchyard.dev/libs/mesh/deptest"
 	"switchyard.dev/libs/mesh/discovery"
 	"switchyard.dev/libs/mesh/discovery/disctest"
 	"switchyard.dev/libs/mesh/discovery/filedisc"
-	"switchyard.dev/libs/mesh/testenv"
 )
 
 func newRegistry(t *testing.T, dir string) *filedisc.Registry {
@@ -187,7 +187,7 @@ func TestDirectoryRemoved(t *testing.T) {
 			t.Fatalf("directory gone: listed %v with no error", ins)
 		}
 	}
-	testenv.Eventually(t, 10*time.Second, "record written back", func() bool {
+	deptest.Eventually(t, 10*time.Second, "record written back", func() bool {
 		ins, err := r.Instances(t.Context(), discovery.RoleDecode)
 		return err == nil && len(ins) == 1
 	})

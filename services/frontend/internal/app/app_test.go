@@ -16,7 +16,7 @@ import (
 	"testing"
 
 	"switchyard.dev/libs/mesh/meshtest"
-	"switchyard.dev/services/frontend/internal/fakemesh"
+	"switchyard.dev/services/frontend/internal/upstreamtest"
 )
 
 // A plain grpc-go client (go-grpc-middleware interceptors) can call the
@@ -31,7 +31,7 @@ func TestGRPCConformance(t *testing.T) {
 // through a router (no discovery) and exposes its metrics.
 func TestServiceEndToEnd(t *testing.T) {
 	t.Parallel()
-	router := fakemesh.StartRouter(t, fakemesh.StartWorker(t, fakemesh.WorkerConfig{ID: "w1"}))
+	router := upstreamtest.StartRouter(t, upstreamtest.StartWorker(t, upstreamtest.WorkerConfig{ID: "w1"}))
 	env := func(k string) string {
 		if k == "SWITCHYARD_API_KEYS" {
 			return "sk-1"

@@ -10,18 +10,18 @@ import (
 
 	"connectrpc.com/connect"
 
+	"switchyard.dev/libs/mesh/deptest"
 	"switchyard.dev/libs/mesh/discovery"
-	"switchyard.dev/libs/mesh/testenv"
-	"switchyard.dev/services/frontend/internal/fakemesh"
 	"switchyard.dev/services/frontend/internal/upstream"
+	"switchyard.dev/services/frontend/internal/upstreamtest"
 )
 
 func TestDiscoveryCatalog(t *testing.T) {
 	t.Parallel()
-	broken := fakemesh.StartWorker(t, fakemesh.WorkerConfig{ID: "w0", InfoErr: connect.NewError(connect.CodeInternal, errors.New("boom"))})
-	good := fakemesh.StartWorker(t, fakemesh.WorkerConfig{ID: "w1"})
-	reg := fakemesh.NewRegistry()
-	reg.Set(discovery.RoleDecode, fakemesh.WorkerInstance(broken), fakemesh.WorkerInstance(good))
+	broken := upstreamtest.StartWorker(t, upstreamtest.WorkerConfig{ID: "w0", InfoErr: connect.NewError(connect.CodeInternal, errors.New("boom"))})
+	good := upstreamtest.StartWorker(t, upstreamtest.WorkerConfig{ID: "w1"})
+	reg := upstreamtest.NewRegistry()
+	reg.Set(discovery.RoleDecode, upstreamtest.WorkerInstance(broken), upstreamtest.WorkerInstance(good))
 	c := New(Config{Registry: reg, Dialer: upstream.NewWorkers(upstream.NewHTTPClient())})
 	if err := c.Run(t.Context()); err != nil {
 		t.Fatal(err)
@@ -34,7 +34,7 @@ func TestDiscoveryCatalog(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if m.Info.GetContextLength() != 512 || m.Tok.VocabSize() != fakemesh.VocabSize {
+		if m.Info.GetContextLength() != 512 || m.Tok.VocabSize() != upstreamtest.VocabSize {
 			t.Fatalf("info %+v", m.Info)
 		}
 		if ids := m.Encode("ab"); len(ids) != 3 || ids[0] != 1 {
@@ -48,14 +48,14 @@ func TestDiscoveryCatalog(t *testing.T) {
 		t.Fatalf("unknown model: %v", err)
 	}
 	reg.Set(discovery.RoleDecode)
-	testenv.Eventually(t, 5*time.Second, "the model to be unlisted after its workers left", func() bool {
+	deptest.Eventually(t, 5*time.Second, "the model to be unlisted after its workers left", func() bool {
 		return len(c.Models(t.Context())) == 0
 	})
 }
 
 func TestLocatorCatalog(t *testing.T) {
 	t.Parallel()
-	w := fakemesh.StartWorker(t, fakemesh.WorkerConfig{ID: "w1"})
+	w := upstreamtest.StartWorker(t, upstreamtest.WorkerConfig{ID: "w1"})
 	locate := func(_ context.Context, model string) (string, error) {
 		if model != "tiny" {
 			return "", connect.NewError(connect.CodeNotFound, errors.New("no such model"))
@@ -83,7 +83,7 @@ func TestLocatorCatalog(t *testing.T) {
 // with its own context.
 func TestLocatorCatalogForgetsAndWaits(t *testing.T) {
 	t.Parallel()
-	w := fakemesh.StartWorker(t, fakemesh.WorkerConfig{ID: "w1"})
+	w := upstreamtest.StartWorker(t, upstreamtest.WorkerConfig{ID: "w1"})
 	block := make(chan struct{})
 	locate := func(ctx context.Context, model string) (string, error) {
 		switch model {
@@ -123,7 +123,7 @@ func TestLocatorCatalogForgetsAndWaits(t *testing.T) {
 
 	first := make(chan error, 1)
 	go func() { _, err := c.Get(t.Context(), "slow"); first <- err }()
-	testenv.Eventually(t, 5*time.Second, "the first lookup to start", func() bool {
+	deptest.Eventually(t, 5*time.Second, "the first lookup to start", func() bool {
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		e := c.models["slow"]

@@ -13,8 +13,8 @@ import (
 	routerv1 "switchyard.dev/gen/switchyard/router/v1"
 
 	"switchyard.dev/libs/engine/tokenizer"
-	"switchyard.dev/services/frontend/internal/fakemesh"
 	"switchyard.dev/services/frontend/internal/upstream"
+	"switchyard.dev/services/frontend/internal/upstreamtest"
 )
 
 type run struct {
@@ -24,9 +24,9 @@ type run struct {
 	err    error
 }
 
-func newGen(t *testing.T, attempts int, workers ...*fakemesh.Worker) (*Generator, *reports) {
+func newGen(t *testing.T, attempts int, workers ...*upstreamtest.Worker) (*Generator, *reports) {
 	t.Helper()
-	r := fakemesh.StartRouter(t, workers...)
+	r := upstreamtest.StartRouter(t, workers...)
 	hc := upstream.NewHTTPClient()
 	routers := upstream.NewRouters(hc, slog.New(slog.DiscardHandler), []string{r.URL})
 	return New(Config{Router: routers, Dialer: upstream.NewWorkers(hc), MigrationAttempts: attempts}), &reports{r, routers, t}
@@ -35,7 +35,7 @@ func newGen(t *testing.T, attempts int, workers ...*fakemesh.Worker) (*Generator
 // reports is the fake router, whose report lists are read after the
 // frontend's background reports were flushed.
 type reports struct {
-	*fakemesh.Router
+	*upstreamtest.Router
 	routers *upstream.Routers
 	t       *testing.T
 }
@@ -58,7 +58,7 @@ func (r *reports) PrefillDones() []string {
 }
 
 func request(t *testing.T, maxTokens int, stop ...string) Request {
-	tok, err := tokenizer.NewBytes(fakemesh.VocabSize)
+	tok, err := tokenizer.NewBytes(upstreamtest.VocabSize)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,11 +78,11 @@ func generate(ctx context.Context, g *Generator, req Request) run {
 }
 
 // want is the text fake workers produce for a 3-token prompt.
-func want(n int) string { return (fakemesh.Script + fakemesh.Script)[3 : 3+n] }
+func want(n int) string { return (upstreamtest.Script + upstreamtest.Script)[3 : 3+n] }
 
 func TestUndisturbed(t *testing.T) {
 	t.Parallel()
-	g, router := newGen(t, 3, fakemesh.StartWorker(t, fakemesh.WorkerConfig{ID: "a", Cached: 2}))
+	g, router := newGen(t, 3, upstreamtest.StartWorker(t, upstreamtest.WorkerConfig{ID: "a", Cached: 2}))
 	r := generate(t.Context(), g, request(t, 40))
 	if r.err != nil {
 		t.Fatal(r.err)
@@ -106,7 +106,7 @@ func TestUndisturbed(t *testing.T) {
 // names reach the decode worker, which decides whether to use them.
 func TestNamesPeers(t *testing.T) {
 	t.Parallel()
-	w := fakemesh.StartWorker(t, fakemesh.WorkerConfig{ID: "a"})
+	w := upstreamtest.StartWorker(t, upstreamtest.WorkerConfig{ID: "a"})
 	g, router := newGen(t, 1, w)
 	router.Name(&routerv1.Worker{InstanceId: "p", Address: "http://p:1"}, &routerv1.Worker{InstanceId: "b", Address: "http://b:2"}, 7)
 	if r := generate(t.Context(), g, request(t, 4)); r.err != nil {
@@ -124,8 +124,8 @@ func TestNamesPeers(t *testing.T) {
 func TestPassesArrival(t *testing.T) {
 	t.Parallel()
 	for _, decided := range []int64{0, 1_700_000_000_000_000_000} {
-		dying := fakemesh.StartWorker(t, fakemesh.WorkerConfig{ID: "a", DieAfter: 5})
-		healthy := fakemesh.StartWorker(t, fakemesh.WorkerConfig{ID: "b"})
+		dying := upstreamtest.StartWorker(t, upstreamtest.WorkerConfig{ID: "a", DieAfter: 5})
+		healthy := upstreamtest.StartWorker(t, upstreamtest.WorkerConfig{ID: "b"})
 		g, router := newGen(t, 3, dying, healthy)
 		router.Decided(decided)
 		before := time.Now().UnixNano()
@@ -151,8 +151,8 @@ func TestMigration(t *testing.T) {
 	for _, abort := range []bool{false, true} {
 		t.Run(map[bool]string{false: "eof", true: "unavailable"}[abort], func(t *testing.T) {
 			t.Parallel()
-			dying := fakemesh.StartWorker(t, fakemesh.WorkerConfig{ID: "a", DieAfter: 60, Abort: abort, Cached: 3})
-			healthy := fakemesh.StartWorker(t, fakemesh.WorkerConfig{ID: "b"})
+			dying := upstreamtest.StartWorker(t, upstreamtest.WorkerConfig{ID: "a", DieAfter: 60, Abort: abort, Cached: 3})
+			healthy := upstreamtest.StartWorker(t, upstreamtest.WorkerConfig{ID: "b"})
 			g, router := newGen(t, 3, dying, healthy)
 			r := generate(t.Context(), g, request(t, 80))
 			if r.err != nil {
@@ -183,8 +183,8 @@ func TestMigration(t *testing.T) {
 // worker continues after them.
 func TestCancelledMessageWithTokens(t *testing.T) {
 	t.Parallel()
-	cancelling := fakemesh.StartWorker(t, fakemesh.WorkerConfig{ID: "a", CancelAfter: 30, Batch: 4})
-	healthy := fakemesh.StartWorker(t, fakemesh.WorkerConfig{ID: "b"})
+	cancelling := upstreamtest.StartWorker(t, upstreamtest.WorkerConfig{ID: "a", CancelAfter: 30, Batch: 4})
+	healthy := upstreamtest.StartWorker(t, upstreamtest.WorkerConfig{ID: "b"})
 	g, _ := newGen(t, 3, cancelling, healthy)
 	r := generate(t.Context(), g, request(t, 80))
 	if r.err != nil {
@@ -197,7 +197,7 @@ func TestCancelledMessageWithTokens(t *testing.T) {
 
 func TestMigrationGivesUp(t *testing.T) {
 	t.Parallel()
-	g, router := newGen(t, 2, fakemesh.StartWorker(t, fakemesh.WorkerConfig{ID: "a", DieAfter: 2, Abort: true}))
+	g, router := newGen(t, 2, upstreamtest.StartWorker(t, upstreamtest.WorkerConfig{ID: "a", DieAfter: 2, Abort: true}))
 	r := generate(t.Context(), g, request(t, 40))
 	if r.err == nil || connect.CodeOf(r.err) != connect.CodeUnavailable {
 		t.Fatalf("err %v", r.err)
@@ -209,7 +209,7 @@ func TestMigrationGivesUp(t *testing.T) {
 
 func TestNotMigratable(t *testing.T) {
 	t.Parallel()
-	w := fakemesh.StartWorker(t, fakemesh.WorkerConfig{ID: "a", GenerateErr: connect.NewError(connect.CodeInvalidArgument, errors.New("bad"))})
+	w := upstreamtest.StartWorker(t, upstreamtest.WorkerConfig{ID: "a", GenerateErr: connect.NewError(connect.CodeInvalidArgument, errors.New("bad"))})
 	g, router := newGen(t, 3, w)
 	r := generate(t.Context(), g, request(t, 10))
 	if connect.CodeOf(r.err) != connect.CodeInvalidArgument || len(router.Routes()) != 1 || r.deltas != 0 {
@@ -221,7 +221,7 @@ func TestStops(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		name      string
-		cfg       fakemesh.WorkerConfig
+		cfg       upstreamtest.WorkerConfig
 		stop      []string
 		text      string
 		finish    string
@@ -229,13 +229,13 @@ func TestStops(t *testing.T) {
 	}{
 		{name: "stop string", stop: []string{"time"}, text: "e upon a ", finish: "stop", generated: 13},
 		{name: "first of two stops", stop: []string{"fox", "upon"}, text: "e ", finish: "stop", generated: 6},
-		{name: "eos", cfg: fakemesh.WorkerConfig{EOSAfter: 5}, text: want(5), finish: "stop", generated: 6},
+		{name: "eos", cfg: upstreamtest.WorkerConfig{EOSAfter: 5}, text: want(5), finish: "stop", generated: 6},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			tc.cfg.ID = "a"
-			g, _ := newGen(t, 3, fakemesh.StartWorker(t, tc.cfg))
+			g, _ := newGen(t, 3, upstreamtest.StartWorker(t, tc.cfg))
 			r := generate(t.Context(), g, request(t, 50, tc.stop...))
 			if r.err != nil || r.text != tc.text || r.res.Finish != tc.finish || r.res.CompletionTokens != tc.generated {
 				t.Fatalf("got %q %+v %v", r.text, r.res, r.err)
@@ -246,7 +246,7 @@ func TestStops(t *testing.T) {
 
 func TestCancelReachesWorker(t *testing.T) {
 	t.Parallel()
-	w := fakemesh.StartWorker(t, fakemesh.WorkerConfig{ID: "a", TokenDelay: 5 * time.Millisecond})
+	w := upstreamtest.StartWorker(t, upstreamtest.WorkerConfig{ID: "a", TokenDelay: 5 * time.Millisecond})
 	g, router := newGen(t, 3, w)
 	ctx, cancel := context.WithCancel(t.Context())
 	req := request(t, 10000)

@@ -11,7 +11,7 @@ import (
 	commonv1 "switchyard.dev/gen/switchyard/common/v1"
 	workerv1 "switchyard.dev/gen/switchyard/worker/v1"
 	"switchyard.dev/libs/engine/tokenizer"
-	"switchyard.dev/services/frontend/internal/fakemesh"
+	"switchyard.dev/services/frontend/internal/upstreamtest"
 )
 
 // logprobRun collects the deltas of a generation asking for logprobs.
@@ -51,15 +51,15 @@ func checkScript(t *testing.T, lps []Logprob, top int) {
 	t.Helper()
 	for k, lp := range lps {
 		p := 3 + k
-		want := fakemesh.ScriptToken(p)
-		if lp.Token.ID != want || lp.Token.Logprob != fakemesh.Logprob(p) || !bytes.Equal(lp.Token.Bytes, []byte{fakemesh.Script[p%len(fakemesh.Script)]}) {
-			t.Fatalf("entry %d = %+v, want token %d logprob %v", k, lp.Token, want, fakemesh.Logprob(p))
+		want := upstreamtest.ScriptToken(p)
+		if lp.Token.ID != want || lp.Token.Logprob != upstreamtest.Logprob(p) || !bytes.Equal(lp.Token.Bytes, []byte{upstreamtest.Script[p%len(upstreamtest.Script)]}) {
+			t.Fatalf("entry %d = %+v, want token %d logprob %v", k, lp.Token, want, upstreamtest.Logprob(p))
 		}
 		if len(lp.Top) != top {
 			t.Fatalf("entry %d has %d top entries, want %d", k, len(lp.Top), top)
 		}
 		for j, alt := range lp.Top {
-			w := fakemesh.TopLogprobs(p, top)[j]
+			w := upstreamtest.TopLogprobs(p, top)[j]
 			if alt.ID != w.GetTokenId() || alt.Logprob != w.GetLogprob() || !bytes.Equal(alt.Bytes, []byte{byte(w.GetTokenId() - tokenizer.ByteOffset)}) {
 				t.Fatalf("entry %d top %d = %+v, want %v", k, j, alt, w)
 			}
@@ -71,27 +71,27 @@ func TestLogprobs(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		name    string
-		workers []fakemesh.WorkerConfig
+		workers []upstreamtest.WorkerConfig
 		stop    []string
 		top     uint32
 		tokens  int // entries, and tokens generated
 		text    string
 		migrate int
 	}{
-		{name: "one token a message", workers: []fakemesh.WorkerConfig{{ID: "a"}}, top: 2, tokens: 30, text: want(30)},
-		{name: "batches", workers: []fakemesh.WorkerConfig{{ID: "a", Batch: 7}}, top: 20, tokens: 30, text: want(30)},
-		{name: "no top", workers: []fakemesh.WorkerConfig{{ID: "a", Batch: 4}}, tokens: 30, text: want(30)},
+		{name: "one token a message", workers: []upstreamtest.WorkerConfig{{ID: "a"}}, top: 2, tokens: 30, text: want(30)},
+		{name: "batches", workers: []upstreamtest.WorkerConfig{{ID: "a", Batch: 7}}, top: 20, tokens: 30, text: want(30)},
+		{name: "no top", workers: []upstreamtest.WorkerConfig{{ID: "a", Batch: 4}}, tokens: 30, text: want(30)},
 		// Output "e upon a time, ...": the stop string ends at the 13th
 		// token, inside the second message of 8.
-		{name: "stop cuts a message", workers: []fakemesh.WorkerConfig{{ID: "a", Batch: 8}}, stop: []string{"time"}, top: 1, tokens: 13, text: "e upon a "},
-		{name: "migration", workers: []fakemesh.WorkerConfig{{ID: "a", DieAfter: 11, Batch: 3, Abort: true}, {ID: "b", Batch: 5}}, top: 3, tokens: 30, text: want(30), migrate: 1},
+		{name: "stop cuts a message", workers: []upstreamtest.WorkerConfig{{ID: "a", Batch: 8}}, stop: []string{"time"}, top: 1, tokens: 13, text: "e upon a "},
+		{name: "migration", workers: []upstreamtest.WorkerConfig{{ID: "a", DieAfter: 11, Batch: 3, Abort: true}, {ID: "b", Batch: 5}}, top: 3, tokens: 30, text: want(30), migrate: 1},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			var ws []*fakemesh.Worker
+			var ws []*upstreamtest.Worker
 			for _, c := range tc.workers {
-				ws = append(ws, fakemesh.StartWorker(t, c))
+				ws = append(ws, upstreamtest.StartWorker(t, c))
 			}
 			g, _ := newGen(t, 3, ws...)
 			r := generateLogprobs(t, g, request(t, 30, tc.stop...), tc.top)
@@ -105,8 +105,8 @@ func TestLogprobs(t *testing.T) {
 
 func TestLogprobsMissing(t *testing.T) {
 	t.Parallel()
-	old := fakemesh.StartWorker(t, fakemesh.WorkerConfig{ID: "a", IgnoreLogprobs: true})
-	g, router := newGen(t, 3, old, fakemesh.StartWorker(t, fakemesh.WorkerConfig{ID: "b"}))
+	old := upstreamtest.StartWorker(t, upstreamtest.WorkerConfig{ID: "a", IgnoreLogprobs: true})
+	g, router := newGen(t, 3, old, upstreamtest.StartWorker(t, upstreamtest.WorkerConfig{ID: "b"}))
 	r := generateLogprobs(t, g, request(t, 10), 0)
 	if !errors.Is(r.err, ErrWorkerContract) || r.deltas != 0 || len(router.Routes()) != 1 {
 		t.Fatalf("err %v, %d deltas, %d routes", r.err, r.deltas, len(router.Routes()))

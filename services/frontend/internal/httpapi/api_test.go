@@ -6,13 +6,13 @@ import (
 	"strings"
 	"testing"
 
-	"switchyard.dev/services/frontend/internal/fakemesh"
 	"switchyard.dev/services/frontend/internal/openai"
+	"switchyard.dev/services/frontend/internal/upstreamtest"
 )
 
 func TestChat(t *testing.T) {
 	t.Parallel()
-	s := newStack(t, stackConfig{workers: []fakemesh.WorkerConfig{{ID: "w1", Cached: 4}}})
+	s := newStack(t, stackConfig{workers: []upstreamtest.WorkerConfig{{ID: "w1", Cached: 4}}})
 	resp := s.post(t, "/v1/chat/completions", chatBody(`"max_tokens":30`))
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("status %d", resp.StatusCode)

@@ -12,9 +12,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"switchyard.dev/libs/mesh/testenv"
-	"switchyard.dev/services/frontend/internal/fakemesh"
+	"switchyard.dev/libs/mesh/deptest"
 	"switchyard.dev/services/frontend/internal/openai"
+	"switchyard.dev/services/frontend/internal/upstreamtest"
 )
 
 func completionText(t *testing.T, s *stack, body string) (string, string, openai.Usage) {
@@ -31,7 +31,7 @@ func completionText(t *testing.T, s *stack, body string) (string, string, openai
 
 func TestStopLists(t *testing.T) {
 	t.Parallel()
-	s := newStack(t, stackConfig{workers: []fakemesh.WorkerConfig{{ID: "w", EOSAfter: 40}}})
+	s := newStack(t, stackConfig{workers: []upstreamtest.WorkerConfig{{ID: "w", EOSAfter: 40}}})
 	// Prompt "Hello" is 6 tokens; output starts at Script[6]: "pon a time, a little fox..."
 	tests := []struct {
 		name, extra, text, finish string
@@ -59,7 +59,7 @@ func TestStopLists(t *testing.T) {
 
 func TestDefaultMaxTokensFillsContext(t *testing.T) {
 	t.Parallel()
-	s := newStack(t, stackConfig{workers: []fakemesh.WorkerConfig{{ID: "w", Context: 32}}})
+	s := newStack(t, stackConfig{workers: []upstreamtest.WorkerConfig{{ID: "w", Context: 32}}})
 	_, finish, u := completionText(t, s, `{"model":"tiny","prompt":"Hello"}`)
 	if finish != "length" || u.CompletionTokens != 32-6 {
 		t.Fatalf("finish %q usage %+v", finish, u)
@@ -71,7 +71,7 @@ func TestDefaultMaxTokensFillsContext(t *testing.T) {
 
 func TestHintsReachRouterAndWorker(t *testing.T) {
 	t.Parallel()
-	s := newStack(t, stackConfig{workers: []fakemesh.WorkerConfig{{ID: "a"}, {ID: "b"}}})
+	s := newStack(t, stackConfig{workers: []upstreamtest.WorkerConfig{{ID: "a"}, {ID: "b"}}})
 	completionText(t, s, `{"model":"tiny","prompt":"x","max_tokens":2,"seed":7,"temperature":0,"top_k":5,"switchyard":{"priority":5,"session_id":"s1","worker_id":"b","expected_output_tokens":9}}`)
 	h := s.Router.Routes()[0].GetHints()
 	if h.GetPriority() != 5 || h.GetSessionId() != "s1" || h.GetWorkerId() != "b" || h.GetExpectedOutputTokens() != 9 {
@@ -90,7 +90,7 @@ func TestMigrationIsInvisible(t *testing.T) {
 	t.Parallel()
 	calm := newStack(t, stackConfig{})
 	undisturbed, _, _ := completionText(t, calm, `{"model":"tiny","prompt":"Hello","max_tokens":70}`)
-	s := newStack(t, stackConfig{workers: []fakemesh.WorkerConfig{{ID: "a", DieAfter: 23, Abort: true}, {ID: "b", DieAfter: 30}, {ID: "c"}}})
+	s := newStack(t, stackConfig{workers: []upstreamtest.WorkerConfig{{ID: "a", DieAfter: 23, Abort: true}, {ID: "b", DieAfter: 30}, {ID: "c"}}})
 	resp := s.post(t, "/v1/completions", `{"model":"tiny","prompt":"Hello","max_tokens":70,"stream":true,"stream_options":{"include_usage":true}}`)
 	var text strings.Builder
 	var u *openai.Usage
@@ -119,7 +119,7 @@ func TestMigrationIsInvisible(t *testing.T) {
 
 func TestClientDisconnectCancelsWorker(t *testing.T) {
 	t.Parallel()
-	s := newStack(t, stackConfig{workers: []fakemesh.WorkerConfig{{ID: "w", TokenDelay: 10 * time.Millisecond}}})
+	s := newStack(t, stackConfig{workers: []upstreamtest.WorkerConfig{{ID: "w", TokenDelay: 10 * time.Millisecond}}})
 	ctx, cancel := context.WithCancel(t.Context())
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, s.URL+"/v1/chat/completions", strings.NewReader(chatBody(`"stream":true`)))
 	resp, err := http.DefaultClient.Do(req)
@@ -137,12 +137,12 @@ func TestClientDisconnectCancelsWorker(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("worker did not see the client go away")
 	}
-	testenv.Eventually(t, 5*time.Second, "the route to be released", func() bool { return len(s.Router.Releases()) != 0 })
+	deptest.Eventually(t, 5*time.Second, "the route to be released", func() bool { return len(s.Router.Releases()) != 0 })
 }
 
 func TestMidStreamFailureEndsStreamWithError(t *testing.T) {
 	t.Parallel()
-	s := newStack(t, stackConfig{workers: []fakemesh.WorkerConfig{{ID: "w", DieAfter: 5, Abort: true}}, noAttempts: true})
+	s := newStack(t, stackConfig{workers: []upstreamtest.WorkerConfig{{ID: "w", DieAfter: 5, Abort: true}}, noAttempts: true})
 	resp := s.post(t, "/v1/completions", `{"model":"tiny","prompt":"Hello","max_tokens":20,"stream":true}`)
 	evs := events(t, resp.Body)
 	if resp.StatusCode != 200 || len(evs) < 2 || evs[len(evs)-1] != "[DONE]" || !strings.Contains(evs[len(evs)-2], `"error"`) {
@@ -166,7 +166,7 @@ func TestModelsAndOpenAPI(t *testing.T) {
 	checkError(t, resp, errCase{status: 404, typ: openai.TypeInvalidRequest, code: "model_not_found"})
 	resp, _ = http.Get(s.URL + "/v1/models/org/nope") // a model id, not an unknown endpoint
 	checkError(t, resp, errCase{status: 404, typ: openai.TypeInvalidRequest, code: "model_not_found"})
-	slashed := newStack(t, stackConfig{workers: []fakemesh.WorkerConfig{{ID: "w", Model: "org/tiny"}}})
+	slashed := newStack(t, stackConfig{workers: []upstreamtest.WorkerConfig{{ID: "w", Model: "org/tiny"}}})
 	var m openai.Model
 	resp, err = http.Get(slashed.URL + "/v1/models/org/tiny")
 	if err != nil {

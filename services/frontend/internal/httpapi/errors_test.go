@@ -10,8 +10,8 @@ import (
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 
 	"switchyard.dev/services/frontend/internal/auth"
-	"switchyard.dev/services/frontend/internal/fakemesh"
 	"switchyard.dev/services/frontend/internal/openai"
+	"switchyard.dev/services/frontend/internal/upstreamtest"
 )
 
 type errCase struct {
@@ -46,7 +46,7 @@ func checkError(t *testing.T, resp *http.Response, tc errCase) {
 
 func TestRequestErrors(t *testing.T) {
 	t.Parallel()
-	s := newStack(t, stackConfig{workers: []fakemesh.WorkerConfig{{ID: "w1", Context: 64}}, maxBody: 1 << 10})
+	s := newStack(t, stackConfig{workers: []upstreamtest.WorkerConfig{{ID: "w1", Context: 64}}, maxBody: 1 << 10})
 	const inv = openai.TypeInvalidRequest
 	chat, cmpl := "/v1/chat/completions", "/v1/completions"
 	tests := []errCase{
@@ -93,22 +93,22 @@ func TestUpstreamErrors(t *testing.T) {
 		{name: "router says unknown model", route: connect.NewError(connect.CodeNotFound, errors.New("no")), want: errCase{status: 404, typ: openai.TypeInvalidRequest, code: "model_not_found"}},
 		{name: "router knows no pinned worker", route: connect.NewError(connect.CodeNotFound, errors.New(`worker "w9" is unknown`)), extra: `,"switchyard":{"worker_id":"w9"}`,
 			want: errCase{status: 404, typ: openai.TypeInvalidRequest, code: "worker_not_found", param: "switchyard.worker_id"}},
-		{name: "worker rejects", cfg: stackConfig{workers: []fakemesh.WorkerConfig{{ID: "w", GenerateErr: connect.NewError(connect.CodeInvalidArgument, errors.New("bad seed"))}}},
+		{name: "worker rejects", cfg: stackConfig{workers: []upstreamtest.WorkerConfig{{ID: "w", GenerateErr: connect.NewError(connect.CodeInvalidArgument, errors.New("bad seed"))}}},
 			want: errCase{status: 400, typ: openai.TypeInvalidRequest}},
 		// A worker names the refused field in a BadRequest detail; the
 		// parameter is the OpenAI one behind it.
-		{name: "worker refuses logprobs", cfg: stackConfig{workers: []fakemesh.WorkerConfig{{ID: "w", GenerateErr: fieldError(t, "sampling.logprobs", "logprobs need an executor that computes logits")}}},
+		{name: "worker refuses logprobs", cfg: stackConfig{workers: []upstreamtest.WorkerConfig{{ID: "w", GenerateErr: fieldError(t, "sampling.logprobs", "logprobs need an executor that computes logits")}}},
 			want: errCase{status: 400, typ: openai.TypeInvalidRequest, param: "logprobs"}},
-		{name: "worker refuses max tokens", cfg: stackConfig{workers: []fakemesh.WorkerConfig{{ID: "w", GenerateErr: fieldError(t, "stop.max_tokens", "too many")}}},
+		{name: "worker refuses max tokens", cfg: stackConfig{workers: []upstreamtest.WorkerConfig{{ID: "w", GenerateErr: fieldError(t, "stop.max_tokens", "too many")}}},
 			want: errCase{status: 400, typ: openai.TypeInvalidRequest, param: "max_tokens"}},
 		// ... as the client spelled it.
-		{name: "worker refuses max completion tokens", cfg: stackConfig{workers: []fakemesh.WorkerConfig{{ID: "w", GenerateErr: fieldError(t, "stop.max_tokens", "too many")}}},
+		{name: "worker refuses max completion tokens", cfg: stackConfig{workers: []upstreamtest.WorkerConfig{{ID: "w", GenerateErr: fieldError(t, "stop.max_tokens", "too many")}}},
 			extra: `,"max_completion_tokens":5`, want: errCase{status: 400, typ: openai.TypeInvalidRequest, param: "max_completion_tokens"}},
-		{name: "worker refuses max tokens by name", cfg: stackConfig{workers: []fakemesh.WorkerConfig{{ID: "w", GenerateErr: fieldError(t, "stop.max_tokens", "too many")}}},
+		{name: "worker refuses max tokens by name", cfg: stackConfig{workers: []upstreamtest.WorkerConfig{{ID: "w", GenerateErr: fieldError(t, "stop.max_tokens", "too many")}}},
 			extra: `,"max_tokens":5`, want: errCase{status: 400, typ: openai.TypeInvalidRequest, param: "max_tokens"}},
-		{name: "worker refuses a field with no OpenAI name", cfg: stackConfig{workers: []fakemesh.WorkerConfig{{ID: "w", GenerateErr: fieldError(t, "token_ids", "prompt too long")}}},
+		{name: "worker refuses a field with no OpenAI name", cfg: stackConfig{workers: []upstreamtest.WorkerConfig{{ID: "w", GenerateErr: fieldError(t, "token_ids", "prompt too long")}}},
 			want: errCase{status: 400, typ: openai.TypeInvalidRequest, noParam: true}},
-		{name: "worker keeps dying", cfg: stackConfig{workers: []fakemesh.WorkerConfig{{ID: "w", DieAfter: 0, GenerateErr: connect.NewError(connect.CodeUnavailable, errors.New("gone"))}}},
+		{name: "worker keeps dying", cfg: stackConfig{workers: []upstreamtest.WorkerConfig{{ID: "w", DieAfter: 0, GenerateErr: connect.NewError(connect.CodeUnavailable, errors.New("gone"))}}},
 			want: unavailable},
 	}
 	for _, tc := range tests {
@@ -167,7 +167,7 @@ func TestAuthAndRateLimit(t *testing.T) {
 // short one is still counted exactly.
 func TestTextPastContextRefusedUntokenized(t *testing.T) {
 	t.Parallel()
-	s := newStack(t, stackConfig{workers: []fakemesh.WorkerConfig{{ID: "w1", Context: 64}}})
+	s := newStack(t, stackConfig{workers: []upstreamtest.WorkerConfig{{ID: "w1", Context: 64}}})
 	long := strings.Repeat("ab", quickCountBytes/2+1)
 	for _, body := range []string{
 		`{"model":"tiny","prompt":"` + long + `"}`,

@@ -15,17 +15,17 @@ import (
 	"switchyard.dev/libs/mesh/discovery"
 	"switchyard.dev/services/frontend/internal/auth"
 	"switchyard.dev/services/frontend/internal/catalog"
-	"switchyard.dev/services/frontend/internal/fakemesh"
 	"switchyard.dev/services/frontend/internal/generate"
 	"switchyard.dev/services/frontend/internal/metrics"
 	"switchyard.dev/services/frontend/internal/upstream"
+	"switchyard.dev/services/frontend/internal/upstreamtest"
 )
 
 // stack is a frontend API over fake workers and a fake router.
 type stack struct {
 	URL     string
-	Router  *fakemesh.Router
-	Workers []*fakemesh.Worker
+	Router  *upstreamtest.Router
+	Workers []*upstreamtest.Worker
 	Reg     *prometheus.Registry
 	Metrics *metrics.Metrics
 	routers *upstream.Routers
@@ -42,7 +42,7 @@ func (s *stack) releases(t testing.TB) []string {
 }
 
 type stackConfig struct {
-	workers    []fakemesh.WorkerConfig
+	workers    []upstreamtest.WorkerConfig
 	attempts   int
 	guard      *auth.Guard
 	maxBody    int64
@@ -53,21 +53,21 @@ type stackConfig struct {
 func newStack(t testing.TB, cfg stackConfig) *stack {
 	t.Helper()
 	if len(cfg.workers) == 0 {
-		cfg.workers = []fakemesh.WorkerConfig{{ID: "w1"}}
+		cfg.workers = []upstreamtest.WorkerConfig{{ID: "w1"}}
 	}
 	if cfg.attempts == 0 && !cfg.noAttempts {
 		cfg.attempts = 3
 	}
 	s := &stack{Reg: prometheus.NewRegistry()}
-	reg := fakemesh.NewRegistry()
+	reg := upstreamtest.NewRegistry()
 	var ins []discovery.Instance
 	for _, wc := range cfg.workers {
-		w := fakemesh.StartWorker(t, wc)
+		w := upstreamtest.StartWorker(t, wc)
 		s.Workers = append(s.Workers, w)
-		ins = append(ins, fakemesh.WorkerInstance(w))
+		ins = append(ins, upstreamtest.WorkerInstance(w))
 	}
 	reg.Set(discovery.RoleDecode, ins...)
-	s.Router = fakemesh.StartRouter(t, s.Workers...)
+	s.Router = upstreamtest.StartRouter(t, s.Workers...)
 	hc := upstream.NewHTTPClient()
 	log := slog.New(slog.DiscardHandler)
 	var urls []string
@@ -153,7 +153,7 @@ func events(t testing.TB, r io.Reader) []string {
 
 // want is the text fake workers produce for a prompt of p tokens.
 func want(p, n int) string {
-	s := strings.Repeat(fakemesh.Script, 1+(p+n)/len(fakemesh.Script))
+	s := strings.Repeat(upstreamtest.Script, 1+(p+n)/len(upstreamtest.Script))
 	return s[p : p+n]
 }
 

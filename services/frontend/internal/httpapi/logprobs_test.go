@@ -13,8 +13,8 @@ import (
 	"unicode/utf8"
 
 	"switchyard.dev/libs/engine/tokenizer"
-	"switchyard.dev/services/frontend/internal/fakemesh"
 	"switchyard.dev/services/frontend/internal/openai"
+	"switchyard.dev/services/frontend/internal/upstreamtest"
 )
 
 // scriptEntry is the fake workers' logprob entry for the token at
@@ -25,9 +25,9 @@ func scriptEntry(p, top int) openai.TokenLogprob {
 		return openai.TopLogprob{Token: tokenText([]byte{b}), Bytes: []int{int(b)}, Logprob: lp}
 	}
 	e := openai.TokenLogprob{TopLogprobs: []openai.TopLogprob{}}
-	first := alt(fakemesh.ScriptToken(p), fakemesh.Logprob(p))
+	first := alt(upstreamtest.ScriptToken(p), upstreamtest.Logprob(p))
 	e.Token, e.Bytes, e.Logprob = first.Token, first.Bytes, first.Logprob
-	for _, t := range fakemesh.TopLogprobs(p, top) {
+	for _, t := range upstreamtest.TopLogprobs(p, top) {
 		e.TopLogprobs = append(e.TopLogprobs, alt(t.GetTokenId(), t.GetLogprob()))
 	}
 	return e
@@ -74,7 +74,7 @@ func body(t *testing.T, resp *http.Response) []byte {
 
 func TestChatLogprobs(t *testing.T) {
 	t.Parallel()
-	s := newStack(t, stackConfig{workers: []fakemesh.WorkerConfig{{ID: "w", Batch: 4}}})
+	s := newStack(t, stackConfig{workers: []upstreamtest.WorkerConfig{{ID: "w", Batch: 4}}})
 	tests := []struct {
 		name  string
 		extra string
@@ -121,7 +121,7 @@ func TestChatLogprobsStream(t *testing.T) {
 	for _, batch := range []int{1, 3} {
 		t.Run("batch "+strconv.Itoa(batch), func(t *testing.T) {
 			t.Parallel()
-			s := newStack(t, stackConfig{workers: []fakemesh.WorkerConfig{{ID: "w", Batch: batch}}})
+			s := newStack(t, stackConfig{workers: []upstreamtest.WorkerConfig{{ID: "w", Batch: batch}}})
 			// 70 tokens cross "Ünal" and "✓".
 			resp := s.post(t, "/v1/chat/completions", chatBody(`"max_tokens":70,"stream":true,"logprobs":true,"top_logprobs":2`))
 			evs := events(t, resp.Body)
@@ -179,7 +179,7 @@ func completionWant(promptLen, n, top int) openai.CompletionLogprobs {
 
 func TestCompletionLogprobs(t *testing.T) {
 	t.Parallel()
-	s := newStack(t, stackConfig{workers: []fakemesh.WorkerConfig{{ID: "w", Batch: 5}}})
+	s := newStack(t, stackConfig{workers: []upstreamtest.WorkerConfig{{ID: "w", Batch: 5}}})
 	// Prompt "Hello" is 6 tokens; 80 tokens cross "Ünal" and "✓".
 	for _, top := range []int{0, 1, 5} {
 		t.Run("logprobs "+strconv.Itoa(top), func(t *testing.T) {
@@ -245,7 +245,7 @@ func TestCompletionWithoutLogprobs(t *testing.T) {
 // entries at the token that completed it, beyond the text it cut.
 func TestLogprobsStopString(t *testing.T) {
 	t.Parallel()
-	s := newStack(t, stackConfig{workers: []fakemesh.WorkerConfig{{ID: "w", Batch: 8}}})
+	s := newStack(t, stackConfig{workers: []upstreamtest.WorkerConfig{{ID: "w", Batch: 8}}})
 	// Output after "Hello" is "pon a time, ...": "time" ends at token 10.
 	const req = `{"model":"tiny","prompt":"Hello","max_tokens":40,"stop":"time","logprobs":1`
 	var got openai.Completion
@@ -297,8 +297,8 @@ func TestLogprobsStopString(t *testing.T) {
 func TestLogprobsErrors(t *testing.T) {
 	t.Parallel()
 	const inv = openai.TypeInvalidRequest
-	sim := newStack(t, stackConfig{workers: []fakemesh.WorkerConfig{{ID: "sim", NoLogprobs: true}}})
-	old := newStack(t, stackConfig{workers: []fakemesh.WorkerConfig{{ID: "old", IgnoreLogprobs: true}}})
+	sim := newStack(t, stackConfig{workers: []upstreamtest.WorkerConfig{{ID: "sim", NoLogprobs: true}}})
+	old := newStack(t, stackConfig{workers: []upstreamtest.WorkerConfig{{ID: "old", IgnoreLogprobs: true}}})
 	chat, cmpl := "/v1/chat/completions", "/v1/completions"
 	tests := []struct {
 		errCase

@@ -10,7 +10,7 @@ import (
 	"github.com/openai/openai-go/v3/option"
 
 	"switchyard.dev/services/frontend/internal/auth"
-	"switchyard.dev/services/frontend/internal/fakemesh"
+	"switchyard.dev/services/frontend/internal/upstreamtest"
 )
 
 // The official Go SDK talks to the frontend unchanged.
@@ -56,7 +56,7 @@ func TestSDKChat(t *testing.T) {
 
 func TestSDKCompletionsAndModels(t *testing.T) {
 	t.Parallel()
-	s := newStack(t, stackConfig{workers: []fakemesh.WorkerConfig{{ID: "w", Cached: 3}}})
+	s := newStack(t, stackConfig{workers: []upstreamtest.WorkerConfig{{ID: "w", Cached: 3}}})
 	c := sdkClient(s, "unused")
 	got, err := c.Completions.New(t.Context(), openai.CompletionNewParams{
 		Model: "tiny", Prompt: openai.CompletionNewParamsPromptUnion{OfArrayOfTokens: []int64{1, 72, 101}}, MaxTokens: openai.Int(8),
@@ -125,7 +125,7 @@ func TestSDKErrors(t *testing.T) {
 // Logprobs read through the SDK's typed fields, as a client sees them.
 func TestSDKLogprobs(t *testing.T) {
 	t.Parallel()
-	s := newStack(t, stackConfig{workers: []fakemesh.WorkerConfig{{ID: "w", Batch: 2}}})
+	s := newStack(t, stackConfig{workers: []upstreamtest.WorkerConfig{{ID: "w", Batch: 2}}})
 	c := sdkClient(s, "unused")
 	params := openai.ChatCompletionNewParams{
 		Model:     "tiny",
@@ -139,9 +139,9 @@ func TestSDKLogprobs(t *testing.T) {
 		}
 		for k, e := range content {
 			p := chatPromptLen + k
-			b := fakemesh.Script[p]
+			b := upstreamtest.Script[p]
 			top := e.TopLogprobs
-			if e.Token != string(b) || len(e.Bytes) != 1 || e.Bytes[0] != int64(b) || e.Logprob != float64(fakemesh.Logprob(p)) ||
+			if e.Token != string(b) || len(e.Bytes) != 1 || e.Bytes[0] != int64(b) || e.Logprob != float64(upstreamtest.Logprob(p)) ||
 				len(top) != 2 || top[0].Token != e.Token || top[0].Logprob != e.Logprob || top[1].Token != "0" || top[1].Logprob != e.Logprob-1 {
 				t.Fatalf("%s: entry %d = %+v", how, k, e)
 			}
@@ -181,18 +181,18 @@ func TestSDKLogprobs(t *testing.T) {
 		}
 		lp := comp.Choices[0].Logprobs
 		if len(lp.Tokens) != 5 || len(lp.TokenLogprobs) != 5 || len(lp.TextOffset) != 5 || len(lp.TopLogprobs) != 5 ||
-			lp.Tokens[0] != "p" || lp.TokenLogprobs[0] != float64(fakemesh.Logprob(6)) || lp.TextOffset[4] != 4 {
+			lp.Tokens[0] != "p" || lp.TokenLogprobs[0] != float64(upstreamtest.Logprob(6)) || lp.TextOffset[4] != 4 {
 			t.Fatalf("logprobs=%d: %+v", n, lp)
 		}
 		for k, m := range lp.TopLogprobs {
 			// The sampled token is always listed (alone with logprobs 0).
-			if want := float64(fakemesh.Logprob(6 + k)); len(m) != max(int(n), 1) || m[lp.Tokens[k]] != want || n > 1 && m["0"] != want-1 {
+			if want := float64(upstreamtest.Logprob(6 + k)); len(m) != max(int(n), 1) || m[lp.Tokens[k]] != want || n > 1 && m["0"] != want-1 {
 				t.Fatalf("logprobs=%d: top %v", n, lp.TopLogprobs)
 			}
 		}
 	}
 
-	sim := newStack(t, stackConfig{workers: []fakemesh.WorkerConfig{{ID: "sim", NoLogprobs: true}}})
+	sim := newStack(t, stackConfig{workers: []upstreamtest.WorkerConfig{{ID: "sim", NoLogprobs: true}}})
 	simClient := sdkClient(sim, "unused")
 	_, err = simClient.Chat.Completions.New(t.Context(), params)
 	var apiErr *openai.Error

@@ -14,7 +14,7 @@ import (
 
 	routerv1 "switchyard.dev/gen/switchyard/router/v1"
 	"switchyard.dev/libs/mesh/discovery"
-	"switchyard.dev/services/frontend/internal/fakemesh"
+	"switchyard.dev/services/frontend/internal/upstreamtest"
 )
 
 // deadURL is a loopback address nothing listens on.
@@ -30,8 +30,8 @@ func deadURL(t *testing.T) string {
 
 func TestRoutersFailOver(t *testing.T) {
 	t.Parallel()
-	w := fakemesh.StartWorker(t, fakemesh.WorkerConfig{ID: "w"})
-	good := fakemesh.StartRouter(t, w)
+	w := upstreamtest.StartWorker(t, upstreamtest.WorkerConfig{ID: "w"})
+	good := upstreamtest.StartRouter(t, w)
 	r := NewRouters(NewHTTPClient(), slog.New(slog.DiscardHandler), []string{deadURL(t), good.URL})
 	for range 4 { // both start positions of the round-robin
 		routed, err := r.Route(t.Context(), &routerv1.RouteRequest{RequestId: "x", Model: "tiny"})
@@ -54,8 +54,8 @@ func TestRoutersFailOver(t *testing.T) {
 // longer asks it.
 func TestRoutersReplicaLeft(t *testing.T) {
 	t.Parallel()
-	w := fakemesh.StartWorker(t, fakemesh.WorkerConfig{ID: "w"})
-	gone, stays := fakemesh.StartRouter(t, w), fakemesh.StartRouter(t, w)
+	w := upstreamtest.StartWorker(t, upstreamtest.WorkerConfig{ID: "w"})
+	gone, stays := upstreamtest.StartRouter(t, w), upstreamtest.StartRouter(t, w)
 	r := NewRouters(NewHTTPClient(), slog.New(slog.DiscardHandler), []string{gone.URL})
 	routed, err := r.Route(t.Context(), &routerv1.RouteRequest{RequestId: "x", Model: "tiny"})
 	if err != nil || routed.Replica != gone.URL {
@@ -84,8 +84,8 @@ func TestRoutersReplicaLeft(t *testing.T) {
 // lists.
 func TestRoutersConcurrentChanges(t *testing.T) {
 	t.Parallel()
-	w := fakemesh.StartWorker(t, fakemesh.WorkerConfig{ID: "w"})
-	a, b := fakemesh.StartRouter(t, w), fakemesh.StartRouter(t, w)
+	w := upstreamtest.StartWorker(t, upstreamtest.WorkerConfig{ID: "w"})
+	a, b := upstreamtest.StartRouter(t, w), upstreamtest.StartRouter(t, w)
 	r := NewRouters(NewHTTPClient(), slog.New(slog.DiscardHandler), []string{a.URL})
 	lists := [][]string{{a.URL}, {b.URL}, {a.URL, b.URL}}
 	stop, written := make(chan struct{}), make(chan struct{})
@@ -129,9 +129,9 @@ func TestRoutersErrors(t *testing.T) {
 	if _, err := NewRouters(NewHTTPClient(), log, nil).Route(t.Context(), &routerv1.RouteRequest{}); !errors.Is(err, ErrNoRouter) {
 		t.Fatalf("no routers: %v", err)
 	}
-	bad := fakemesh.StartRouter(t)
+	bad := upstreamtest.StartRouter(t)
 	bad.FailWith(connect.NewError(connect.CodeInvalidArgument, errors.New("no")))
-	good := fakemesh.StartRouter(t)
+	good := upstreamtest.StartRouter(t)
 	r := NewRouters(NewHTTPClient(), log, []string{bad.URL, good.URL})
 	for range 2 {
 		if _, err := r.Route(t.Context(), &routerv1.RouteRequest{Model: "tiny"}); err == nil {
@@ -145,9 +145,9 @@ func TestRoutersErrors(t *testing.T) {
 
 func TestRoutersWatch(t *testing.T) {
 	t.Parallel()
-	w := fakemesh.StartWorker(t, fakemesh.WorkerConfig{ID: "w"})
-	good := fakemesh.StartRouter(t, w)
-	reg := fakemesh.NewRegistry()
+	w := upstreamtest.StartWorker(t, upstreamtest.WorkerConfig{ID: "w"})
+	good := upstreamtest.StartRouter(t, w)
+	reg := upstreamtest.NewRegistry()
 	r := NewRouters(NewHTTPClient(), slog.New(slog.DiscardHandler), nil)
 	if err := r.Watch(t.Context(), reg); err != nil {
 		t.Fatal(err)
@@ -177,8 +177,8 @@ func flush(t *testing.T, r *Routers) {
 // every report arrives once.
 func TestReportsBatch(t *testing.T) {
 	t.Parallel()
-	w := fakemesh.StartWorker(t, fakemesh.WorkerConfig{ID: "w"})
-	fr := fakemesh.StartRouter(t, w)
+	w := upstreamtest.StartWorker(t, upstreamtest.WorkerConfig{ID: "w"})
+	fr := upstreamtest.StartRouter(t, w)
 	r := NewRouters(NewHTTPClient(), slog.New(slog.DiscardHandler), []string{fr.URL})
 	release := fr.HoldReports()
 	r.PrefillDone(fr.URL, "first") // in flight, held
@@ -210,8 +210,8 @@ func TestReportsBatch(t *testing.T) {
 // in order, from then on.
 func TestReportsToOldRouter(t *testing.T) {
 	t.Parallel()
-	w := fakemesh.StartWorker(t, fakemesh.WorkerConfig{ID: "w"})
-	fr := fakemesh.StartRouter(t, w)
+	w := upstreamtest.StartWorker(t, upstreamtest.WorkerConfig{ID: "w"})
+	fr := upstreamtest.StartRouter(t, w)
 	fr.WithoutReport()
 	r := NewRouters(NewHTTPClient(), slog.New(slog.DiscardHandler), []string{fr.URL})
 	for _, id := range []string{"a", "b"} {

@@ -9,10 +9,10 @@ import (
 	"connectrpc.com/connect"
 
 	plannerv1 "switchyard.dev/gen/switchyard/planner/v1"
+	"switchyard.dev/libs/mesh/deptest"
 	"switchyard.dev/libs/mesh/discovery"
 	"switchyard.dev/libs/mesh/discovery/disctest"
 	"switchyard.dev/libs/mesh/discovery/filedisc"
-	"switchyard.dev/libs/mesh/testenv"
 )
 
 // The plan counts the healthy workers of each model and role in discovery.
@@ -48,7 +48,7 @@ func TestPlanFollowsDiscovery(t *testing.T) {
 		return got
 	}
 	want := map[string]uint32{discovery.RoleDecode: 2, discovery.RolePrefill: 1}
-	testenv.Eventually(t, 5*time.Second, fmt.Sprintf("observed pools %v", want), func() bool {
+	deptest.Eventually(t, 5*time.Second, fmt.Sprintf("observed pools %v", want), func() bool {
 		return maps.Equal(observed(), want)
 	})
 }

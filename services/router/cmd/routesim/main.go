@@ -22,7 +22,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"switchyard.dev/libs/trace"
+	"switchyard.dev/libs/mooncake"
 	"switchyard.dev/services/router/internal/policy"
 	"switchyard.dev/services/router/internal/routesim"
 )
@@ -46,7 +46,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.SetOutput(stderr)
 	var (
 		cfg    routesim.Config
-		rp     = trace.Replay{Synth: trace.Synth{Vocab: 32000, TokenMin: 3, BlockTokens: 512, ReplayBlockTokens: 512, Seed: 1}}
+		rp     = mooncake.Replay{Synth: mooncake.Synth{Vocab: 32000, TokenMin: 3, BlockTokens: 512, ReplayBlockTokens: 512, Seed: 1}}
 		params = policy.DefaultParams()
 	)
 	path := fs.String("trace", "", "Mooncake trace (JSON lines); required")
@@ -87,7 +87,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err := rp.Validate(); err != nil {
 		return fmt.Errorf("replay: %w", err)
 	}
-	recs, err := trace.ReadFile(*path, rp.Synth.BlockTokens, *limit)
+	recs, err := mooncake.ReadFile(*path, rp.Synth.BlockTokens, *limit)
 	if err != nil {
 		return err
 	}

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"switchyard.dev/libs/kvhash/kvtier"
+	"switchyard.dev/libs/kvtier"
 	"switchyard.dev/services/router/internal/ingest"
 	"switchyard.dev/services/router/internal/policy"
 )

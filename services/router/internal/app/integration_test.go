@@ -14,10 +14,10 @@ import (
 
 	routerv1 "switchyard.dev/gen/switchyard/router/v1"
 	"switchyard.dev/gen/switchyard/router/v1/routerv1connect"
+	"switchyard.dev/libs/mesh/deptest"
 	"switchyard.dev/libs/mesh/discovery"
 	"switchyard.dev/libs/mesh/discovery/filedisc"
 	"switchyard.dev/libs/mesh/meshtest"
-	"switchyard.dev/libs/mesh/testenv"
 	"switchyard.dev/libs/radix"
 	"switchyard.dev/services/router/internal/snapshot"
 	"switchyard.dev/services/router/internal/workertest"
@@ -75,12 +75,12 @@ func (c *cluster) dumps() int {
 // never stopped.
 func TestRedisRestart(t *testing.T) {
 	t.Parallel()
-	redis := testenv.StartRedis(t)
+	redis := deptest.StartRedis(t)
 	c := newCluster(t, "w1", "w2")
 	_, steady := c.startRouter(t)
 	snapArgs := []string{"-redis-addr", redis.Addr, "-snapshot-interval", "50ms", "-namespace", t.Name()}
 	r1, _ := c.startRouter(t, snapArgs...)
-	testenv.Eventually(t, 20*time.Second, "initial dumps", func() bool { return c.dumps() == 4 })
+	deptest.Eventually(t, 20*time.Second, "initial dumps", func() bool { return c.dumps() == 4 })
 
 	ctx, stop := context.WithCancel(t.Context())
 	var wg sync.WaitGroup
@@ -115,7 +115,7 @@ func TestRedisRestart(t *testing.T) {
 		}
 		return second.index.Equal(steady.index) && len(second.index.Workers()) == 2
 	}
-	testenv.Eventually(t, 20*time.Second, "restored router catches up", caughtUp)
+	deptest.Eventually(t, 20*time.Second, "restored router catches up", caughtUp)
 	// Each worker was dumped once for the first router. The restarted one
 	// resumes from the snapshot; under heavy machine load one of its streams
 	// may legitimately hit a gap and resync by dump (seen once in many runs),
@@ -138,23 +138,23 @@ func TestRedisRestart(t *testing.T) {
 // With Redis down routing continues; snapshots resume when it returns.
 func TestRedisDown(t *testing.T) {
 	t.Parallel()
-	redis := testenv.StartRedis(t)
+	redis := deptest.StartRedis(t)
 	c := newCluster(t, "w1")
 	key := "switchyard:router:" + t.Name() + ":index"
 	r, _ := c.startRouter(t, "-redis-addr", redis.Addr, "-snapshot-interval", "50ms", "-namespace", t.Name())
 	store := snapshot.NewRedis(redis.Addr)
 	defer store.Close()
 	loaded := func() bool { b, err := store.Load(t.Context(), key); return err == nil && b != nil }
-	testenv.Eventually(t, 20*time.Second, "first snapshot", loaded)
+	deptest.Eventually(t, 20*time.Second, "first snapshot", loaded)
 	redis.Stop()
 	client := routerv1connect.NewRouterServiceClient(http.DefaultClient, r.URL())
-	testenv.Eventually(t, 20*time.Second, "worker routable", func() bool {
+	deptest.Eventually(t, 20*time.Second, "worker routable", func() bool {
 		_, err := client.Route(t.Context(), connect.NewRequest(&routerv1.RouteRequest{RequestId: "q", Model: "m", TokenIds: []uint32{1, 2, 3, 4}}))
 		return err == nil
 	})
 	redis.Start()
 	redis.Wait(t)
-	testenv.Eventually(t, 20*time.Second, "snapshot after redis returned", loaded)
+	deptest.Eventually(t, 20*time.Second, "snapshot after redis returned", loaded)
 }
 
 // Shutdown saves the index once more, after the drain, and the process
@@ -162,7 +162,7 @@ func TestRedisDown(t *testing.T) {
 // the stopped router's index.
 func TestSnapshotOnShutdown(t *testing.T) {
 	t.Parallel()
-	redis := testenv.StartRedis(t)
+	redis := deptest.StartRedis(t)
 	c := newCluster(t, "w1", "w2")
 	for _, w := range c.workers {
 		w.Store(1, 2, 3)
@@ -177,7 +177,7 @@ func TestSnapshotOnShutdown(t *testing.T) {
 		}
 		return true
 	}
-	testenv.Eventually(t, 20*time.Second, "synced", synced)
+	deptest.Eventually(t, 20*time.Second, "synced", synced)
 	r.Stop(t)
 	store := snapshot.NewRedis(redis.Addr)
 	defer store.Close()
@@ -221,14 +221,14 @@ func TestReplicasShareLoad(t *testing.T) {
 		}
 		return sa.router.Loads().Len() == 2 && sb.router.Loads().Len() == 2
 	}
-	testenv.Eventually(t, 20*time.Second, "routers see workers and each other", probe)
+	deptest.Eventually(t, 20*time.Second, "routers see workers and each other", probe)
 	for i, r := range routers {
 		client := routerv1connect.NewRouterServiceClient(http.DefaultClient, r.URL())
 		if _, err := client.Release(t.Context(), connect.NewRequest(&routerv1.ReleaseRequest{RequestId: fmt.Sprint("probe-", i)})); err != nil {
 			t.Fatal(err)
 		}
 	}
-	testenv.Eventually(t, 20*time.Second, "probes released", func() bool { return sa.router.Loads().Len() == 0 && sb.router.Loads().Len() == 0 })
+	deptest.Eventually(t, 20*time.Second, "probes released", func() bool { return sa.router.Loads().Len() == 0 && sb.router.Loads().Len() == 0 })
 	got := map[string]int{}
 	total := 0
 	for i := range 8 {
@@ -239,7 +239,7 @@ func TestReplicasShareLoad(t *testing.T) {
 		}
 		got[res.Msg.GetDecode().GetInstanceId()]++
 		total++
-		testenv.Eventually(t, 20*time.Second, "load shared", func() bool {
+		deptest.Eventually(t, 20*time.Second, "load shared", func() bool {
 			return sa.router.Loads().Len() == total && sb.router.Loads().Len() == total
 		})
 	}

@@ -3,7 +3,7 @@ package ingest
 import (
 	commonv1 "switchyard.dev/gen/switchyard/common/v1"
 	workerv1 "switchyard.dev/gen/switchyard/worker/v1"
-	"switchyard.dev/libs/kvhash/kvtier"
+	"switchyard.dev/libs/kvtier"
 	"switchyard.dev/libs/radix"
 )
 

@@ -12,7 +12,7 @@
 // blocks at once.
 //
 // Static vLLM/SGLang workers are followed over ZeroMQ through
-// switchyard.dev/libs/kvevents. Those engines cannot dump their cache, so a
+// switchyard.dev/libs/vllmevents. Those engines cannot dump their cache, so a
 // lost batch clears the worker's entry (the index then refills from new
 // events) rather than leaving blocks the engine may have evicted.
 package ingest

@@ -8,10 +8,10 @@ import (
 	"testing"
 	"time"
 
-	"switchyard.dev/libs/kvevents"
-	"switchyard.dev/libs/kvhash/kvtier"
-	"switchyard.dev/libs/mesh/testenv"
+	"switchyard.dev/libs/kvtier"
+	"switchyard.dev/libs/mesh/deptest"
 	"switchyard.dev/libs/radix"
+	"switchyard.dev/libs/vllmevents"
 	"switchyard.dev/services/router/internal/workertest"
 )
 
@@ -61,9 +61,9 @@ func TestFollow(t *testing.T) {
 			ix := radix.New()
 			in := newIngester(t, ix)
 			in.Sync(t.Context(), []Worker{{ID: "w", URL: w.URL}})
-			testenv.Eventually(t, 10*time.Second, "initial sync", inSync(ix, "w", w))
+			deptest.Eventually(t, 10*time.Second, "initial sync", inSync(ix, "w", w))
 			tt.during(w)
-			testenv.Eventually(t, 10*time.Second, "live sync", inSync(ix, "w", w))
+			deptest.Eventually(t, 10*time.Second, "live sync", inSync(ix, "w", w))
 			dumps := 0
 			for _, r := range w.Requests() {
 				if r.GetDump() {
@@ -105,7 +105,7 @@ func TestResume(t *testing.T) {
 			}
 			in := newIngester(t, ix)
 			in.Sync(t.Context(), []Worker{{ID: "w", URL: w.URL}})
-			testenv.Eventually(t, 10*time.Second, "resumed", inSync(ix, "w", w))
+			deptest.Eventually(t, 10*time.Second, "resumed", inSync(ix, "w", w))
 			reqs := w.Requests()
 			if reqs[0].GetDump() || reqs[0].GetAfterSequence() != 1 {
 				t.Errorf("first subscription %v, want after_sequence 1 without dump", reqs[0])
@@ -147,7 +147,7 @@ func TestRestoredPositionFromEarlierRun(t *testing.T) {
 			}
 			in := newIngester(t, ix)
 			in.Sync(t.Context(), []Worker{{ID: "w", URL: w.URL}})
-			testenv.Eventually(t, 10*time.Second, "in sync with the new run", inSync(ix, "w", w))
+			deptest.Eventually(t, 10*time.Second, "in sync with the new run", inSync(ix, "w", w))
 			reqs := w.Requests()
 			if len(reqs) != 2 || reqs[0].GetAfterSequence() != restored || !reqs[1].GetDump() {
 				t.Errorf("subscriptions %v; want a resume after %d, refused, then a dump", reqs, restored)
@@ -170,7 +170,7 @@ func TestDumpBreaksMidway(t *testing.T) {
 	ix := radix.New()
 	in := newIngester(t, ix)
 	in.Sync(t.Context(), []Worker{{ID: "w", URL: w.URL}})
-	testenv.Eventually(t, 10*time.Second, "sync after the broken dump", inSync(ix, "w", w))
+	deptest.Eventually(t, 10*time.Second, "sync after the broken dump", inSync(ix, "w", w))
 	var dumps int
 	for _, r := range w.Requests() {
 		if !r.GetDump() {
@@ -182,7 +182,7 @@ func TestDumpBreaksMidway(t *testing.T) {
 		t.Errorf("%d subscriptions, want 2 dumps: %v", dumps, w.Requests())
 	}
 	w.Store(9)
-	testenv.Eventually(t, 10*time.Second, "live sync", inSync(ix, "w", w))
+	deptest.Eventually(t, 10*time.Second, "live sync", inSync(ix, "w", w))
 }
 
 // A worker before 0.4.0 does not mark its dump's last batch: the dump's
@@ -199,13 +199,13 @@ func TestLegacyDump(t *testing.T) {
 	in := newIngester(t, ix)
 	in.Sync(t.Context(), []Worker{{ID: "w", URL: w.URL}})
 	want := w.State()
-	testenv.Eventually(t, 10*time.Second, "the dump's blocks, no sequence yet", func() bool {
+	deptest.Eventually(t, 10*time.Second, "the dump's blocks, no sequence yet", func() bool {
 		got, ok := ix.Dump()["w"]
 		return ok && got.Next == 0 && slices.Equal(got.Blocks, want.Blocks)
 	})
 	w.Store(9)
 	w.Remove(2)
-	testenv.Eventually(t, 10*time.Second, "live sync", inSync(ix, "w", w))
+	deptest.Eventually(t, 10*time.Second, "live sync", inSync(ix, "w", w))
 }
 
 func TestWorkerLeaves(t *testing.T) {
@@ -219,8 +219,8 @@ func TestWorkerLeaves(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	defer func() { cancel(); in.Wait() }()
 	in.Sync(ctx, []Worker{{ID: "a", URL: a.URL}, {ID: "b", URL: b.URL}})
-	testenv.Eventually(t, 10*time.Second, "a", inSync(ix, "a", a))
-	testenv.Eventually(t, 10*time.Second, "b", inSync(ix, "b", b))
+	deptest.Eventually(t, 10*time.Second, "a", inSync(ix, "a", a))
+	deptest.Eventually(t, 10*time.Second, "b", inSync(ix, "b", b))
 	if slices.Contains(ix.Workers(), "stale") {
 		t.Error("worker not in discovery kept")
 	}
@@ -243,7 +243,7 @@ func TestReconnects(t *testing.T) {
 	in.Sync(t.Context(), []Worker{{ID: "w", URL: "http://127.0.0.1:1"}})
 	time.Sleep(30 * time.Millisecond)
 	in.Sync(t.Context(), []Worker{{ID: "w", URL: w.URL}})
-	testenv.Eventually(t, 10*time.Second, "synced after reconnect", inSync(ix, "w", w))
+	deptest.Eventually(t, 10*time.Second, "synced after reconnect", inSync(ix, "w", w))
 }
 
 // A worker answering Unimplemented is approximated, asked again later, and
@@ -262,9 +262,9 @@ func TestWorkerMoves(t *testing.T) {
 	ix := radix.New()
 	in := newIngester(t, ix)
 	in.Sync(t.Context(), []Worker{{ID: "w", URL: old.URL}})
-	testenv.Eventually(t, 10*time.Second, "old synced", inSync(ix, "w", old))
+	deptest.Eventually(t, 10*time.Second, "old synced", inSync(ix, "w", old))
 	in.Sync(t.Context(), []Worker{{ID: "w", URL: moved.URL}})
-	testenv.Eventually(t, 10*time.Second, "moved synced", inSync(ix, "w", moved))
+	deptest.Eventually(t, 10*time.Second, "moved synced", inSync(ix, "w", moved))
 	if reqs := moved.Requests(); len(reqs) == 0 || !reqs[0].GetDump() {
 		t.Errorf("first subscription at the new address %v, want a dump", reqs)
 	}
@@ -297,7 +297,7 @@ func TestNoEvents(t *testing.T) {
 	if c := next(); c != "events w" {
 		t.Fatalf("second callback %q", c)
 	}
-	testenv.Eventually(t, 10*time.Second, "followed", inSync(ix, "w", w))
+	deptest.Eventually(t, 10*time.Second, "followed", inSync(ix, "w", w))
 	if len(calls) != 0 {
 		t.Errorf("more callbacks: %q", <-calls)
 	}
@@ -340,18 +340,18 @@ func TestVLLMResubscribeResumes(t *testing.T) {
 	in := newIngester(t, ix)
 	ctx, cancel := context.WithCancel(t.Context())
 	defer func() { cancel(); in.Wait() }()
-	var calls []kvevents.Config
-	in.subscribe = func(ctx context.Context, cfg kvevents.Config, h kvevents.Handler) error {
+	var calls []vllmevents.Config
+	in.subscribe = func(ctx context.Context, cfg vllmevents.Config, h vllmevents.Handler) error {
 		calls = append(calls, cfg)
 		if len(calls) > 1 {
 			cancel()
 			return ctx.Err()
 		}
 		// The engine restarted: the subscriber (told to expect 1000) sees 0.
-		if err := h.HandleGap(kvevents.Gap{From: 1000, To: 0, Restart: true}); err != nil {
+		if err := h.HandleGap(vllmevents.Gap{From: 1000, To: 0, Restart: true}); err != nil {
 			return err
 		}
-		b := &kvevents.Batch{Events: []kvevents.Event{{Kind: kvevents.KindStored, Stored: kvevents.Stored{Hashes: []uint64{5}, Tier: kvtier.Device}}}}
+		b := &vllmevents.Batch{Events: []vllmevents.Event{{Kind: vllmevents.KindStored, Stored: vllmevents.Stored{Hashes: []uint64{5}, Tier: kvtier.Device}}}}
 		if err := h.HandleBatch(0, b); err != nil {
 			return err
 		}

@@ -12,9 +12,9 @@ import (
 	"connectrpc.com/connect"
 
 	"switchyard.dev/gen/switchyard/worker/v1/workerv1connect"
-	"switchyard.dev/libs/kvevents"
 	"switchyard.dev/libs/mesh/discovery"
 	"switchyard.dev/libs/radix"
+	"switchyard.dev/libs/vllmevents"
 )
 
 // Worker is a worker whose KV events the router follows.
@@ -55,8 +55,8 @@ type Ingester struct {
 	static  map[string]bool // never removed by Sync (ZeroMQ workers)
 	wg      sync.WaitGroup
 
-	// subscribe follows a ZeroMQ worker (kvevents.Subscribe; tests fake it).
-	subscribe func(context.Context, kvevents.Config, kvevents.Handler) error
+	// subscribe follows a ZeroMQ worker (vllmevents.Subscribe; tests fake it).
+	subscribe func(context.Context, vllmevents.Config, vllmevents.Handler) error
 }
 
 type running struct {
@@ -82,7 +82,7 @@ func New(cfg Config) *Ingester {
 	if cfg.NoEventsRetry <= 0 {
 		cfg.NoEventsRetry = time.Minute
 	}
-	return &Ingester{cfg: cfg, running: map[string]*running{}, static: map[string]bool{}, subscribe: kvevents.Subscribe}
+	return &Ingester{cfg: cfg, running: map[string]*running{}, static: map[string]bool{}, subscribe: vllmevents.Subscribe}
 }
 
 // Sync makes the followed workers exactly workers (plus static ones):

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"time"
 
-	"switchyard.dev/libs/kvevents"
 	"switchyard.dev/libs/radix"
+	"switchyard.dev/libs/vllmevents"
 )
 
 // VLLMWorker is a static vLLM/SGLang worker publishing KV events over
@@ -59,7 +59,7 @@ func (in *Ingester) FollowVLLM(ctx context.Context, w VLLMWorker) {
 			// snapshot's sequence at first), so the subscriber knows the
 			// sequence it expects and reports an engine that restarted
 			// meanwhile (its numbers start again) as a gap.
-			cfg := kvevents.Config{Endpoint: w.Endpoint, ReplayEndpoint: w.Replay, Topic: w.Topic, Logger: in.cfg.Logger.With("worker", w.ID)}
+			cfg := vllmevents.Config{Endpoint: w.Endpoint, ReplayEndpoint: w.Replay, Topic: w.Topic, Logger: in.cfg.Logger.With("worker", w.ID)}
 			if next, err := in.cfg.Index.NextSeq(w.ID); err == nil && next > 0 {
 				cfg.Resume, cfg.ResumeFrom = true, next
 			}
@@ -88,16 +88,16 @@ type vllmHandler struct {
 	evs []radix.Event
 }
 
-func (h *vllmHandler) HandleBatch(seq uint64, b *kvevents.Batch) error {
+func (h *vllmHandler) HandleBatch(seq uint64, b *vllmevents.Batch) error {
 	h.evs = h.evs[:0]
 	for _, e := range b.Events {
 		switch e.Kind {
-		case kvevents.KindStored:
+		case vllmevents.KindStored:
 			h.evs = append(h.evs, radix.Event{Kind: radix.Stored, Tier: e.Stored.Tier, Hashes: e.Stored.Hashes,
 				Parent: e.Stored.Parent, HasParent: e.Stored.HasParent})
-		case kvevents.KindRemoved:
+		case vllmevents.KindRemoved:
 			h.evs = append(h.evs, radix.RemovedEvent(e.Removed.Tier, e.Removed.Hashes...))
-		case kvevents.KindCleared:
+		case vllmevents.KindCleared:
 			h.evs = append(h.evs, radix.ClearedEvent())
 		}
 	}
@@ -116,7 +116,7 @@ func (h *vllmHandler) HandleBatch(seq uint64, b *kvevents.Batch) error {
 	return err
 }
 
-func (h *vllmHandler) HandleGap(g kvevents.Gap) error {
+func (h *vllmHandler) HandleGap(g vllmevents.Gap) error {
 	// Batches [From, To) are lost (or, with Restart, the engine started
 	// over at To): forget the worker's blocks and expect To.
 	return h.startAt(g.To)

@@ -4,7 +4,7 @@ import (
 	"errors"
 	"math/rand/v2"
 
-	"switchyard.dev/libs/kvhash/kvtier"
+	"switchyard.dev/libs/kvtier"
 )
 
 // Candidate is one worker that could serve the request, with what the

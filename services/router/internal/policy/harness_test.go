@@ -4,7 +4,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
-	"switchyard.dev/libs/kvhash/kvtier"
+	"switchyard.dev/libs/kvtier"
 )
 
 // harness replays routing decisions against a fixed cluster: workers with

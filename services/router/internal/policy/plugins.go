@@ -6,7 +6,7 @@ import (
 	"math/rand/v2"
 	"sync/atomic"
 
-	"switchyard.dev/libs/kvhash/kvtier"
+	"switchyard.dev/libs/kvtier"
 )
 
 // workerIDFilter keeps only the worker the request names (mode direct).

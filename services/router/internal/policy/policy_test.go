@@ -5,7 +5,7 @@ import (
 	"math"
 	"testing"
 
-	"switchyard.dev/libs/kvhash/kvtier"
+	"switchyard.dev/libs/kvtier"
 )
 
 func TestCredit(t *testing.T) {

@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"strings"
 
-	"switchyard.dev/libs/kvhash/kvtier"
+	"switchyard.dev/libs/kvtier"
 )
 
 // TierWeights are the overlap credit of one cached block per tier, indexed

@@ -6,7 +6,7 @@ import (
 
 	routerv1 "switchyard.dev/gen/switchyard/router/v1"
 	"switchyard.dev/libs/kvhash"
-	"switchyard.dev/libs/kvhash/kvtier"
+	"switchyard.dev/libs/kvtier"
 	"switchyard.dev/libs/mesh/discovery"
 	"switchyard.dev/libs/radix"
 )

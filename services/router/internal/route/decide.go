@@ -13,7 +13,7 @@ import (
 
 	routerv1 "switchyard.dev/gen/switchyard/router/v1"
 	"switchyard.dev/libs/kvhash"
-	"switchyard.dev/libs/kvhash/kvtier"
+	"switchyard.dev/libs/kvtier"
 	"switchyard.dev/libs/radix"
 	"switchyard.dev/services/router/internal/load"
 	"switchyard.dev/services/router/internal/policy"

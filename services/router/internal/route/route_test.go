@@ -16,7 +16,7 @@ import (
 	commonv1 "switchyard.dev/gen/switchyard/common/v1"
 	routerv1 "switchyard.dev/gen/switchyard/router/v1"
 	"switchyard.dev/libs/kvhash"
-	"switchyard.dev/libs/kvhash/kvtier"
+	"switchyard.dev/libs/kvtier"
 	"switchyard.dev/libs/mesh/discovery"
 	"switchyard.dev/libs/radix"
 	"switchyard.dev/services/router/internal/load"

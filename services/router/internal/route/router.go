@@ -25,7 +25,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	routerv1 "switchyard.dev/gen/switchyard/router/v1"
-	"switchyard.dev/libs/kvhash/kvtier"
+	"switchyard.dev/libs/kvtier"
 	"switchyard.dev/libs/mesh/discovery"
 	"switchyard.dev/libs/radix"
 	"switchyard.dev/services/router/internal/approx"

@@ -43,8 +43,8 @@ import (
 	"switchyard.dev/libs/engine/sim"
 	"switchyard.dev/libs/kvhash"
 	"switchyard.dev/libs/mesh/discovery"
+	"switchyard.dev/libs/mooncake"
 	"switchyard.dev/libs/radix"
-	"switchyard.dev/libs/trace"
 	"switchyard.dev/services/router/internal/policy"
 	"switchyard.dev/services/router/internal/route"
 )
@@ -364,7 +364,7 @@ func (s *replay) finishStep(ctx context.Context, wi int) error {
 	for i, it := range p.Items {
 		// A pseudo-random ordinary token per (request, position), so
 		// generated blocks never collide across requests.
-		sampled[i] = 300 + uint32(trace.Mix64(it.Seq.ID<<32^uint64(it.End)+0x9e3779b97f4a7c15)%30000)
+		sampled[i] = 300 + uint32(mooncake.Mix64(it.Seq.ID<<32^uint64(it.End)+0x9e3779b97f4a7c15)%30000)
 	}
 	w.sched.Complete(p, sampled)
 	if err := s.applyEvents(w); err != nil {

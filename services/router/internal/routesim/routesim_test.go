@@ -3,16 +3,17 @@ package routesim
 import (
 	"context"
 	"errors"
-	"os"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"switchyard.dev/libs/sharedtest"
+
 	"switchyard.dev/libs/engine"
 	"switchyard.dev/libs/engine/executor"
 	"switchyard.dev/libs/engine/sim"
-	"switchyard.dev/libs/trace"
+	"switchyard.dev/libs/mooncake"
 	"switchyard.dev/services/router/internal/policy"
 )
 
@@ -22,9 +23,9 @@ func prompt(group, id uint32, shared, n int) []uint32 {
 	p := make([]uint32, n)
 	for i := range p {
 		if i < shared {
-			p[i] = 300 + uint32(trace.Mix64(uint64(group)<<32|uint64(i))%30000)
+			p[i] = 300 + uint32(mooncake.Mix64(uint64(group)<<32|uint64(i))%30000)
 		} else {
-			p[i] = 300 + uint32(trace.Mix64(uint64(group)<<48|uint64(id)<<32|uint64(i))%30000)
+			p[i] = 300 + uint32(mooncake.Mix64(uint64(group)<<48|uint64(id)<<32|uint64(i))%30000)
 		}
 	}
 	return p
@@ -295,11 +296,11 @@ func TestQuantile(t *testing.T) {
 
 func TestRequestsFromRecords(t *testing.T) {
 	t.Parallel()
-	recs := []trace.Record{
+	recs := []mooncake.Record{
 		{TimestampMs: 50, InputLength: 700, OutputLength: 5000, HashIDs: []int64{1, 2}},
 		{TimestampMs: 350, InputLength: 1024, OutputLength: 3, HashIDs: []int64{1, 3}},
 	}
-	rp := trace.Replay{Synth: trace.Synth{Vocab: 32000, TokenMin: 3, BlockTokens: 512, ReplayBlockTokens: 512, Seed: 1},
+	rp := mooncake.Replay{Synth: mooncake.Synth{Vocab: 32000, TokenMin: 3, BlockTokens: 512, ReplayBlockTokens: 512, Seed: 1},
 		Speed: 2, MaxInputTokens: 1000, MaxOutputTokens: 2048}
 	seq, err := Requests(recs, rp)
 	if err != nil {
@@ -320,7 +321,7 @@ func TestRequestsFromRecords(t *testing.T) {
 			}
 		}
 	}
-	if _, err := Requests(recs, trace.Replay{Synth: rp.Synth}); err == nil {
+	if _, err := Requests(recs, mooncake.Replay{Synth: rp.Synth}); err == nil {
 		t.Error("zero speed accepted")
 	}
 	if _, err := Requests(nil, rp); err == nil {
@@ -333,15 +334,12 @@ func TestRequestsFromRecords(t *testing.T) {
 // less than round-robin.
 func TestSharedConversationPrefix(t *testing.T) {
 	t.Parallel()
-	const path = "../../../../../shared/traces/conversation_trace.jsonl"
-	if _, err := os.Stat(path); err != nil {
-		t.Skipf("shared trace not present (%v)", err)
-	}
-	recs, err := trace.ReadFile(path, 512, 400)
+	path := sharedtest.Path(t, sharedtest.ConversationTrace)
+	recs, err := mooncake.ReadFile(path, 512, 400)
 	if err != nil {
 		t.Fatal(err)
 	}
-	rp := trace.Replay{Synth: trace.Synth{Vocab: 32000, TokenMin: 3, BlockTokens: 512, ReplayBlockTokens: 512, Seed: 1},
+	rp := mooncake.Replay{Synth: mooncake.Synth{Vocab: 32000, TokenMin: 3, BlockTokens: 512, ReplayBlockTokens: 512, Seed: 1},
 		Speed: 1, MaxInputTokens: 129024, MaxOutputTokens: 2048}
 	results := map[string]*Result{}
 	for _, mode := range []string{policy.ModeKV, policy.ModeRoundRobin} {

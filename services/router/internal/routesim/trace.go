@@ -4,14 +4,14 @@ import (
 	"fmt"
 	"iter"
 
-	"switchyard.dev/libs/trace"
+	"switchyard.dev/libs/mooncake"
 )
 
-// Requests turns recs (sorted by timestamp, as trace.Read returns them)
+// Requests turns recs (sorted by timestamp, as mooncake.Read returns them)
 // into the requests loadtest would send for them under r. Each prompt is
 // synthesized only when the replay reaches it, so a whole trace never sits
 // in memory as tokens.
-func Requests(recs []trace.Record, r trace.Replay) (iter.Seq[Request], error) {
+func Requests(recs []mooncake.Record, r mooncake.Replay) (iter.Seq[Request], error) {
 	if err := r.Validate(); err != nil {
 		return nil, fmt.Errorf("routesim: %w", err)
 	}

@@ -1,0 +1,3 @@
+module switchyard.dev/libs/kvtier
+
+go 1.26.8

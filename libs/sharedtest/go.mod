@@ -1,0 +1,3 @@
+module switchyard.dev/libs/sharedtest
+
+go 1.26.8

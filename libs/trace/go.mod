@@ -1,3 +1,0 @@
-module switchyard.dev/libs/trace
-
-go 1.26.0
