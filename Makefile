@@ -29,8 +29,8 @@ test: ## install test dependencies, then vet, race tests, integration tests (rea
 	@scripts/test.sh
 
 .PHONY: build
-build: ## build every service binary into bin/, version-stamped
-	@scripts/build.sh $(SERVICES)
+build: ## build every service binary and the single switchyard binary into bin/, version-stamped
+	@scripts/build.sh $(SERVICES) switchyard
 
 .PHONY: deps
 deps: ## install Debian packages and build Consul (done by `make test` when missing)

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -31,7 +32,11 @@ func Build(t testing.TB) string {
 		if buildErr != nil {
 			return
 		}
-		args := []string{"build", "-ldflags", "-X main.version=0.0.0-e2e", "-o", buildDir + "/"}
+		var ldflags []string
+		for _, s := range Services {
+			ldflags = append(ldflags, "-X", "switchyard.dev/services/"+s+".Version=0.0.0-e2e")
+		}
+		args := []string{"build", "-ldflags", strings.Join(ldflags, " "), "-o", buildDir + "/"}
 		for _, s := range Services {
 			args = append(args, "switchyard.dev/services/"+s+"/cmd/"+s)
 		}

@@ -1,10 +1,13 @@
 // Package layout checks the repository's architecture rules, so that they
 // hold by test rather than by habit:
 //
-//   - imports go one way: services → libs → gen; a service never imports
-//     another service, libs never import services, gen imports only gen;
-//   - every service is its own module with a tiny cmd/<name>/main.go, an
-//     internal/ tree and a VERSION file;
+//   - imports go one way: cmd/switchyard → services → libs → gen; a service
+//     never imports another service, libs never import services, gen
+//     imports only gen, and the single binary reaches a service only
+//     through its root package (its Spec), never its internals;
+//   - every service is its own module with a tiny cmd/<name>/main.go, a
+//     root package exporting Spec, an internal/ tree and a VERSION file;
+//   - every module (tools included) names the go.work's go version;
 //   - every module that requires a sibling has a replace directive for it,
 //     so it builds alone (GOWORK=off; scripts/test.sh builds each one).
 package layout
@@ -15,6 +18,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -89,6 +93,13 @@ func TestImportDirection(t *testing.T) {
 				strings.HasPrefix(imp, "libs/") || strings.HasPrefix(imp, "gen/")
 		})
 	}
+	check("cmd", func(imp string) bool {
+		if strings.HasPrefix(imp, "cmd/") || strings.HasPrefix(imp, "libs/") || strings.HasPrefix(imp, "gen/") {
+			return true
+		}
+		svc, ok := strings.CutPrefix(imp, "services/")
+		return ok && slices.Contains(services, svc)
+	})
 	check("libs", func(imp string) bool { return strings.HasPrefix(imp, "libs/") || strings.HasPrefix(imp, "gen/") })
 	check("gen", func(imp string) bool { return strings.HasPrefix(imp, "gen/") })
 	check("loadtest", func(imp string) bool {
@@ -101,7 +112,8 @@ func TestServiceShape(t *testing.T) {
 	r := root(t)
 	for _, svc := range services {
 		dir := filepath.Join(r, "services", svc)
-		for _, must := range []string{"go.mod", "VERSION", "internal", filepath.Join("cmd", svc, "main.go")} {
+		root := strings.ReplaceAll(svc, "-", "") + ".go"
+		for _, must := range []string{"go.mod", "VERSION", "internal", root, filepath.Join("cmd", svc, "main.go")} {
 			if _, err := os.Stat(filepath.Join(dir, must)); err != nil {
 				t.Errorf("services/%s lacks %s", svc, must)
 			}
@@ -109,6 +121,9 @@ func TestServiceShape(t *testing.T) {
 		main, err := os.ReadFile(filepath.Join(dir, "cmd", svc, "main.go"))
 		if err == nil && strings.Count(string(main), "\n") > 40 {
 			t.Errorf("services/%s/cmd/%s/main.go has %d lines; keep main tiny, wiring in internal/", svc, svc, strings.Count(string(main), "\n"))
+		}
+		if src, err := os.ReadFile(filepath.Join(dir, root)); err == nil && !strings.Contains(string(src), "\nfunc Spec(") {
+			t.Errorf("services/%s/%s does not export Spec, which its binary and cmd/switchyard run", svc, root)
 		}
 		v, err := os.ReadFile(filepath.Join(dir, "VERSION"))
 		if err == nil && !validSemver(strings.TrimSpace(string(v))) {
@@ -156,4 +171,46 @@ func TestModulesReplaceSiblings(t *testing.T) {
 			}
 		}
 	}
+}
+
+// Every module, the tools' included, builds with the go version go.work
+// names, so no module silently asks for an older language.
+func TestGoDirectives(t *testing.T) {
+	t.Parallel()
+	r := root(t)
+	work, err := os.ReadFile(filepath.Join(r, "go.work"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := goDirective(string(work))
+	if want == "" {
+		t.Fatal("go.work names no go version")
+	}
+	mods, err := filepath.Glob(filepath.Join(r, "*", "*", "go.mod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	more, _ := filepath.Glob(filepath.Join(r, "*", "go.mod"))
+	for _, m := range append(mods, more...) {
+		b, err := os.ReadFile(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rel, _ := filepath.Rel(r, m)
+		if strings.HasPrefix(rel, "third_party") {
+			continue
+		}
+		if got := goDirective(string(b)); got != want {
+			t.Errorf("%s: go %s; want go %s as in go.work", rel, got, want)
+		}
+	}
+}
+
+func goDirective(mod string) string {
+	for _, l := range strings.Split(mod, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(l), "go "); ok {
+			return strings.TrimSpace(v)
+		}
+	}
+	return ""
 }

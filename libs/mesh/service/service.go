@@ -74,6 +74,28 @@ const (
 
 // Run runs the service until ctx ends and returns the process exit code.
 func Run(ctx context.Context, spec Spec, env Env) int {
+	cmd, code := Prepare(spec, env)
+	if cmd == nil {
+		return code
+	}
+	return cmd.Run(ctx)
+}
+
+// Command is a service whose flags are parsed and valid, ready to run.
+// Prepare and Command.Run split Run in two so that a process hosting
+// several services (the switchyard binary) can check every service's
+// flags before it starts any of them.
+type Command struct {
+	spec   Spec
+	env    Env
+	common config.Common
+	log    *slog.Logger
+}
+
+// Prepare parses and validates env.Args for spec. It returns a nil Command
+// and the exit code when the process should stop here: ExitOK after -help
+// or -version, ExitUsage after a bad flag (already reported on env.Stderr).
+func Prepare(spec Spec, env Env) (*Command, int) {
 	if env.Getenv == nil {
 		env.Getenv = func(string) string { return "" }
 	}
@@ -87,32 +109,36 @@ func Run(ctx context.Context, spec Spec, env Env) int {
 	}
 	if err := fs.Parse(env.Args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			return ExitOK
+			return nil, ExitOK
 		}
-		return ExitUsage // flag already printed the error and usage
+		return nil, ExitUsage // flag already printed the error and usage
 	}
 	if *showVersion {
 		fmt.Fprintf(env.Stdout, "%s %s\n", spec.Role, spec.Version)
-		return ExitOK
+		return nil, ExitOK
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(env.Stderr, "%s: unexpected argument %q\n", spec.Role, fs.Arg(0))
-		return ExitUsage
+		return nil, ExitUsage
 	}
 	if err := common.Validate(); err != nil {
 		fmt.Fprintf(env.Stderr, "%s: %v\n", spec.Role, err)
-		return ExitUsage
+		return nil, ExitUsage
 	}
 	if spec.Validate != nil {
 		if err := spec.Validate(); err != nil {
 			fmt.Fprintf(env.Stderr, "%s: %v\n", spec.Role, err)
-			return ExitUsage
+			return nil, ExitUsage
 		}
 	}
-	log := common.Logger(env.Stderr, spec.Role)
-	if err := run(ctx, spec, env, common, log); err != nil {
-		log.Error("exiting", "err", err)
-		fmt.Fprintf(env.Stderr, "%s: %v\n", spec.Role, err)
+	return &Command{spec: spec, env: env, common: common, log: common.Logger(env.Stderr, spec.Role)}, ExitOK
+}
+
+// Run serves until ctx ends and returns the process exit code.
+func (c *Command) Run(ctx context.Context) int {
+	if err := run(ctx, c.spec, c.env, c.common, c.log); err != nil {
+		c.log.Error("exiting", "err", err)
+		fmt.Fprintf(c.env.Stderr, "%s: %v\n", c.spec.Role, err)
 		return ExitError
 	}
 	return ExitOK

@@ -5,10 +5,7 @@ import (
 	"os"
 
 	"switchyard.dev/libs/mesh/service"
-	"switchyard.dev/services/decode/internal/app"
+	"switchyard.dev/services/decode"
 )
 
-// version is stamped at build time: -ldflags "-X main.version=$(cat VERSION)+commit".
-var version = "dev"
-
-func main() { os.Exit(service.Main(app.Spec(version))) }
+func main() { os.Exit(service.Main(decode.Spec(os.Getenv))) }

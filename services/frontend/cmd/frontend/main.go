@@ -5,10 +5,7 @@ import (
 	"os"
 
 	"switchyard.dev/libs/mesh/service"
-	"switchyard.dev/services/frontend/internal/app"
+	"switchyard.dev/services/frontend"
 )
 
-// version is stamped at build time: -ldflags "-X main.version=$(cat VERSION)+commit".
-var version = "dev"
-
-func main() { os.Exit(service.Main(app.Spec(version, os.Getenv))) }
+func main() { os.Exit(service.Main(frontend.Spec(os.Getenv))) }

@@ -1,0 +1,126 @@
+module switchyard.dev/cmd/switchyard
+
+go 1.26.8
+
+require (
+	switchyard.dev/libs/mesh v0.0.0
+	switchyard.dev/services/decode v0.0.0
+	switchyard.dev/services/frontend v0.0.0
+	switchyard.dev/services/kvbm-controller v0.0.0
+	switchyard.dev/services/planner v0.0.0
+	switchyard.dev/services/prefill v0.0.0
+	switchyard.dev/services/router v0.0.0
+)
+
+require (
+	connectrpc.com/connect v1.21.1 // indirect
+	connectrpc.com/connect/v2 v2.0.0 // indirect
+	connectrpc.com/grpchealth v1.5.0 // indirect
+	connectrpc.com/grpcreflect v1.3.1 // indirect
+	connectrpc.com/otelconnect v0.12.0 // indirect
+	github.com/NVIDIA/go-nvml v0.13.4-1 // indirect
+	github.com/armon/go-metrics v0.4.1 // indirect
+	github.com/beorn7/perks v1.0.1 // indirect
+	github.com/cenkalti/backoff/v5 v5.0.3 // indirect
+	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	github.com/chewxy/math32 v1.10.1 // indirect
+	github.com/fatih/color v1.19.0 // indirect
+	github.com/go-logr/logr v1.4.4 // indirect
+	github.com/go-logr/stdr v1.2.2 // indirect
+	github.com/go-viper/mapstructure/v2 v2.5.0 // indirect
+	github.com/go-zeromq/goczmq/v4 v4.2.2 // indirect
+	github.com/go-zeromq/zmq4 v0.17.0 // indirect
+	github.com/google/uuid v1.6.0 // indirect
+	github.com/grpc-ecosystem/grpc-gateway/v2 v2.30.0 // indirect
+	github.com/hashicorp/consul/api v1.34.5 // indirect
+	github.com/hashicorp/errwrap v1.1.0 // indirect
+	github.com/hashicorp/go-cleanhttp v0.5.2 // indirect
+	github.com/hashicorp/go-hclog v1.6.3 // indirect
+	github.com/hashicorp/go-immutable-radix v1.3.1 // indirect
+	github.com/hashicorp/go-metrics v0.6.0 // indirect
+	github.com/hashicorp/go-multierror v1.1.1 // indirect
+	github.com/hashicorp/go-rootcerts v1.0.2 // indirect
+	github.com/hashicorp/golang-lru v1.0.2 // indirect
+	github.com/hashicorp/serf v0.10.4 // indirect
+	github.com/klauspost/cpuid/v2 v2.4.0 // indirect
+	github.com/mattn/go-colorable v0.1.15 // indirect
+	github.com/mattn/go-isatty v0.0.22 // indirect
+	github.com/mitchellh/go-homedir v1.1.0 // indirect
+	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
+	github.com/prometheus/client_golang v1.25.0 // indirect
+	github.com/prometheus/client_model v0.6.3 // indirect
+	github.com/prometheus/common v0.72.0 // indirect
+	github.com/prometheus/otlptranslator v1.0.0 // indirect
+	github.com/prometheus/procfs v0.22.0 // indirect
+	github.com/redis/go-redis/v9 v9.23.0 // indirect
+	github.com/viterin/partial v1.1.0 // indirect
+	github.com/viterin/vek v0.4.3 // indirect
+	github.com/zeebo/xxh3 v1.1.0 // indirect
+	go.opentelemetry.io/auto/sdk v1.2.1 // indirect
+	go.opentelemetry.io/otel v1.47.0 // indirect
+	go.opentelemetry.io/otel/exporters/otlp/otlptrace v1.47.0 // indirect
+	go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp v1.47.0 // indirect
+	go.opentelemetry.io/otel/exporters/prometheus v0.69.0 // indirect
+	go.opentelemetry.io/otel/exporters/stdout/stdouttrace v1.47.0 // indirect
+	go.opentelemetry.io/otel/log v1.47.0 // indirect
+	go.opentelemetry.io/otel/metric v1.47.0 // indirect
+	go.opentelemetry.io/otel/sdk v1.47.0 // indirect
+	go.opentelemetry.io/otel/sdk/metric v1.47.0 // indirect
+	go.opentelemetry.io/otel/trace v1.47.0 // indirect
+	go.opentelemetry.io/proto/otlp v1.11.0 // indirect
+	go.uber.org/atomic v1.12.0 // indirect
+	golang.org/x/exp v0.0.0-20260218203240-3dfff04db8fa // indirect
+	golang.org/x/net v0.60.0 // indirect
+	golang.org/x/sync v0.23.0 // indirect
+	golang.org/x/sys v0.48.0 // indirect
+	golang.org/x/text v0.42.0 // indirect
+	google.golang.org/genproto/googleapis/api v0.0.0-20260928230214-8a89bd6388cc // indirect
+	google.golang.org/genproto/googleapis/rpc v0.0.0-20260928230214-8a89bd6388cc // indirect
+	google.golang.org/grpc v1.85.0 // indirect
+	google.golang.org/protobuf v1.36.12 // indirect
+	switchyard.dev/gen v0.0.0 // indirect
+	switchyard.dev/libs/cuda v0.0.0 // indirect
+	switchyard.dev/libs/engine v0.0.0 // indirect
+	switchyard.dev/libs/kvhash v0.0.0 // indirect
+	switchyard.dev/libs/kvtier v0.0.0 // indirect
+	switchyard.dev/libs/nixl v0.0.0 // indirect
+	switchyard.dev/libs/radix v0.0.0 // indirect
+	switchyard.dev/libs/vllmevents v0.0.0 // indirect
+	switchyard.dev/libs/worker v0.0.0 // indirect
+)
+
+replace switchyard.dev/gen => ../../gen
+
+replace switchyard.dev/libs/cuda => ../../libs/cuda
+
+replace switchyard.dev/libs/engine => ../../libs/engine
+
+replace switchyard.dev/libs/kvhash => ../../libs/kvhash
+
+replace switchyard.dev/libs/kvtier => ../../libs/kvtier
+
+replace switchyard.dev/libs/mesh => ../../libs/mesh
+
+replace switchyard.dev/libs/mooncake => ../../libs/mooncake
+
+replace switchyard.dev/libs/nixl => ../../libs/nixl
+
+replace switchyard.dev/libs/radix => ../../libs/radix
+
+replace switchyard.dev/libs/sharedtest => ../../libs/sharedtest
+
+replace switchyard.dev/libs/vllmevents => ../../libs/vllmevents
+
+replace switchyard.dev/libs/worker => ../../libs/worker
+
+replace switchyard.dev/services/decode => ../../services/decode
+
+replace switchyard.dev/services/frontend => ../../services/frontend
+
+replace switchyard.dev/services/kvbm-controller => ../../services/kvbm-controller
+
+replace switchyard.dev/services/planner => ../../services/planner
+
+replace switchyard.dev/services/prefill => ../../services/prefill
+
+replace switchyard.dev/services/router => ../../services/router

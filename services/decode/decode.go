@@ -1,0 +1,19 @@
+// Package decode is the decode service (a worker that generates tokens (and prefills, when aggregated)) as a unit that a
+// process can host: its version and its service.Spec. The decode binary
+// (cmd/decode) runs it alone; the switchyard binary (cmd/switchyard at the
+// repository root) runs it beside other services in one process. Its
+// wiring lives in internal/app, out of reach of other modules.
+package decode
+
+import (
+	"switchyard.dev/libs/mesh/service"
+	"switchyard.dev/services/decode/internal/app"
+)
+
+// Version is the service's version, stamped at build time by
+// scripts/build.sh: -ldflags "-X switchyard.dev/services/decode.Version=$(cat VERSION)+commit".
+var Version = "dev"
+
+// Spec describes the service. getenv supplies the environment defaults of
+// its flags (os.Getenv in a process; nil means an empty environment).
+func Spec(_ func(string) string) service.Spec { return app.Spec(Version) }
