@@ -69,3 +69,7 @@ fuzz: ## run each fuzz target for FUZZTIME (default 10s)
 .PHONY: clean
 clean: ## remove build outputs
 	rm -rf bin results
+
+.PHONY: lint
+lint: ## golangci-lint (pinned in tools/golangci-lint, curated in .golangci.yml) over every module, and the UCX packages with -tags ucx
+	@scripts/lint.sh

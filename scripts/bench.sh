@@ -16,14 +16,13 @@
 #                compressed SPEED*RATE times against workers SPEED times
 #                faster, so RATE 1.25 is 25% more load (default 1)
 #   LIMIT        replay the first LIMIT trace requests, 0 = the whole trace
-#                (issue 4's measure) / send LIMIT synthetic requests
-#                (default 1000)
+#                / send LIMIT synthetic requests (default 1000)
 #   SIM_CONTEXT  sim context length (default 131072: the traces' prompts reach
 #                126k tokens; longer ones are cut to SIM_CONTEXT-2048)
 #   SIM_KV_BYTES KV bytes a token in each sim worker's arena (default 4: a
 #                64-byte block, so workers move KV for prefix pulls over the
-#                tcp transfer backend; 0: no arena, every prompt prefilled
-#                locally, as before session 13)
+#                tcp transfer backend; 0: no arena, no prefix pulls, every
+#                prompt prefilled locally)
 #   OUT          report folder (default results/<trace>-<mode>[-<blocks>])
 #   PORT         frontend port (default 8000)
 #   BASE_PORT    first internal port (default 9000): router BASE, decode

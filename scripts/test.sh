@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The one test command (`make test`, called by .ci/run). It installs what is
-# missing (scripts/deps.sh), then: gofmt, go vet, buf checks, every module
+# missing (scripts/deps.sh), then: gofmt, go vet, golangci-lint, buf checks, every module
 # building alone (GOWORK=off), all tests with -race (integration tests start a
 # real Consul and redis-server on free loopback ports), and every benchmark
 # once so none rots. Any failure fails the run.
@@ -28,6 +28,9 @@ if [ -n "$bad" ]; then echo "gofmt would change:"; echo "$bad"; exit 1; fi
 
 step "go vet"
 go vet "${pkgs[@]}"
+
+step "golangci-lint (.golangci.yml)"
+scripts/lint.sh
 
 step "buf lint, generated code, breaking"
 scripts/buf.sh check

@@ -44,7 +44,7 @@ func (n *nvmlInventory) GPUs(ctx context.Context) ([]GPU, error) {
 		return nil, fmt.Errorf("cuda: device count: %s", nvml.ErrorString(ret))
 	}
 	out := make([]GPU, 0, count)
-	for i := 0; i < count; i++ {
+	for i := range count {
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}

@@ -55,28 +55,29 @@ func backends() []backend {
 	}
 }
 
-var (
-	storiesOnce  sync.Once
-	storiesModel *llama.Model
-	storiesTok   *tokenizer.BPE
-	storiesErr   error
-)
+// storiesCache caches the loaded checkpoint and tokenizer across tests.
+var storiesCache struct {
+	once  sync.Once
+	model *llama.Model
+	tok   *tokenizer.BPE
+	err   error
+}
 
 // stories returns an executor for stories260K (sharing one loaded model),
 // or skips.
 func stories(t testing.TB) executor.Executor {
 	t.Helper()
 	dir := sharedtest.Path(t, sharedtest.Stories260K)
-	storiesOnce.Do(func() {
-		storiesModel, storiesErr = llama.LoadCheckpoint(filepath.Join(dir, "stories260K.bin"))
-		if storiesErr == nil {
-			storiesTok, storiesErr = tokenizer.LoadBPEFile(filepath.Join(dir, "tok512.bin"), 512)
+	storiesCache.once.Do(func() {
+		storiesCache.model, storiesCache.err = llama.LoadCheckpoint(filepath.Join(dir, "stories260K.bin"))
+		if storiesCache.err == nil {
+			storiesCache.tok, storiesCache.err = tokenizer.LoadBPEFile(filepath.Join(dir, "tok512.bin"), 512)
 		}
 	})
-	if storiesErr != nil {
-		t.Fatal(storiesErr)
+	if storiesCache.err != nil {
+		t.Fatal(storiesCache.err)
 	}
-	e, err := llama.New(storiesModel, storiesTok, llama.Options{})
+	e, err := llama.New(storiesCache.model, storiesCache.tok, llama.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

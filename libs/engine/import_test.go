@@ -84,7 +84,7 @@ func TestImportHandsOverReferences(t *testing.T) {
 	}
 	dst.ReleaseBlocks(held) // the sequence holds them now
 	r := collect(t, st)
-	if toks := append(first.TokenIDs, r.tokens...); r.final.Usage.CachedPromptTokens != 16 || !sameTokens(toks, want.tokens) {
+	if toks := slices.Concat(first.TokenIDs, r.tokens); r.final.Usage.CachedPromptTokens != 16 || !sameTokens(toks, want.tokens) {
 		t.Fatalf("cached %d tokens %v want %v", r.final.Usage.CachedPromptTokens, toks, want.tokens)
 	}
 	if m := dst.Metrics(); m.KVUsedBlocks != 0 {

@@ -35,11 +35,9 @@ type request struct {
 func newRequest(e *Engine, r Request) *request {
 	// Without a request seed the sampler draws a random one, and executors
 	// without logits get a hash of the prompt instead.
-	samplerSeed, seed := rand.Uint64(), uint64(0)
+	samplerSeed, seed := rand.Uint64(), kvhash.Local(r.Prompt, r.CacheSalt)
 	if r.Sampling.Seed != nil {
 		samplerSeed, seed = *r.Sampling.Seed, *r.Sampling.Seed
-	} else {
-		seed = kvhash.Local(r.Prompt, r.CacheSalt)
 	}
 	req := &request{
 		r:       r,

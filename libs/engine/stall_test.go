@@ -29,7 +29,7 @@ func TestAdmitsAfterSelfPreemption(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan error, 1)
+	done := make(chan struct{})
 	defer func() { cancel(); <-done; _ = e.Close() }()
 	imp, err := e.AllocateForImport(4) // a disaggregated import in progress
 	if err != nil {
@@ -47,7 +47,8 @@ func TestAdmitsAfterSelfPreemption(t *testing.T) {
 	case <-e.wake:
 	default:
 	}
-	go func() { done <- e.Run(ctx) }()
+	// Run ends with the test's cancel.
+	go func() { defer close(done); _ = e.Run(ctx) }()
 	rctx, rcancel := context.WithTimeout(ctx, 30*time.Second) // a hang guard
 	defer rcancel()
 	for {

@@ -56,7 +56,7 @@ func TestLayout(t *testing.T) {
 	const bs, salt = 16, 7
 	var parent uint64
 	got := BlockHashes(tokens, bs, salt)
-	for i := 0; i < 3; i++ {
+	for i := range 3 {
 		raw := make([]byte, 0, 4*bs)
 		for _, tok := range tokens[i*bs : (i+1)*bs] {
 			raw = binary.LittleEndian.AppendUint32(raw, tok)

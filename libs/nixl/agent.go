@@ -75,8 +75,7 @@ func NewAgent(cfg Config) (*Agent, error) {
 	for _, f := range cfg.Backends {
 		b, err := f(env)
 		if err != nil {
-			a.closeBackends()
-			return nil, fmt.Errorf("nixl: agent %s: %w", cfg.Name, err)
+			return nil, errors.Join(fmt.Errorf("nixl: agent %s: %w", cfg.Name, err), a.closeBackends())
 		}
 		a.backends = append(a.backends, b)
 	}

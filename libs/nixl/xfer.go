@@ -10,11 +10,11 @@ import (
 type Status int
 
 const (
-	// Pending: the transfer is in flight.
+	// Pending means the transfer is in flight.
 	Pending Status = iota
-	// Done: every byte has landed (and the notification, if any, is sent).
+	// Done means every byte has landed (and the notification, if any, is sent).
 	Done
-	// Failed: the transfer ended with an error, see Err.
+	// Failed means the transfer ended with an error, see Err.
 	Failed
 )
 

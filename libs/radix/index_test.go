@@ -56,8 +56,8 @@ func TestDifferential(t *testing.T) {
 			}
 			for step := range 3000 {
 				name := names[rng.IntN(len(names))]
-				switch r := rng.IntN(200); {
-				case r == 0:
+				switch r := rng.IntN(200); r {
+				case 0:
 					if err := ix.RemoveWorker(name); err != nil {
 						t.Fatal(err)
 					}
@@ -66,7 +66,7 @@ func TestDifferential(t *testing.T) {
 						t.Fatal(err)
 					}
 					m.add(name)
-				case r == 1:
+				case 1:
 					var blocks []Block
 					for _, h := range chain(rng.IntN(12), 0, rng.IntN(40)) {
 						blocks = append(blocks, Block{Hash: h, Tiers: kvtier.Mask(1 + rng.IntN(int(kvtier.All)))})
@@ -136,7 +136,7 @@ func TestConcurrent(t *testing.T) {
 			defer wg.Done()
 			var res Result
 			rng := rand.New(rand.NewPCG(uint64(r), 7))
-			q := chain(100, 0, pinned+30)
+			var q []uint64
 			for {
 				select {
 				case <-stop:
@@ -211,7 +211,7 @@ func writeWorker(ix *Index, m *model, name string, w, batches int, pin Event) er
 		case r == 0:
 			// A gap must be refused, then healed by a resync with the pin.
 			if err := ix.ApplyBatch(name, seq+3, nil); !errors.Is(err, ErrSeqGap) {
-				return fmt.Errorf("gap not detected: %v", err)
+				return fmt.Errorf("gap not detected: %w", err)
 			}
 			blocks := []Block{}
 			for _, h := range pin.Hashes {

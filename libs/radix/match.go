@@ -169,7 +169,8 @@ func (r *Result) seed(v *view, s *holderSet) (lo, hi int) {
 // words still in use, empty (lo > hi) when no worker is left. Shrinking the
 // range matters: past a shared system prompt usually one worker is left.
 func (r *Result) step(s *holderSet, n int32, lo, hi int) (int, int) {
-	if s.cum != nil {
+	switch {
+	case s.cum != nil:
 		for t := range r.act {
 			cum := s.cum[t]
 			for j := lo; j <= hi; j++ {
@@ -180,7 +181,7 @@ func (r *Result) step(s *holderSet, n int32, lo, hi int) (int, int) {
 				r.advance(t, j, r.act[t][j]&c, n)
 			}
 		}
-	} else if len(s.hs) == 1 {
+	case len(s.hs) == 1:
 		// One holder, the common case past a shared prefix: every word but
 		// the holder's drops to zero, no scratch needed.
 		h := s.hs[0]
@@ -194,7 +195,7 @@ func (r *Result) step(s *holderSet, n int32, lo, hi int) (int, int) {
 				r.advance(t, j, next, n)
 			}
 		}
-	} else {
+	default:
 		for t := range r.nxt {
 			clear(r.nxt[t][lo : hi+1])
 		}

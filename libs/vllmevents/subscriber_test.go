@@ -148,7 +148,7 @@ func TestSubscribeReplay(t *testing.T) {
 
 	const total = 12
 	var want []string
-	for s := uint64(0); s < total; s++ {
+	for s := range total {
 		if s >= 3 && s <= 5 {
 			if s == 3 {
 				want = append(want, "gap 3-6 restart=false")

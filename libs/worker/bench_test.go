@@ -2,6 +2,7 @@ package worker_test
 
 import (
 	"context"
+	"errors"
 	"io"
 	"testing"
 
@@ -63,7 +64,7 @@ func BenchmarkGenerate(b *testing.B) {
 			n := 0
 			for {
 				o, err := st.Recv(ctx)
-				if err == io.EOF {
+				if errors.Is(err, io.EOF) {
 					break
 				}
 				if err != nil {

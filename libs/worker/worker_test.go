@@ -2,6 +2,7 @@ package worker_test
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"os"
@@ -96,7 +97,7 @@ func direct(t *testing.T, exec *llama.Executor, prompt []uint32, maxTokens int) 
 	var out []uint32
 	for {
 		o, err := st.Recv(ctx)
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			return out
 		}
 		if err != nil {
@@ -204,7 +205,8 @@ func TestBadRequests(t *testing.T) {
 }
 
 func asConnect(err error, target **connect.Error) bool {
-	ce, ok := err.(*connect.Error)
+	ce := &connect.Error{}
+	ok := errors.As(err, &ce)
 	if ok {
 		*target = ce
 	}

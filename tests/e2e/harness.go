@@ -20,23 +20,27 @@ import (
 // Services are all Switchyard services, in start order.
 var Services = []string{"decode", "prefill", "router", "kvbm-controller", "planner", "frontend"}
 
-var buildOnce sync.Once
-var buildDir string
-var buildErr error
+// build is the one compilation of the service binaries a test process
+// shares.
+var build struct {
+	once sync.Once
+	dir  string
+	err  error
+}
 
 // Build compiles every service binary once per test process.
 func Build(t testing.TB) string {
 	t.Helper()
-	buildOnce.Do(func() {
-		buildDir, buildErr = os.MkdirTemp("", "switchyard-e2e-bin")
-		if buildErr != nil {
+	build.once.Do(func() {
+		build.dir, build.err = os.MkdirTemp("", "switchyard-e2e-bin")
+		if build.err != nil {
 			return
 		}
 		var ldflags []string
 		for _, s := range Services {
 			ldflags = append(ldflags, "-X", "switchyard.dev/services/"+s+".Version=0.0.0-e2e")
 		}
-		args := []string{"build", "-ldflags", strings.Join(ldflags, " "), "-o", buildDir + "/"}
+		args := []string{"build", "-ldflags", strings.Join(ldflags, " "), "-o", build.dir + "/"}
 		for _, s := range Services {
 			args = append(args, "switchyard.dev/services/"+s+"/cmd/"+s)
 		}
@@ -44,13 +48,13 @@ func Build(t testing.TB) string {
 		cmd.Dir = "../.."
 		out, err := cmd.CombinedOutput()
 		if err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+			build.err = fmt.Errorf("go build: %w\n%s", err, out)
 		}
 	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
+	if build.err != nil {
+		t.Fatal(build.err)
 	}
-	return buildDir
+	return build.dir
 }
 
 // Proc is one running service process.

@@ -67,7 +67,7 @@ func TestMaxSumDiv8(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 3))
 	for _, n := range []int{8, 16, 24, 64, 520} {
 		x := make([]float32, n)
-		var m float32 = float32(math.Inf(-1))
+		m := float32(math.Inf(-1))
 		var sum float64
 		for i := range x {
 			x[i] = rng.Float32()*20 - 10

@@ -22,8 +22,8 @@ type Seq struct {
 	// over instead, but then a later arrival admitted in the copy's few
 	// milliseconds takes the budget for its whole prefill, and a burst of
 	// arrivals routinely pushes the pulled request back behind it
-	// (docs/benchmarks.md, session 13). Under OrderShortest it is simply
-	// not a candidate until Ready closes.
+	// (docs/benchmarks/2026-12-01-routing-prefix-pull.md). Under
+	// OrderShortest it is simply not a candidate until Ready closes.
 	Ready <-chan struct{}
 	// Arrived orders sequences of equal priority first come, first served
 	// (Unix nanoseconds; 0 for all: the order of Add). The engine sets it

@@ -55,7 +55,7 @@ func ParseBPE(data []byte, vocabSize int) (*BPE, error) {
 	// it, but it comes from the file (a tokenizer a worker serves), so a
 	// wrong one must not size anything. The pieces' own lengths do.
 	off := 4
-	for i := 0; i < vocabSize; i++ {
+	for i := range vocabSize {
 		if len(data)-off < 8 {
 			return nil, fmt.Errorf("%w: truncated at entry %d (offset %d)", ErrFormat, i, off)
 		}
@@ -199,7 +199,7 @@ func (t *BPE) appendCodePoints(tokens []uint32, text string) []uint32 {
 		if id, ok := t.index[unit]; ok {
 			tokens = append(tokens, id)
 		} else {
-			for k := 0; k < len(unit); k++ {
+			for k := range len(unit) {
 				tokens = append(tokens, uint32(unit[k])+ByteOffset)
 			}
 		}

@@ -25,7 +25,7 @@ func (b *Bytes) Encode(text string, bos, eos bool) []uint32 {
 	if bos {
 		out = append(out, BOS)
 	}
-	for i := 0; i < len(text); i++ {
+	for i := range len(text) {
 		out = append(out, uint32(text[i])+ByteOffset)
 	}
 	if eos {

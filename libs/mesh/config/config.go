@@ -155,7 +155,7 @@ func validHostname(h string) bool {
 			return false
 		}
 		for _, r := range label {
-			if !(r == '-' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9') {
+			if r != '-' && (r < 'a' || r > 'z') && (r < 'A' || r > 'Z') && (r < '0' || r > '9') {
 				return false
 			}
 		}

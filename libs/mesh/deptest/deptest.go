@@ -128,7 +128,7 @@ func (p *Process) Stop() {
 		return
 	}
 	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
-	for i := 0; i < 500; i++ {
+	for range 500 {
 		if syscall.Kill(p.cmd.Process.Pid, 0) != nil {
 			break
 		}

@@ -116,9 +116,9 @@ func (in Instance) Validate() error {
 type Health int
 
 const (
-	// Passing: the instance takes traffic.
+	// Passing means the instance takes traffic.
 	Passing Health = iota
-	// Critical: the instance is registered but must not get traffic (for
+	// Critical means the instance is registered but must not get traffic (for
 	// example while it drains before shutdown).
 	Critical
 )

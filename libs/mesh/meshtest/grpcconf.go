@@ -86,7 +86,7 @@ func listServices(ctx context.Context, conn *grpc.ClientConn) ([]string, error) 
 	if err != nil {
 		return nil, err
 	}
-	defer stream.CloseSend()
+	defer func() { _ = stream.CloseSend() }()
 	if err := stream.Send(&reflectionpb.ServerReflectionRequest{
 		MessageRequest: &reflectionpb.ServerReflectionRequest_ListServices{ListServices: "*"},
 	}); err != nil {

@@ -39,7 +39,7 @@ func TestExporterFromEnv(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			defer tel.Shutdown(context.Background())
+			defer func() { _ = tel.Shutdown(context.Background()) }()
 			_, isNoop := tel.Tracer.(noop.TracerProvider)
 			if isNoop != tc.noop {
 				t.Fatalf("noop tracer = %v; want %v", isNoop, tc.noop)

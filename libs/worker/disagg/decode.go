@@ -214,7 +214,8 @@ func (p *prepared) first(o *engine.Output) {
 		}
 		if debug {
 			// One line a request, to line a live run up against a replay
-			// request by request (docs/benchmarks.md, session 14).
+			// request by request
+			// (docs/benchmarks/2026-12-01-routing-live-vs-replay.md).
 			p.d.cfg.Logger.LogAttrs(p.ctx, slog.LevelDebug, "first token", slog.String("request", p.id),
 				slog.String("path", p.path), slog.Int("prompt_tokens", p.promptTokens), slog.Int("pulled_blocks", p.pulled),
 				slog.Time("submitted", p.submitted), slog.Duration("queue", ph.Queue), slog.Duration("prefill", ph.Prefill),
@@ -275,7 +276,7 @@ func (p *prepared) remote(ctx context.Context, r *engine.Request, worker string)
 	}
 	// The import's references carried through the commit: the blocks stay
 	// out of eviction's reach until the request is submitted (Prepare).
-	p.held = append(held, committed...)
+	p.held = append(held, committed...) //nolint:gocritic // held is not used again: p.held takes over its array
 	p.path, p.resp = PathRemote, resp
 	first := resp.GetFirstTokenId()
 	r.FirstToken = &first

@@ -5,10 +5,11 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
-	"switchyard.dev/libs/engine/sample"
 	"sync"
 	"testing"
 	"time"
+
+	"switchyard.dev/libs/engine/sample"
 
 	"connectrpc.com/connect"
 

@@ -21,8 +21,8 @@ type peerSet struct {
 	busy map[string]int // requests using the peer now: never forgotten
 }
 
-func newPeerSet(max int, forget func(string)) *peerSet {
-	return &peerSet{max: max, forget: forget, last: map[string]time.Time{}, busy: map[string]int{}}
+func newPeerSet(limit int, forget func(string)) *peerSet {
+	return &peerSet{max: limit, forget: forget, last: map[string]time.Time{}, busy: map[string]int{}}
 }
 
 // use marks name in use by one request (until done) and forgets the least

@@ -73,7 +73,7 @@ func testPrefixPull(t *testing.T, backend func(testing.TB) nixl.BackendFactory) 
 			h.submitted()
 			var got []uint32
 			var lps []sample.Logprob
-			cached := -1
+			var cached int
 			for n := 0; ; n++ {
 				o, err := st.Recv(t.Context())
 				if err != nil {

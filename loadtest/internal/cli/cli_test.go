@@ -149,7 +149,9 @@ func TestEndToEndTraceReplay(t *testing.T) {
 	bySession := map[int]map[string]string{}
 	for _, row := range rows {
 		var s int
-		fmt.Sscan(row["session"], &s)
+		if _, err := fmt.Sscan(row["session"], &s); err != nil {
+			t.Fatal(err)
+		}
 		bySession[s] = row
 	}
 	for i := range 12 {

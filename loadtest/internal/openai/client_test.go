@@ -123,12 +123,12 @@ func TestStreamErrors(t *testing.T) {
 		status  int
 	}{
 		{name: "500 with openai error", status: 500, wantErr: "HTTP 500: overloaded", h: func(w http.ResponseWriter, _ *http.Request) {
-			w.WriteHeader(500)
+			w.WriteHeader(http.StatusInternalServerError)
 			fmt.Fprint(w, `{"error":{"message":"overloaded"}}`)
 		}},
 		{name: "404 plain", status: 404, wantErr: "HTTP 404: 404 page not found", h: http.NotFound},
 		{name: "vllm style error", status: 400, wantErr: "HTTP 400: too long", h: func(w http.ResponseWriter, _ *http.Request) {
-			w.WriteHeader(400)
+			w.WriteHeader(http.StatusBadRequest)
 			fmt.Fprint(w, `{"object":"error","message":"too long"}`)
 		}},
 		{name: "html", status: 200, wantErr: "not an OpenAI stream: Content-Type", h: func(w http.ResponseWriter, _ *http.Request) {

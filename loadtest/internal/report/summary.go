@@ -151,7 +151,7 @@ func ShellQuote(argv []string) string {
 	out := make([]string, len(argv))
 	for i, a := range argv {
 		if a != "" && strings.IndexFunc(a, func(r rune) bool {
-			return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_./:=,@%+", r))
+			return (r < 'a' || r > 'z') && (r < 'A' || r > 'Z') && (r < '0' || r > '9') && !strings.ContainsRune("-_./:=,@%+", r)
 		}) < 0 {
 			out[i] = a
 			continue

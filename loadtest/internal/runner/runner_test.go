@@ -24,7 +24,6 @@ type fakeSender struct {
 	mu          sync.Mutex
 	inFlight    int
 	maxInFlight int
-	replies     []string
 }
 
 func (f *fakeSender) Stream(ctx context.Context, req openai.Request, rec *metrics.Record) string {

@@ -122,10 +122,10 @@ func (g *registration) sync(ctx context.Context) error {
 	if !g.ours(ctx) {
 		// Another instance registered this id with the agent after ours
 		// went: leave it alone.
-		return fmt.Errorf("heartbeat: %v; not re-registering: %w", err, discovery.ErrIDTaken)
+		return fmt.Errorf("heartbeat: %w; not re-registering: %w", err, discovery.ErrIDTaken)
 	}
 	if rerr := g.register(ctx); rerr != nil {
-		return fmt.Errorf("heartbeat: %v; re-register: %w", err, rerr)
+		return fmt.Errorf("heartbeat: %w; re-register: %w", err, rerr)
 	}
 	return nil
 }

@@ -143,7 +143,7 @@ func testWatchSeesChanges(t *testing.T, r discovery.Registry) {
 	}
 	next(t, ch, HasIDs("decode-b"), "after deregister")
 	cancel()
-	for range ch { //nolint:revive // drain until the watch closes
+	for range ch {
 	}
 }
 

@@ -63,7 +63,7 @@ func TestLeaseRenewalAndExpiry(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer reg.Deregister(t.Context())
+	defer func() { _ = reg.Deregister(t.Context()) }()
 	time.Sleep(3 * 600 * time.Millisecond) // several leases: renewal keeps it listed
 	disctest.Eventually(t, r, discovery.RoleRouter, disctest.HasIDs("router-1"), "renewed record listed")
 

@@ -44,8 +44,8 @@ func (b *Backend) serve(c net.Conn) {
 		_ = c.Close()
 	}()
 	s := &session{b: b, c: c, r: bufio.NewReaderSize(c, 256<<10), w: bufio.NewWriterSize(c, 64<<10)}
-	err := s.run()
-	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
+	// run returns only when the session ends, always with the reason.
+	if err := s.run(); !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
 		b.env.Logger.Debug("nixl tcp: session ended", "peer", s.peer, "err", err)
 	}
 }

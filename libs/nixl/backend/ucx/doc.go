@@ -52,11 +52,10 @@ const defaultSpinWait = 100 * time.Microsecond
 const Name = "ucx"
 
 // WireName is the backend's name in metadata: the version of its protocol
-// (nixl.WireNamer). "ucx-am" is the active-message WRITE of the ninth
-// session; agents of the tagged WRITE before it advertised "ucx", so the
-// two never talk over ucx (a tagged header to this backend, or an active
-// message to that one, would be dropped and its WRITE wait out its
-// deadline): they fall to tcp.
+// (nixl.WireNamer). "ucx-am" is the active-message WRITE; agents built
+// with the older tagged WRITE advertise "ucx", so the two never talk over
+// ucx (a tagged header to this backend, or an active message to that one,
+// would be dropped and its WRITE wait out its deadline): they fall to tcp.
 const WireName = "ucx-am"
 
 // ErrUnavailable is returned by the factory when the package was built

@@ -272,7 +272,7 @@ func (b *Backend) pollWrites() {
 	q := b.amq
 	// Read q afresh each time: UCX calls made below could in principle
 	// run the callback, which appends (and may move the arrays).
-	for i := 0; i < int(q.n); i++ {
+	for i := 0; i < int(q.n); i++ { //nolint:intrange // q.n may grow while the loop runs
 		m := *(*C.nx_am_msg)(unsafe.Add(unsafe.Pointer(q.msgs), uintptr(i)*C.sizeof_nx_am_msg))
 		// Parsed in place: receive copies what it keeps before any UCX call.
 		h, err := parseHeader(unsafe.Slice((*byte)(unsafe.Add(unsafe.Pointer(q.hbuf), m.hoff)), int(m.hlen)))

@@ -50,7 +50,7 @@ func TestServiceEndToEnd(t *testing.T) {
 	var out struct {
 		Choices []struct{ Message struct{ Content string } }
 	}
-	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || resp.StatusCode != 200 || len(out.Choices[0].Message.Content) != 5 {
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || resp.StatusCode != http.StatusOK || len(out.Choices[0].Message.Content) != 5 {
 		t.Fatalf("status %d out %+v err %v", resp.StatusCode, out, err)
 	}
 	models := get(t, r.URL()+"/v1/models", "sk-1")

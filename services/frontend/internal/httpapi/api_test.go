@@ -103,7 +103,7 @@ func TestCompletions(t *testing.T) {
 			resp := s.post(t, "/v1/completions", `{"model":"tiny","max_tokens":12,"prompt":`+tc.prompt+`}`)
 			var got openai.Completion
 			decode(t, resp, &got)
-			if resp.StatusCode != 200 || !strings.HasPrefix(got.ID, "cmpl-") || got.Object != "text_completion" {
+			if resp.StatusCode != http.StatusOK || !strings.HasPrefix(got.ID, "cmpl-") || got.Object != "text_completion" {
 				t.Fatalf("status %d %+v", resp.StatusCode, got)
 			}
 			if got.Choices[0].Text != want(tc.promptLen, 12) || *got.Choices[0].FinishReason != "length" || got.Usage.PromptTokens != tc.promptLen {

@@ -20,7 +20,7 @@ import (
 func completionText(t *testing.T, s *stack, body string) (string, string, openai.Usage) {
 	t.Helper()
 	resp := s.post(t, "/v1/completions", body)
-	if resp.StatusCode != 200 {
+	if resp.StatusCode != http.StatusOK {
 		b, _ := io.ReadAll(resp.Body)
 		t.Fatalf("status %d: %s", resp.StatusCode, b)
 	}
@@ -145,7 +145,7 @@ func TestMidStreamFailureEndsStreamWithError(t *testing.T) {
 	s := newStack(t, stackConfig{workers: []upstreamtest.WorkerConfig{{ID: "w", DieAfter: 5, Abort: true}}, noAttempts: true})
 	resp := s.post(t, "/v1/completions", `{"model":"tiny","prompt":"Hello","max_tokens":20,"stream":true}`)
 	evs := events(t, resp.Body)
-	if resp.StatusCode != 200 || len(evs) < 2 || evs[len(evs)-1] != "[DONE]" || !strings.Contains(evs[len(evs)-2], `"error"`) {
+	if resp.StatusCode != http.StatusOK || len(evs) < 2 || evs[len(evs)-1] != "[DONE]" || !strings.Contains(evs[len(evs)-2], `"error"`) {
 		t.Fatalf("status %d events %q", resp.StatusCode, evs)
 	}
 }

@@ -81,5 +81,5 @@ func streamOnce(client *http.Client, base, body string) (time.Duration, error) {
 			return ttft, nil
 		}
 	}
-	return ttft, fmt.Errorf("stream ended without [DONE]: %v", sc.Err())
+	return ttft, fmt.Errorf("stream ended without [DONE]: %w", sc.Err())
 }

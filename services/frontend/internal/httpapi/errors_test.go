@@ -145,18 +145,18 @@ func TestAuthAndRateLimit(t *testing.T) {
 	checkError(t, s.post(t, "/v1/chat/completions", chatBody("")), unauth)
 	checkError(t, s.post(t, "/v1/chat/completions", chatBody(""), "Authorization", "Bearer nope"), unauth)
 	for range 2 {
-		if resp := s.post(t, "/v1/chat/completions", chatBody(`"max_tokens":2`), "Authorization", "Bearer sk-a"); resp.StatusCode != 200 {
+		if resp := s.post(t, "/v1/chat/completions", chatBody(`"max_tokens":2`), "Authorization", "Bearer sk-a"); resp.StatusCode != http.StatusOK {
 			t.Fatalf("status %d", resp.StatusCode)
 		}
 	}
 	resp := s.post(t, "/v1/chat/completions", chatBody(`"max_tokens":2`), "Authorization", "Bearer sk-a")
 	checkError(t, resp, errCase{status: 429, typ: openai.TypeRateLimit, code: "rate_limit_exceeded", retryAfter: true})
-	if resp := s.post(t, "/v1/chat/completions", chatBody(`"max_tokens":2`), "Authorization", "Bearer sk-b"); resp.StatusCode != 200 {
+	if resp := s.post(t, "/v1/chat/completions", chatBody(`"max_tokens":2`), "Authorization", "Bearer sk-b"); resp.StatusCode != http.StatusOK {
 		t.Fatalf("other key: status %d", resp.StatusCode)
 	}
 	// The OpenAPI document needs no key.
 	r, err := http.Get(s.URL + "/openapi.json")
-	if err != nil || r.StatusCode != 200 {
+	if err != nil || r.StatusCode != http.StatusOK {
 		t.Fatalf("openapi: %v %v", r, err)
 	}
 	r.Body.Close()
@@ -180,14 +180,14 @@ func TestTextPastContextRefusedUntokenized(t *testing.T) {
 		resp := s.post(t, path, body)
 		var e openai.ErrorBody
 		decode(t, resp, &e)
-		if resp.StatusCode != 400 || e.Error.Code == nil || *e.Error.Code != "context_length_exceeded" || !strings.Contains(e.Error.Message, "at least") {
+		if resp.StatusCode != http.StatusBadRequest || e.Error.Code == nil || *e.Error.Code != "context_length_exceeded" || !strings.Contains(e.Error.Message, "at least") {
 			t.Fatalf("%s: %d %+v", path, resp.StatusCode, e.Error)
 		}
 	}
 	resp := s.post(t, "/v1/completions", `{"model":"tiny","prompt":"abc","max_tokens":61}`)
 	var e openai.ErrorBody
 	decode(t, resp, &e)
-	if resp.StatusCode != 400 || !strings.Contains(e.Error.Message, "4 in the prompt") {
+	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(e.Error.Message, "4 in the prompt") {
 		t.Fatalf("exact count: %d %+v", resp.StatusCode, e.Error)
 	}
 }

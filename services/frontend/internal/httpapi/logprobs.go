@@ -39,7 +39,7 @@ type textOffsets struct {
 // character, unless a later byte shows them malformed).
 func (o *textOffsets) next(piece []byte) int {
 	at, held := o.chars, len(o.partial)
-	b := append(o.partial, piece...)
+	b := append(o.partial, piece...) //nolint:gocritic // o.partial is replaced by a copy below
 	off := 0
 	for utf8.FullRune(b[off:]) {
 		if off < held {

@@ -59,7 +59,7 @@ func DecodeChat(data []byte) (*ChatRequest, Generation, error) {
 	if err := unmarshal(data, &req); err != nil {
 		return nil, Generation{}, err
 	}
-	g, err := req.Params.check()
+	g, err := req.check()
 	if err != nil {
 		return nil, Generation{}, err
 	}
@@ -88,7 +88,7 @@ func DecodeCompletion(data []byte) (*CompletionRequest, Generation, error) {
 	if err := decodeCompletionBody(data, &req); err != nil {
 		return nil, Generation{}, err
 	}
-	g, err := req.Params.check()
+	g, err := req.check()
 	if err != nil {
 		return nil, Generation{}, err
 	}

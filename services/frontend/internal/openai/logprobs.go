@@ -6,10 +6,10 @@ import (
 	"errors"
 )
 
-// Log probabilities are natural logs of a token's probability under the
-// model's own distribution (the softmax of the raw logits, before
-// temperature, top_k and top_p, as vLLM returns them). MinLogprob stands
-// for minus infinity, as OpenAI does, since JSON has no infinities.
+// MinLogprob stands for minus infinity, as OpenAI does, since JSON has no
+// infinities. Log probabilities are natural logs of a token's probability
+// under the model's own distribution (the softmax of the raw logits, before
+// temperature, top_k and top_p, as vLLM returns them).
 const MinLogprob = -9999
 
 // ChatLogprobs is choices[].logprobs of a chat completion or chunk, when

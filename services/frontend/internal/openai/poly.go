@@ -3,7 +3,6 @@ package openai
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"math"
 	"strings"
 )
@@ -11,9 +10,6 @@ import (
 // The OpenAI API has fields of more than one JSON type. Each is a Go type
 // here with its own UnmarshalJSON, and a JSONSchema method so the generated
 // OpenAPI document states the alternatives.
-
-// errNull marks a JSON null where a value is required.
-var errNull = errors.New("null")
 
 // Content is a message content: a string or an array of parts of which
 // only {"type":"text","text":...} is supported.

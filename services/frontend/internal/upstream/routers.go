@@ -129,7 +129,7 @@ func (r *Routers) Route(ctx context.Context, req *routerv1.RouteRequest) (Routed
 // its own. A replica never known is not told.
 func (r *Routers) Release(replica, id string) { r.report(replica, false, id) }
 
-// PrefillDone: see Release.
+// PrefillDone tells replica that request id finished its remote prefill; see Release.
 func (r *Routers) PrefillDone(replica, id string) { r.report(replica, true, id) }
 
 func (r *Routers) report(url string, prefillDone bool, id string) {

@@ -5,7 +5,7 @@ import (
 	"os"
 
 	"switchyard.dev/libs/mesh/service"
-	"switchyard.dev/services/kvbm-controller"
+	kvbmcontroller "switchyard.dev/services/kvbm-controller"
 )
 
 func main() { os.Exit(service.Main(kvbmcontroller.Spec(os.Getenv))) }

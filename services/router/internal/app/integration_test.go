@@ -121,9 +121,9 @@ func TestRedisRestart(t *testing.T) {
 	// may legitimately hit a gap and resync by dump (seen once in many runs),
 	// but resuming must be the rule: at most one extra dump, never one per
 	// worker.
-	switch n := c.dumps(); {
-	case n == 4:
-	case n == 5:
+	switch n := c.dumps(); n {
+	case 4:
+	case 5:
 		t.Logf("one stream resynced by dump after the restart (machine load); the other resumed")
 	default:
 		t.Errorf("%d dump subscriptions; the restarted router should have resumed, not dumped", n)

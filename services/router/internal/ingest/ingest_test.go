@@ -96,7 +96,9 @@ func TestResume(t *testing.T) {
 			w.Store(1)
 			w.Store(2)
 			ix := radix.New()
-			ix.AddWorker("w")
+			if err := ix.AddWorker("w"); err != nil {
+				t.Fatal(err)
+			}
 			if err := ix.Resync("w", 1, []radix.Block{{Hash: 1, Tiers: kvtier.Device.Mask()}}); err != nil {
 				t.Fatal(err)
 			}
@@ -141,7 +143,9 @@ func TestRestoredPositionFromEarlierRun(t *testing.T) {
 				w.Store(h + 10)
 			}
 			ix := radix.New()
-			ix.AddWorker("w")
+			if err := ix.AddWorker("w"); err != nil {
+				t.Fatal(err)
+			}
 			if err := ix.Resync("w", restored, []radix.Block{{Hash: 1, Tiers: kvtier.Device.Mask()}}); err != nil {
 				t.Fatal(err)
 			}
@@ -214,7 +218,9 @@ func TestWorkerLeaves(t *testing.T) {
 	a.Store(1)
 	b.Store(2)
 	ix := radix.New()
-	ix.AddWorker("stale") // e.g. from a snapshot, no longer in discovery
+	if err := ix.AddWorker("stale"); err != nil { // e.g. from a snapshot, no longer in discovery
+		t.Fatal(err)
+	}
 	in := newIngester(t, ix)
 	ctx, cancel := context.WithCancel(t.Context())
 	defer func() { cancel(); in.Wait() }()

@@ -28,13 +28,13 @@ type Params struct {
 // the TTFT of everything queued behind it; a held block only makes each
 // decode step read a little more KV, and a decode ends on its own. So held
 // blocks are little more than a tie-break between workers with the same
-// prefill queue. Measured with routesim on the Mooncake traces at 8
-// workers (docs/benchmarks.md, session 17), kv mean TTFT against 16, the
-// default until then: conversation 1,170.2 against 1,185.4 ms with room for
-// the working set and 1,311.7 against 1,325.8 at the default capacity;
-// synthetic 755.7 against 754.7 (level) and 818.2 against 827.2. 64 and
-// 1,024 land within 0.5% of 128 everywhere, 256 within 0.9%; 16 and 32 are
-// worse on conversation.
+// prefill queue. With routesim on the Mooncake traces at 8 workers, kv
+// mean TTFT at 128 against 16: conversation 1,170.2 against 1,185.4 ms with
+// room for the working set and 1,311.7 against 1,325.8 at the default
+// capacity; synthetic 755.7 against 754.7 (level) and 818.2 against 827.2.
+// 64 and 1,024 land within 0.5% of 128 everywhere, 256 within 0.9%; 16 and
+// 32 are worse on conversation
+// (docs/benchmarks/2026-12-01-routing-prefill-scale.md).
 const DefaultPrefillLoadScale = 128
 
 // DefaultOwnPrefillWeight counts a request's own uncached blocks 8 times a
@@ -42,19 +42,21 @@ const DefaultPrefillLoadScale = 128
 // away from the worker holding its prefix whenever that worker's queue is
 // longer than the recompute, but the recompute then delays every request
 // queued behind it on the other worker, and the next turn finds its prefix
-// in two places or in the wrong one. Measured on the Mooncake traces at 8
-// workers (docs/benchmarks.md, session 3): weights 1, 2, 4, 8 gave the
-// same mean TTFT within noise and prefix hit ratios of 75, 85, 92, 96% of
-// the infinite-cache ceiling (conversation), 81, -, 97, 100% (synthetic).
+// in two places or in the wrong one. On the Mooncake traces at 8 workers,
+// weights 1, 2, 4, 8 give the same mean TTFT within noise and prefix hit
+// ratios of 75, 85, 92, 96% of the infinite-cache ceiling (conversation),
+// 81, -, 97, 100% (synthetic)
+// (docs/benchmarks/2026-11-30-routing-own-prefill-weight.md).
 const DefaultOwnPrefillWeight = 8
 
 // DefaultPrefixPullWeight credits a block a worker would copy from a peer
 // (prefix pull) almost as much as one it holds: the copy costs a few
 // percent of the block's prefill (84 µs against ~2 ms for 16 tokens at
 // 25 GB/s), and the request waits for it in its place in the queue. Just
-// below 1 so that a tie goes to the holder, which needs no copy. Measured
-// with routesim on the conversation trace (docs/benchmarks.md, session
-// 13): 0.99 gave kv 1,185 ms mean TTFT, 1 gave 1,191 and 0.95 1,192.
+// below 1 so that a tie goes to the holder, which needs no copy. With
+// routesim on the conversation trace, 0.99 gives kv 1,185 ms mean TTFT, 1
+// gives 1,191 and 0.95 1,192
+// (docs/benchmarks/2026-12-01-routing-prefix-pull.md).
 const DefaultPrefixPullWeight = 0.99
 
 // DefaultParams are the router's defaults.

@@ -14,7 +14,7 @@ import (
 // fastest first, comma-separated.
 type TierWeights [kvtier.Count]float64
 
-// DefaultTierWeights: a block on the device needs no transfer; slower
+// DefaultTierWeights are the weights without -tier-weights: a block on the device needs no transfer; slower
 // tiers save less of its prefill.
 func DefaultTierWeights() TierWeights {
 	return TierWeights{kvtier.Device: 1, kvtier.Host: 0.75, kvtier.Disk: 0.25, kvtier.External: 0.1}

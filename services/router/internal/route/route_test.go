@@ -184,7 +184,9 @@ func TestApproximate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.Release(t.Context(), connect.NewRequest(&routerv1.ReleaseRequest{RequestId: "x"}))
+	if _, err := r.Release(t.Context(), connect.NewRequest(&routerv1.ReleaseRequest{RequestId: "x"})); err != nil {
+		t.Fatal(err)
+	}
 	again, err := r.Decide(t.Context(), &routerv1.RouteRequest{RequestId: "y", Model: "m", TokenIds: prompt})
 	if err != nil {
 		t.Fatal(err)
