@@ -62,8 +62,8 @@ type Config struct {
 
 // Registry is a discovery.Registry over a Consul agent.
 type Registry struct {
-	cfg    Config
-	client *api.Client
+	cfg   Config
+	agent agent
 }
 
 // New connects to the agent and checks that it answers, so a wrong address
@@ -94,12 +94,17 @@ func New(ctx context.Context, cfg Config) (*Registry, error) {
 	if err != nil {
 		return nil, fmt.Errorf("consul address %q: %w", cfg.Address, err)
 	}
+	return newRegistry(ctx, cfg, httpAgent{client})
+}
+
+// newRegistry checks that a answers and returns a Registry over it.
+func newRegistry(ctx context.Context, cfg Config, a agent) (*Registry, error) {
 	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	if _, err := client.Status().LeaderWithQueryOptions((&api.QueryOptions{}).WithContext(pctx)); err != nil {
+	if _, err := a.Leader(pctx); err != nil {
 		return nil, fmt.Errorf("consul address %q unreachable: %w", cfg.Address, err)
 	}
-	return &Registry{cfg: cfg, client: client}, nil
+	return &Registry{cfg: cfg, agent: a}, nil
 }
 
 func (r *Registry) serviceName(role string) string { return r.cfg.ServicePrefix + role }
@@ -195,8 +200,7 @@ func (r *Registry) Instances(ctx context.Context, role string) ([]discovery.Inst
 }
 
 func (r *Registry) query(ctx context.Context, role string, index uint64) ([]discovery.Instance, uint64, error) {
-	opts := (&api.QueryOptions{WaitIndex: index, WaitTime: r.cfg.WatchWait}).WithContext(ctx)
-	entries, meta, err := r.client.Health().Service(r.serviceName(role), "", true, opts)
+	entries, last, err := r.agent.Passing(ctx, r.serviceName(role), index, r.cfg.WatchWait)
 	if err != nil {
 		return nil, 0, fmt.Errorf("consul health %s: %w", role, err)
 	}
@@ -207,7 +211,7 @@ func (r *Registry) query(ctx context.Context, role string, index uint64) ([]disc
 		out = append(out, in)
 	}
 	discovery.SortInstances(out)
-	return out, meta.LastIndex, nil
+	return out, last, nil
 }
 
 func fromEntry(s *api.AgentService) discovery.Instance {

@@ -41,11 +41,11 @@ func (g *registration) state() (status string, gone bool) {
 // holder returns the owner token of the agent's service with our id ("" if
 // there is none) and whether its heartbeat check passes, in one call.
 func (g *registration) holder(ctx context.Context) (owner string, passing bool, err error) {
-	status, info, err := g.r.client.Agent().AgentHealthServiceByIDOpts(g.svc.ID, (&api.QueryOptions{}).WithContext(ctx))
-	if err != nil || info == nil || info.Service == nil { // nil info: no such service
+	status, svc, err := g.r.agent.ServiceHealth(ctx, g.svc.ID)
+	if err != nil || svc == nil { // nil: no such service
 		return "", false, err
 	}
-	return info.Service.Meta[metaOwner], status == api.HealthPassing, nil
+	return svc.Meta[metaOwner], status == api.HealthPassing, nil
 }
 
 // ours reports whether the agent's service with our id is this
@@ -62,7 +62,7 @@ func (g *registration) register(ctx context.Context) error {
 		return errGone
 	}
 	g.svc.Check.Status = status
-	return g.r.client.Agent().ServiceRegisterOpts(g.svc, api.ServiceRegisterOpts{ReplaceExistingChecks: true}.WithContext(ctx))
+	return g.r.agent.Register(ctx, g.svc)
 }
 
 // reconcile heartbeats the TTL check every third of a TTL and re-registers
@@ -115,7 +115,7 @@ func (g *registration) sync(ctx context.Context) error {
 	if gone {
 		return errGone
 	}
-	err := g.r.client.Agent().UpdateTTLOpts(g.checkID, "", status, (&api.QueryOptions{}).WithContext(ctx))
+	err := g.r.agent.UpdateTTL(ctx, g.checkID, status)
 	if err == nil {
 		return nil
 	}
@@ -159,7 +159,7 @@ func (g *registration) Deregister(ctx context.Context) error {
 	if !g.ours(ctx) {
 		return nil // another instance holds the id now
 	}
-	if err := g.r.client.Agent().ServiceDeregisterOpts(g.svc.ID, (&api.QueryOptions{}).WithContext(ctx)); err != nil {
+	if err := g.r.agent.Deregister(ctx, g.svc.ID); err != nil {
 		return fmt.Errorf("consul deregister %s: %w", g.svc.ID, err)
 	}
 	return nil

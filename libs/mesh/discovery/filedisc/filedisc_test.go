@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"switchyard.dev/libs/mesh/deptest"
@@ -57,40 +58,43 @@ func TestDeadProcessIsNotListed(t *testing.T) {
 // An expired lease is not listed; a renewing registration outlives many leases.
 func TestLeaseRenewalAndExpiry(t *testing.T) {
 	t.Parallel()
-	dir := t.TempDir()
-	r := newRegistry(t, dir)
-	reg, err := r.Register(t.Context(), disctest.Instance("router-1", discovery.RoleRouter))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = reg.Deregister(t.Context()) }()
-	time.Sleep(3 * 600 * time.Millisecond) // several leases: renewal keeps it listed
-	disctest.Eventually(t, r, discovery.RoleRouter, disctest.HasIDs("router-1"), "renewed record listed")
+	// On synctest's virtual clock: the leases pass at once, and exactly.
+	synctest.Test(t, func(t *testing.T) {
+		dir := t.TempDir()
+		r := newRegistry(t, dir)
+		reg, err := r.Register(t.Context(), disctest.Instance("router-1", discovery.RoleRouter))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = reg.Deregister(t.Context()) }()
+		time.Sleep(3 * 600 * time.Millisecond) // several leases: renewal keeps it listed
+		disctest.Eventually(t, r, discovery.RoleRouter, disctest.HasIDs("router-1"), "renewed record listed")
 
-	stale := map[string]any{"id": "router-old", "role": "router", "version": "v1", "address": "127.0.0.1:9001",
-		"pid": os.Getpid(), "expires": time.Now().Add(-time.Second)}
-	b, _ := json.Marshal(stale)
-	if err := os.WriteFile(filepath.Join(dir, "router", "router-old.json"), b, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	disctest.Eventually(t, r, discovery.RoleRouter, disctest.HasIDs("router-1"), "expired record ignored")
-	if _, err := os.Stat(filepath.Join(dir, "router", "router-old.json")); err != nil {
-		t.Fatalf("a record expired one second ago is gone already: %v", err)
-	}
+		stale := map[string]any{"id": "router-old", "role": "router", "version": "v1", "address": "127.0.0.1:9001",
+			"pid": os.Getpid(), "expires": time.Now().Add(-time.Second)}
+		b, _ := json.Marshal(stale)
+		if err := os.WriteFile(filepath.Join(dir, "router", "router-old.json"), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		disctest.Eventually(t, r, discovery.RoleRouter, disctest.HasIDs("router-1"), "expired record ignored")
+		if _, err := os.Stat(filepath.Join(dir, "router", "router-old.json")); err != nil {
+			t.Fatalf("a record expired one second ago is gone already: %v", err)
+		}
 
-	// Long expired (ten leases and more): removed, so dead instances do
-	// not pile up.
-	stale["expires"] = time.Now().Add(-time.Hour)
-	b, _ = json.Marshal(stale)
-	if err := os.WriteFile(filepath.Join(dir, "router", "router-old.json"), b, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := r.Instances(t.Context(), discovery.RoleRouter); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(filepath.Join(dir, "router", "router-old.json")); !errors.Is(err, fs.ErrNotExist) {
-		t.Fatalf("a record expired an hour ago is still there: %v", err)
-	}
+		// Long expired (ten leases and more): removed, so dead instances do
+		// not pile up.
+		stale["expires"] = time.Now().Add(-time.Hour)
+		b, _ = json.Marshal(stale)
+		if err := os.WriteFile(filepath.Join(dir, "router", "router-old.json"), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := r.Instances(t.Context(), discovery.RoleRouter); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := os.Stat(filepath.Join(dir, "router", "router-old.json")); !errors.Is(err, fs.ErrNotExist) {
+			t.Fatalf("a record expired an hour ago is still there: %v", err)
+		}
+	})
 }
 
 // Garbage in the directory is skipped, never fatal.
