@@ -6,7 +6,7 @@
 // mid-way (Unavailable, a reset connection, or EOF before a final
 // message), the request is routed again with the tokens generated so far
 // appended to the prompt and max_tokens reduced by as many; text is
-// decoded here from token ids (package detok), so bytes the dead worker
+// decoded here from token ids (libs/engine/tokenizer's TextStream), so bytes the dead worker
 // held back are not lost, and usage counts the original prompt and every
 // generated token.
 package generate

@@ -15,13 +15,17 @@
 //
 // The KV-aware cost of a worker is
 //
-//	cost = prefill_load_scale × max(active_prefill_blocks + request_blocks − overlap_credit, 0) + decode_blocks
+//	cost = prefill_load_scale × (max(active_prefill_blocks, 0) + own_prefill_weight × max(request_blocks − overlap_credit, 0)) + decode_blocks
 //
-// where overlap_credit weights the request's cached prefix by the fastest
-// tier that holds each block (TierWeights, one per kvtier.Tier), plus,
-// with prefix pull on, PrefixPullWeight for each further block that
-// another worker holds on device and this one would copy rather than
-// compute (Candidate.PeerDepth), and the loads include what the router itself predicted for requests it just
-// routed. Scores are 1 − cost/max_cost, so the picker's softmax over scores
-// is the softmax over normalized costs.
+// where own_prefill_weight (Params.OwnPrefillWeight, at least 1) weighs the
+// request's own uncached blocks against the prefill already queued on the
+// worker; overlap_credit weights the request's cached prefix by the fastest
+// tier that holds each block (TierWeights, one per kvtier.Tier), plus, with
+// prefix pull on, PrefixPullWeight for each further block that another
+// worker holds on device and this one would copy rather than compute
+// (Candidate.PeerDepth); and the loads include what the router itself
+// predicted for requests it just routed. The load scorer (least-loaded
+// mode) is the same cost with no overlap credit. Scores are
+// 1 − cost/max_cost, so the picker's softmax over scores is the softmax
+// over normalized costs.
 package policy
