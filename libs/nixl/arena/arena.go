@@ -63,3 +63,17 @@ func (a *Arena) Close() error {
 	})
 	return a.err
 }
+
+// Prefault backs every page of the arena with memory now, so that no later
+// write pays for the first touch (here about 2.6 GB/s, slower than the
+// copies an arena exists for). Linux does it in one madvise call
+// (MADV_POPULATE_WRITE, 5.14 and later); elsewhere, or on older kernels,
+// one byte of every page is written.
+func (a *Arena) Prefault() {
+	if populate(a.mem) {
+		return
+	}
+	for i := 0; i < len(a.mem); i += pageSize {
+		a.mem[i] = 0
+	}
+}

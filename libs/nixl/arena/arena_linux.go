@@ -37,3 +37,9 @@ func roundPage(n uintptr) uintptr {
 	p := uintptr(unix.Getpagesize())
 	return (n + p - 1) &^ (p - 1)
 }
+
+// madvPopulateWrite is MADV_POPULATE_WRITE (Linux 5.14), which x/sys does
+// not name yet.
+const madvPopulateWrite = 23
+
+func populate(mem []byte) bool { return unix.Madvise(mem, madvPopulateWrite) == nil }

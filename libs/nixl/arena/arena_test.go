@@ -74,3 +74,22 @@ func TestHugeAligned(t *testing.T) {
 		t.Fatal("close")
 	}
 }
+
+func TestPrefault(t *testing.T) {
+	t.Parallel()
+	for _, size := range []int{4096, 3 << 20} {
+		a, err := Map(size)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a.Prefault()
+		for i, b := range a.Bytes() {
+			if b != 0 {
+				t.Fatalf("byte %d of a prefaulted arena is %d; want the zeroed mapping", i, b)
+			}
+		}
+		if err := a.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

@@ -12,3 +12,6 @@ func mapPlain(size int) (*Arena, error) {
 	}
 	return &Arena{mem: b, unmap: func() error { return syscall.Munmap(b) }}, nil
 }
+
+// pageSize is the stride Prefault touches at: the smallest page size.
+var pageSize = syscall.Getpagesize()
