@@ -81,6 +81,7 @@ require (
 	switchyard.dev/gen v0.0.0 // indirect
 	switchyard.dev/libs/cuda v0.0.0 // indirect
 	switchyard.dev/libs/engine v0.0.0 // indirect
+	switchyard.dev/libs/kvbm v0.0.0 // indirect
 	switchyard.dev/libs/kvhash v0.0.0 // indirect
 	switchyard.dev/libs/kvtier v0.0.0 // indirect
 	switchyard.dev/libs/nixl v0.0.0 // indirect
@@ -107,7 +108,6 @@ replace switchyard.dev/libs/nixl => ../../libs/nixl
 
 replace switchyard.dev/libs/radix => ../../libs/radix
 
-replace switchyard.dev/libs/sharedtest => ../../libs/sharedtest
 
 replace switchyard.dev/libs/vllmevents => ../../libs/vllmevents
 
@@ -124,3 +124,5 @@ replace switchyard.dev/services/planner => ../../services/planner
 replace switchyard.dev/services/prefill => ../../services/prefill
 
 replace switchyard.dev/services/router => ../../services/router
+
+replace switchyard.dev/libs/kvbm => ../../libs/kvbm

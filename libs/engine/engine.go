@@ -14,6 +14,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"runtime/debug"
@@ -49,6 +50,9 @@ type Config struct {
 	// default 0.01.
 	WatermarkFraction float64
 	EventBuffer       int // KV event batches kept for replay; default 1024
+	// Tiers are the KV tiers below the arena, fastest first (host memory,
+	// then disk; see tiers.go). None by default: an evicted block is gone.
+	Tiers []TierConfig
 }
 
 func (c *Config) fill(m executor.Model) error {
@@ -103,6 +107,7 @@ type Engine struct {
 	cancelled []uint64
 	stopped   bool
 	stats     stepStats
+	tiers     *tiers // nil without lower tiers
 }
 
 // New builds an engine around exec. The logger may be nil.
@@ -123,13 +128,20 @@ func New(cfg Config, exec executor.Executor, logger *slog.Logger) (*Engine, erro
 		_ = kv.Close()
 		return nil, fmt.Errorf("engine: %w", err)
 	}
-	return &Engine{
+	e := &Engine{
 		cfg: cfg, exec: exec, log: logger, model: m, tok: exec.Tokenizer(),
 		maxLen:  core.MaxLen,
 		journal: kvevent.NewJournalAfter(cfg.EventBuffer, kvevent.RandomStart()),
 		wake:    make(chan struct{}, 1),
 		kv:      kv, sched: core.Sched, reqs: make(map[uint64]*request),
-	}, nil
+	}
+	if err := e.openTiers(cfg.Tiers, cfg.BlockSize*m.KVBytesPerToken); err != nil {
+		_ = kv.Close()
+		return nil, err
+	}
+	// Blocks the tiers found on disk are announced with the first batch.
+	e.flushEvents()
+	return e, nil
 }
 
 // Core is an engine's scheduling state without its executor, goroutine or
@@ -181,6 +193,14 @@ func (e *Engine) Close() error {
 		return ErrStillRunning
 	}
 	e.stopLocked() // requests submitted to an engine that never ran end too
+	if e.tiers != nil {
+		// Onboarding copies into the arena: let them finish first. They
+		// take the lock to commit, so wait without it.
+		e.mu.Unlock()
+		e.tiers.busy.Wait()
+		e.mu.Lock()
+		return errors.Join(e.tiers.close(), e.kv.Close())
+	}
 	return e.kv.Close()
 }
 
@@ -214,6 +234,9 @@ func (e *Engine) Submit(ctx context.Context, r Request) (*Stream, error) {
 	}
 	// The request, its prompt's block hashes included, is built before
 	// the lock, which the loop holds while it schedules.
+	if e.tiers != nil && r.Ready == nil {
+		e.onboard(ctx, &r) // may set r.Ready: the request waits in its place for its blocks
+	}
 	req := newRequest(e, r)
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -262,6 +285,12 @@ func (e *Engine) Run(ctx context.Context) error {
 		return ErrStopped
 	}
 	defer e.shutdown()
+	if e.tiers != nil {
+		octx, stop := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() { defer close(done); e.offloader(octx) }()
+		defer func() { stop(); <-done }()
+	}
 	var batch executor.Batch
 	for ctx.Err() == nil {
 		plan := e.plan()

@@ -15,6 +15,7 @@ require (
 	github.com/viterin/partial v1.1.0 // indirect
 	github.com/zeebo/xxh3 v1.1.0 // indirect
 	golang.org/x/exp v0.0.0-20230817173708-d852ddb80c63 // indirect
+	switchyard.dev/libs/kvbm v0.0.0
 	switchyard.dev/libs/kvtier v0.0.0
 	switchyard.dev/libs/sharedtest v0.0.0
 )
@@ -26,3 +27,5 @@ replace switchyard.dev/libs/nixl => ../nixl
 replace switchyard.dev/libs/kvtier => ../kvtier
 
 replace switchyard.dev/libs/sharedtest => ../sharedtest
+
+replace switchyard.dev/libs/kvbm => ../kvbm

@@ -51,6 +51,8 @@ type Metrics struct {
 	// remote prefill's sample) differed from the engine's own first
 	// sample: always 0 for greedy requests between identical models.
 	FirstTokenMismatches int64
+	// Tiers are the KV tiers below the arena, fastest first.
+	Tiers []TierMetrics
 }
 
 // KVUsage is used/total blocks.
@@ -66,7 +68,12 @@ func (e *Engine) Metrics() Metrics {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	st := e.sched.Stats()
+	var tm []TierMetrics
+	if e.tiers != nil {
+		tm = e.tiers.metrics()
+	}
 	return Metrics{
+		Tiers:   tm,
 		Running: e.sched.Running(), Waiting: e.sched.Waiting(),
 		KVUsedBlocks: e.kv.Used(), KVTotalBlocks: e.kv.NumBlocks(), KVCachedBlocks: e.kv.Cached(),
 		PromptTokens: int64(st.PromptTokens), PrefixHitTokens: int64(st.PrefixHitTokens),
@@ -88,7 +95,11 @@ func (e *Engine) Dump() kvevent.Batch {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.flushEvents()
-	return kvevent.Batch{Seq: e.journal.Last(), Events: e.kv.Snapshot()}
+	events := e.kv.Snapshot()
+	if e.tiers != nil {
+		events = append(events, e.tiers.snapshot(e.cfg.BlockSize)...)
+	}
+	return kvevent.Batch{Seq: e.journal.Last(), Events: events}
 }
 
 // ClearPrefixCache drops every cached prefix (emitting Cleared).
@@ -97,6 +108,11 @@ func (e *Engine) ClearPrefixCache() {
 	defer e.mu.Unlock()
 	e.kv.Clear()
 	e.flushEvents()
+	if e.tiers != nil {
+		// Cleared means every tier to a subscriber; the lower tiers keep
+		// their blocks, so they are announced again.
+		e.journal.Append(e.tiers.snapshot(e.cfg.BlockSize))
+	}
 }
 
 // KV returns the KV arena and its block geometry, for a transfer library
@@ -175,6 +191,7 @@ func (e *Engine) ReleaseBlocks(blocks []int) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.kv.Release(blocks)
+	e.offloadIdle()
 	e.signal()
 }
 

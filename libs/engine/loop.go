@@ -156,6 +156,10 @@ func (e *Engine) complete(p *sched.Plan, b *executor.Batch, err error, took time
 		tokens++
 		e.onToken(r, sampled[i])
 	}
+	if e.tiers != nil {
+		e.tiers.observeStep(p.PrefillTokens, p.DecodeTokens, e.cfg.BlockSize, took)
+		e.offloadIdle()
+	}
 	e.flushEvents()
 	e.stats.completed(took, tokens)
 }
@@ -209,5 +213,9 @@ func (e *Engine) finish(r *request, reason FinishReason, err error, last *Output
 }
 
 func (e *Engine) flushEvents() {
-	e.journal.Append(e.kv.TakeEvents())
+	ev := e.kv.TakeEvents()
+	if e.tiers != nil {
+		ev = append(ev, e.tiers.takeEvents(e.cfg.BlockSize)...)
+	}
+	e.journal.Append(ev)
 }

@@ -79,3 +79,4 @@ replace (
 	switchyard.dev/libs/mesh => ../../libs/mesh
 )
 
+

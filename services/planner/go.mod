@@ -69,3 +69,4 @@ replace (
 	switchyard.dev/gen => ../../gen
 	switchyard.dev/libs/mesh => ../../libs/mesh
 )
+

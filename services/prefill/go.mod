@@ -75,6 +75,7 @@ require (
 	google.golang.org/protobuf v1.36.12 // indirect
 	switchyard.dev/libs/cuda v0.0.0 // indirect
 	switchyard.dev/libs/engine v0.0.0 // indirect
+	switchyard.dev/libs/kvbm v0.0.0 // indirect
 	switchyard.dev/libs/kvhash v0.0.0 // indirect
 	switchyard.dev/libs/kvtier v0.0.0 // indirect
 	switchyard.dev/libs/nixl v0.0.0 // indirect
@@ -92,3 +93,6 @@ replace (
 replace switchyard.dev/libs/nixl => ../../libs/nixl
 
 replace switchyard.dev/libs/kvtier => ../../libs/kvtier
+
+replace switchyard.dev/libs/kvbm => ../../libs/kvbm
+

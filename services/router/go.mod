@@ -76,6 +76,7 @@ require (
 	google.golang.org/grpc v1.85.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
 	switchyard.dev/gen v0.0.0
+	switchyard.dev/libs/kvbm v0.0.0 // indirect
 	switchyard.dev/libs/kvhash v0.0.0
 	switchyard.dev/libs/kvtier v0.0.0
 	switchyard.dev/libs/radix v0.0.0
@@ -103,3 +104,5 @@ replace switchyard.dev/libs/mooncake => ../../libs/mooncake
 replace switchyard.dev/libs/kvtier => ../../libs/kvtier
 
 replace switchyard.dev/libs/sharedtest => ../../libs/sharedtest
+
+replace switchyard.dev/libs/kvbm => ../../libs/kvbm

@@ -61,6 +61,8 @@ type Manager struct {
 	lruTail    int32
 	nEvictable int
 	events     []kvevent.Event
+	trackIdle  bool
+	idle       []int32 // blocks that became evictable (TrackIdle)
 }
 
 // New allocates the pool and, when BlockBytes > 0, its arena.
@@ -211,6 +213,9 @@ func (m *Manager) Release(ids []int) {
 		}
 		if b.hashed {
 			m.lruPush(id)
+			if m.trackIdle {
+				m.idle = append(m.idle, id)
+			}
 		} else {
 			m.free = append(m.free, id)
 		}

@@ -258,3 +258,37 @@ func TestOrphanEvictionKeepsNewParentCount(t *testing.T) {
 		t.Fatalf("after its child's eviction the parent counts %d, want 0", got)
 	}
 }
+
+func TestTrackIdle(t *testing.T) {
+	t.Parallel()
+	m, err := New(Config{NumBlocks: 4, BlockSize: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := m.TakeIdle(); got != nil {
+		t.Fatalf("idle before tracking: %v", got)
+	}
+	m.TrackIdle()
+	ids, _ := m.Allocate(3)
+	m.Commit(ids[0], 0, 10, []uint32{1, 2})
+	m.Commit(ids[1], 10, 11, []uint32{3, 4})
+	m.Release(ids) // ids[2] is not cached: it goes free, not idle
+	idle := m.TakeIdle()
+	if len(idle) != 2 || idle[0].Hash != 11 || idle[1].Hash != 10 || idle[0].Parent != 10 {
+		t.Fatalf("idle = %+v; want blocks 11 then 10 (released last first)", idle)
+	}
+	if m.TakeIdle() != nil {
+		t.Fatal("TakeIdle twice returned the blocks twice")
+	}
+	// A block pinned again before TakeIdle is not idle; nor is one whose
+	// hash changed.
+	if !m.PinCached(idle[0].ID, 11) || m.PinCached(idle[0].ID, 99) {
+		t.Fatal("PinCached: want true for the cached hash, false for another")
+	}
+	m.Release([]int{idle[0].ID})
+	held, _ := m.Acquire([]uint64{11})
+	if got := m.TakeIdle(); len(got) != 0 {
+		t.Fatalf("idle = %+v; want none (block 11 is held again)", got)
+	}
+	m.Release(held)
+}

@@ -1,0 +1,449 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"switchyard.dev/libs/engine/kvcache"
+	"switchyard.dev/libs/engine/kvevent"
+	"switchyard.dev/libs/kvbm"
+	"switchyard.dev/libs/kvhash"
+	"switchyard.dev/libs/kvtier"
+)
+
+// KV tiers below the arena (libs/kvbm): a cached block that becomes
+// evictable is copied down (offload) while it is still cached, so that
+// when the arena evicts it the block lives on in host memory or on disk;
+// a prompt whose prefix continues in a lower tier has those blocks copied
+// back into the arena (onboarding) while it keeps its place in the queue,
+// as a prefix pull does, and is admitted with them cached.
+//
+// Neither direction blocks a step: offload pins the block and copies it
+// on a goroutine of its own; onboarding copies on the request's goroutine
+// before the request is admissible. The tiers' changes are journaled with
+// the device's, under the engine's lock, so the router sees every tier
+// exactly: the engine mirrors each lower tier's contents from its changes,
+// and Dump reports them.
+
+// TierConfig is one KV tier below the arena.
+type TierConfig struct {
+	// Open opens the tier for blocks of blockBytes, reporting its changes
+	// to on. The engine closes it with itself.
+	Open func(blockBytes int, on kvbm.OnChange) (kvbm.Tier, error)
+	// WriteBytesPerSecond caps offload's writes into the tier (a disk's
+	// write budget); a block over budget is not written there. 0: no cap.
+	WriteBytesPerSecond int64
+}
+
+// TierMetrics is one lower tier's occupancy and traffic.
+type TierMetrics struct {
+	Tier             kvtier.Tier
+	Blocks           int
+	Capacity         int
+	Offloaded        int64 // blocks written by offload
+	OverBudget       int64 // blocks offload skipped for the write budget
+	Onboarded        int64 // blocks copied into the arena
+	OnboardBytes     int64
+	RecomputeInstead int64 // blocks held here but recomputed, loading being slower
+	Corrupt          int64 // blocks that failed their checksum
+	LoadNanosPerBlk  int64 // measured load time of a block (moving average)
+}
+
+// offloadQueue bounds the blocks waiting for offload, each pinned in the
+// arena until copied: at most this many, and at most a quarter of the
+// arena, so offload never holds much memory from admission. Past it a
+// block is not offloaded this time (it is tried again the next time it
+// goes idle).
+const offloadQueue = 256
+
+type offloadJob struct {
+	block kvcache.IdleBlock
+}
+
+// lowerTier is a tier with its policy and counters.
+type lowerTier struct {
+	t      kvbm.Tier
+	budget *tokenBucket
+	// Guarded by tiers.mu:
+	offloaded, overBudget, onboarded, onboardBytes, recompute, corrupt int64
+	loadNanos                                                          float64 // EWMA per block; 0: not measured
+}
+
+// tiers is the engine's lower-tier state.
+type tiers struct {
+	list    []*lowerTier
+	arena   []byte
+	bb      int
+	queue   chan offloadJob
+	pending []kvbm.Change  // changes reported, not yet journaled (guarded by mu)
+	mu      sync.Mutex     // a leaf lock: nothing is acquired while it is held
+	busy    sync.WaitGroup // onboarding copies in flight
+	// Under the engine's lock:
+	mirror    [kvtier.Count]map[uint64]uint64 // hash → parent, per tier
+	offloaded map[int]uint64                  // arena block → the hash it had when offloaded
+	recompute float64                         // EWMA of a block's prefill time; 0: not measured
+}
+
+func (e *Engine) openTiers(cfgs []TierConfig, blockBytes int) error {
+	if len(cfgs) == 0 {
+		return nil
+	}
+	if blockBytes == 0 {
+		return errors.New("engine: KV tiers need KV bytes (a model executor, or a sim executor with KV bytes per token)")
+	}
+	ts := &tiers{arena: e.kv.Arena(), bb: blockBytes, queue: make(chan offloadJob, max(1, min(offloadQueue, e.kv.NumBlocks()/4))), offloaded: map[int]uint64{}}
+	for i := range ts.mirror {
+		ts.mirror[i] = map[uint64]uint64{}
+	}
+	for _, c := range cfgs {
+		t, err := c.Open(blockBytes, ts.changed)
+		if err != nil {
+			for _, lt := range ts.list {
+				_ = lt.t.Close()
+			}
+			return fmt.Errorf("engine: KV tier: %w", err)
+		}
+		lt := &lowerTier{t: t}
+		if c.WriteBytesPerSecond > 0 {
+			lt.budget = newTokenBucket(c.WriteBytesPerSecond)
+		}
+		ts.list = append(ts.list, lt)
+	}
+	e.kv.TrackIdle()
+	e.tiers = ts
+	return nil
+}
+
+// changed is every tier's OnChange.
+func (ts *tiers) changed(c kvbm.Change) {
+	ts.mu.Lock()
+	ts.pending = append(ts.pending, c)
+	ts.mu.Unlock()
+}
+
+// takeEvents turns the tiers' pending changes into events and applies
+// them to the mirror; e.mu held.
+func (ts *tiers) takeEvents(blockSize int) []kvevent.Event {
+	ts.mu.Lock()
+	pending := ts.pending
+	ts.pending = nil
+	ts.mu.Unlock()
+	out := make([]kvevent.Event, 0, len(pending))
+	for _, c := range pending {
+		switch c.Kind {
+		case kvbm.Stored:
+			ts.mirror[c.Tier][c.Meta.Hash] = c.Meta.Parent
+			out = append(out, kvevent.Event{Kind: kvevent.Stored, BlockHashes: []uint64{c.Meta.Hash}, ParentHash: c.Meta.Parent,
+				TokenIDs: c.Meta.Tokens, BlockSize: blockSize, Tier: c.Tier})
+		case kvbm.Removed:
+			delete(ts.mirror[c.Tier], c.Meta.Hash)
+			out = append(out, kvevent.Event{Kind: kvevent.Removed, BlockHashes: []uint64{c.Meta.Hash}, Tier: c.Tier})
+		}
+	}
+	return out
+}
+
+// snapshot returns a Stored event for every block the mirror holds.
+func (ts *tiers) snapshot(blockSize int) []kvevent.Event {
+	var out []kvevent.Event
+	for t := range ts.mirror {
+		for h, p := range ts.mirror[t] {
+			out = append(out, kvevent.Event{Kind: kvevent.Stored, BlockHashes: []uint64{h}, ParentHash: p, BlockSize: blockSize, Tier: kvtier.Tier(t)})
+		}
+	}
+	return out
+}
+
+// offloadIdle queues the blocks that went idle for offload; e.mu held.
+// It never waits: a full queue skips a block until it goes idle again.
+func (e *Engine) offloadIdle() {
+	ts := e.tiers
+	if ts == nil {
+		return
+	}
+	for _, ib := range e.kv.TakeIdle() {
+		if ts.offloaded[ib.ID] == ib.Hash || ts.heldEverywhere(ib.Hash) {
+			continue
+		}
+		if !e.kv.PinCached(ib.ID, ib.Hash) {
+			continue
+		}
+		select {
+		case ts.queue <- offloadJob{block: ib}:
+			ts.offloaded[ib.ID] = ib.Hash
+		default:
+			e.kv.Release([]int{ib.ID})
+		}
+	}
+}
+
+func (ts *tiers) heldEverywhere(hash uint64) bool {
+	for _, lt := range ts.list {
+		if _, ok := ts.mirror[lt.t.Kind()][hash]; !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// offloader copies queued blocks down until ctx ends.
+func (e *Engine) offloader(ctx context.Context) {
+	ts := e.tiers
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case j := <-ts.queue:
+			e.offload(ctx, j.block)
+		}
+	}
+}
+
+// offload writes one pinned arena block into every tier that lacks it and
+// its budget allows, then unpins it.
+func (e *Engine) offload(ctx context.Context, ib kvcache.IdleBlock) {
+	ts := e.tiers
+	off := ib.ID * ts.bb
+	data := ts.arena[off : off+ts.bb]
+	m := kvbm.Meta{Hash: ib.Hash, Parent: ib.Parent, Tokens: ib.Tokens}
+	for _, lt := range ts.list {
+		if lt.t.Prefix([]uint64{ib.Hash}) == 1 {
+			continue
+		}
+		if lt.budget != nil && !lt.budget.take(int64(ts.bb)) {
+			ts.mu.Lock()
+			lt.overBudget++
+			ts.mu.Unlock()
+			continue
+		}
+		stored, err := lt.t.Put(ctx, m, data)
+		if err != nil {
+			e.log.Debug("kv offload failed", "tier", lt.t.Kind(), "err", err)
+			continue
+		}
+		if stored {
+			ts.mu.Lock()
+			lt.offloaded++
+			ts.mu.Unlock()
+		}
+	}
+	e.mu.Lock()
+	e.kv.Release([]int{ib.ID})
+	e.flushEvents()
+	e.mu.Unlock()
+	e.signal() // a request may be waiting for the block's memory
+}
+
+// segment is a run of a prompt's blocks to load from one tier.
+type segment struct {
+	lt       *lowerTier
+	from, to int // block indexes in the prompt
+}
+
+// onboard starts copying into the arena the blocks of r's prompt that
+// follow its cached device prefix and that lower tiers hold, and sets
+// r.Ready; the engine admits r once they are committed (or the copy
+// failed: the rest is prefilled). Blocks whose load would take longer
+// than recomputing them are left to the prefill. It returns without
+// setting Ready when there is nothing to load.
+func (e *Engine) onboard(ctx context.Context, r *Request) {
+	ts, bs := e.tiers, e.cfg.BlockSize
+	n := (len(r.Prompt) - 1) / bs // the last token's block is computed for its logits
+	if n <= 0 {
+		return
+	}
+	hashes := kvhash.BlockHashes(r.Prompt[:n*bs], bs, r.CacheSalt)
+	e.mu.Lock()
+	pinned := e.kv.Pin(hashes)
+	k := len(pinned)
+	segs, end := ts.plan(hashes, k)
+	if end == k {
+		e.kv.Release(regionIDs(pinned))
+		e.mu.Unlock()
+		return
+	}
+	regs, err := e.kv.AllocateForImport(end - k)
+	if err != nil { // no room now: prefill as usual
+		e.kv.Release(regionIDs(pinned))
+		e.flushEvents()
+		e.mu.Unlock()
+		return
+	}
+	e.flushEvents() // blocks the allocation evicted
+	e.mu.Unlock()
+	ready := make(chan struct{})
+	r.Ready = ready
+	prompt := r.Prompt
+	ts.busy.Add(1)
+	go func() {
+		defer ts.busy.Done()
+		defer close(ready)
+		loaded := e.load(ctx, segs, hashes, k, regs)
+		parent := kvhash.Root
+		if k > 0 {
+			parent = hashes[k-1]
+		}
+		ids := regionIDs(regs)
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		if loaded > 0 {
+			held, err := e.kv.CommitImported(ids[:loaded], parent, hashes[k:k+loaded], prompt[k*bs:(k+loaded)*bs])
+			if err == nil {
+				e.kv.Release(held)
+				ids = ids[loaded:]
+			} else {
+				e.log.Warn("kv onboarding: commit failed; prefilling", "err", err)
+			}
+		}
+		e.kv.Release(ids)
+		e.kv.Release(regionIDs(pinned))
+		e.flushEvents()
+		e.signal()
+	}()
+}
+
+// plan finds, from block k on, the runs of hashes the lower tiers hold,
+// fastest tier first at each point, stopping where no tier holds the next
+// block or where the tier holding it loads slower than a recompute; e.mu
+// held (for the recompute estimate).
+func (ts *tiers) plan(hashes []uint64, k int) ([]segment, int) {
+	var segs []segment
+	pos := k
+	for pos < len(hashes) {
+		var seg *segment
+		for _, lt := range ts.list {
+			if m := lt.t.Prefix(hashes[pos:]); m > 0 {
+				if !ts.worthLoading(lt) {
+					ts.mu.Lock()
+					lt.recompute += int64(m)
+					ts.mu.Unlock()
+					continue
+				}
+				seg = &segment{lt: lt, from: pos, to: pos + m}
+				break
+			}
+		}
+		if seg == nil {
+			break
+		}
+		segs = append(segs, *seg)
+		pos = seg.to
+	}
+	return segs, pos
+}
+
+// worthLoading reports whether a block of lt loads faster than it is
+// recomputed, as measured so far; unmeasured, it is tried.
+func (ts *tiers) worthLoading(lt *lowerTier) bool {
+	ts.mu.Lock()
+	load := lt.loadNanos
+	ts.mu.Unlock()
+	return load == 0 || ts.recompute == 0 || load < ts.recompute
+}
+
+// load copies the planned segments into the import regions (regs[i] is
+// prompt block k+i) and returns how many leading blocks landed. A block
+// that is gone or fails its checksum ends the run: the rest is prefilled.
+func (e *Engine) load(ctx context.Context, segs []segment, hashes []uint64, k int, regs []kvcache.Region) int {
+	ts := e.tiers
+	loaded := 0
+	for _, s := range segs {
+		for i := s.from; i < s.to; i++ {
+			reg := regs[i-k]
+			start := time.Now()
+			_, err := s.lt.t.Get(ctx, hashes[i], ts.arena[reg.Offset:reg.Offset+reg.Length])
+			took := time.Since(start)
+			ts.mu.Lock()
+			if err != nil {
+				if errors.Is(err, kvbm.ErrCorrupt) {
+					s.lt.corrupt++
+				}
+				ts.mu.Unlock()
+				return loaded
+			}
+			s.lt.onboarded++
+			s.lt.onboardBytes += int64(reg.Length)
+			s.lt.loadNanos = ewma(s.lt.loadNanos, float64(took.Nanoseconds()))
+			ts.mu.Unlock()
+			loaded++
+		}
+	}
+	return loaded
+}
+
+// observeStep feeds a step's prefill time into the recompute estimate;
+// e.mu held.
+func (ts *tiers) observeStep(prefillTokens, decodeTokens, blockSize int, took time.Duration) {
+	if prefillTokens < blockSize {
+		return
+	}
+	perBlock := float64(took.Nanoseconds()) / float64(prefillTokens+decodeTokens) * float64(blockSize)
+	ts.recompute = ewma(ts.recompute, perBlock)
+}
+
+func ewma(avg, x float64) float64 {
+	if avg == 0 {
+		return x
+	}
+	return 0.8*avg + 0.2*x
+}
+
+func (ts *tiers) metrics() []TierMetrics {
+	out := make([]TierMetrics, 0, len(ts.list))
+	for _, lt := range ts.list {
+		s := lt.t.Stats()
+		ts.mu.Lock()
+		out = append(out, TierMetrics{
+			Tier: lt.t.Kind(), Blocks: s.Blocks, Capacity: s.Capacity,
+			Offloaded: lt.offloaded, OverBudget: lt.overBudget, Onboarded: lt.onboarded, OnboardBytes: lt.onboardBytes,
+			RecomputeInstead: lt.recompute, Corrupt: lt.corrupt + int64(s.Corrupt), LoadNanosPerBlk: int64(lt.loadNanos),
+		})
+		ts.mu.Unlock()
+	}
+	return out
+}
+
+func (ts *tiers) close() error {
+	var err error
+	for _, lt := range ts.list {
+		err = errors.Join(err, lt.t.Close())
+	}
+	return err
+}
+
+func regionIDs(regs []kvcache.Region) []int {
+	ids := make([]int, len(regs))
+	for i, r := range regs {
+		ids[i] = r.Block
+	}
+	return ids
+}
+
+// tokenBucket is a write budget: rate bytes a second, bursting to one
+// second's worth.
+type tokenBucket struct {
+	mu     sync.Mutex
+	rate   float64
+	tokens float64
+	last   time.Time
+}
+
+func newTokenBucket(rate int64) *tokenBucket {
+	return &tokenBucket{rate: float64(rate), tokens: float64(rate), last: time.Now()}
+}
+
+func (b *tokenBucket) take(n int64) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	now := time.Now()
+	b.tokens = min(b.rate, b.tokens+now.Sub(b.last).Seconds()*b.rate)
+	b.last = now
+	if b.tokens < float64(n) {
+		return false
+	}
+	b.tokens -= float64(n)
+	return true
+}
