@@ -28,6 +28,8 @@
 #   BASE_PORT    first internal port (default 9000): router BASE, decode
 #                BASE+200+i, kvbm-controller BASE+300, planner BASE+400
 #   NO_BUILD=1   skip building bin/
+#   KV_HOST_BLOCKS, KV_DISK_BLOCKS  lower KV tiers per worker (default 0: the
+#                device-only baseline; see scripts/run-local.sh)
 #   LOADTEST_ARGS, WORKER_ARGS, ROUTER_ARGS  extra flags
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -69,6 +71,7 @@ log="$OUT/mesh.log"
 # then writes its report); the mesh is stopped by stop() below, in order.
 EXECUTOR=sim DECODE=$DECODE PREFILL=0 ROUTERS=1 ROUTER_MODE=$ROUTER_MODE DISCOVERY=file PORT=$PORT BASE_PORT=$BASE_PORT \
   WORKER_ARGS="$worker_args" ROUTER_ARGS="$router_args" MODEL='' TOKENIZER='' \
+  KV_HOST_BLOCKS="${KV_HOST_BLOCKS:-0}" KV_DISK_BLOCKS="${KV_DISK_BLOCKS:-0}" \
   setsid scripts/run-local.sh >"$log" 2>&1 </dev/null &
 mesh=$!
 stop() {

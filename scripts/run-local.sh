@@ -19,6 +19,13 @@
 #                request is prefilled on a prefill worker (router and decode
 #                workers get the same -disagg-threshold-tokens; default 64, so
 #                a few hundred tokens go remote on the tiny-random model)
+#   KV_HOST_BLOCKS  KV blocks each worker keeps in host memory below its pool
+#                (libs/kvbm G2; default 4096; 0 turns the tier off)
+#   KV_DISK_BLOCKS  KV blocks each worker keeps on local disk, in the run's
+#                state directory (G3; default 8192; 0 turns the tier off).
+#                Both need KV bytes: on with the llama executor, and with
+#                the sim executor only when WORKER_ARGS sets
+#                -sim-kv-bytes-per-token
 #   WORKER_ARGS, ROUTER_ARGS, FRONTEND_ARGS  extra flags for those services
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -87,6 +94,17 @@ else
 fi
 
 worker=(-executor "$EXECUTOR" ${WORKER_ARGS:-})
+: "${KV_HOST_BLOCKS:=4096}" "${KV_DISK_BLOCKS:=8192}"
+for v in KV_HOST_BLOCKS KV_DISK_BLOCKS; do [[ "${!v}" =~ ^[0-9]+$ ]] || die "$v=${!v}: want a number"; done
+tiers_on=1
+[ "$EXECUTOR" = sim ] && ! [[ "${WORKER_ARGS:-}" =~ -sim-kv-bytes-per-token[[:space:]=]+[1-9] ]] && tiers_on=0
+# tiers WORKER: the KV tier flags of one worker (its disk tier in its own directory).
+tiers() {
+  (( tiers_on )) || return 0
+  (( KV_HOST_BLOCKS > 0 )) && printf '%s\n' -kv-host-blocks "$KV_HOST_BLOCKS"
+  (( KV_DISK_BLOCKS > 0 )) && printf '%s\n' -kv-disk-dir "$state/kv/$1" -kv-disk-blocks "$KV_DISK_BLOCKS"
+  return 0
+}
 [ -n "${MODEL:-}" ] && worker+=(-model "$MODEL")
 [ -n "${TOKENIZER:-}" ] && worker+=(-tokenizer "$TOKENIZER")
 disagg=()
@@ -100,10 +118,12 @@ start() { # name binary args...
 }
 echo "run: starting the mesh (state in $state)"
 for i in $(seq 0 $((DECODE - 1))); do
-  start "decode-$i" bin/decode "${common[@]}" "${worker[@]}" "${disagg[@]}" -id "decode-$i" -listen "127.0.0.1:$((BASE_PORT + 200 + i))"
+  mapfile -t kv < <(tiers "decode-$i")
+  start "decode-$i" bin/decode "${common[@]}" "${worker[@]}" "${kv[@]}" "${disagg[@]}" -id "decode-$i" -listen "127.0.0.1:$((BASE_PORT + 200 + i))"
 done
 for i in $(seq 0 $((PREFILL - 1))); do
-  start "prefill-$i" bin/prefill "${common[@]}" "${worker[@]}" -id "prefill-$i" -listen "127.0.0.1:$((BASE_PORT + 100 + i))"
+  mapfile -t kv < <(tiers "prefill-$i")
+  start "prefill-$i" bin/prefill "${common[@]}" "${worker[@]}" "${kv[@]}" -id "prefill-$i" -listen "127.0.0.1:$((BASE_PORT + 100 + i))"
 done
 for i in $(seq 0 $((ROUTERS - 1))); do
   start "router-$i" bin/router "${common[@]}" -id "router-$i" -mode "$ROUTER_MODE" "${disagg[@]}" ${ROUTER_ARGS:-} -listen "127.0.0.1:$((BASE_PORT + i))"

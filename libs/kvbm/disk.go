@@ -125,6 +125,13 @@ func (d *Disk) open() error {
 	if err != nil {
 		return fmt.Errorf("kvbm: disk tier: %w", err)
 	}
+	// One tier a slab: a second process (or a second tier in this one)
+	// writing the same slots would corrupt both. The lock goes with the
+	// file's close.
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		_ = f.Close()
+		return fmt.Errorf("kvbm: disk tier: %s is in use by another tier (%w): give each worker its own directory", d.path, err)
+	}
 	err = unix.Fallocate(int(f.Fd()), 0, 0, size)
 	if errors.Is(err, unix.EOPNOTSUPP) { // no preallocation here: at least check the room
 		var st unix.Statfs_t

@@ -159,3 +159,16 @@ func TestDiskBadConfig(t *testing.T) {
 		}
 	}
 }
+
+// Two tiers never share a slab.
+func TestDiskLocked(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	openDisk(t, dir, nil)
+	if d, err := kvbm.OpenDisk(kvbm.DiskConfig{Dir: dir, Blocks: 8, BlockBytes: diskBlock, MaxTokens: 16}); err == nil {
+		_ = d.Close()
+		t.Fatal("a second tier opened a slab in use")
+	} else if !strings.Contains(err.Error(), "in use") {
+		t.Fatalf("second open: %v; want an error saying the slab is in use", err)
+	}
+}

@@ -11,8 +11,10 @@ import (
 	"strings"
 	"time"
 
+	"switchyard.dev/libs/engine"
 	"switchyard.dev/libs/engine/llama"
 	"switchyard.dev/libs/engine/sched"
+	"switchyard.dev/libs/kvbm"
 	"switchyard.dev/libs/worker/disagg"
 )
 
@@ -58,6 +60,12 @@ type Config struct {
 	SimVocab   int
 	SimContext int
 	SimKVBytes int // per token
+
+	// KV tiers below the arena (libs/kvbm): host memory and local disk.
+	HostBlocks    int
+	DiskDir       string
+	DiskBlocks    int
+	DiskWriteMBps int // offload's write budget into the disk tier; 0: no cap
 }
 
 // Register adds the worker flags to fs.
@@ -83,6 +91,10 @@ func (c *Config) Register(fs *flag.FlagSet) {
 	fs.StringVar(&c.SimProfile, "sim-profile", "", "sim: measured timing profile (JSON); default the built-in polynomial")
 	fs.IntVar(&c.SimVocab, "sim-vocab", 32000, "sim: vocabulary size (at least 259)")
 	fs.IntVar(&c.SimContext, "sim-context", 8192, "sim: context length in tokens")
+	fs.IntVar(&c.HostBlocks, "kv-host-blocks", 0, "KV blocks kept in host memory below the engine's pool (G2): an evicted block is onboarded from there instead of recomputed; 0: no host tier")
+	fs.StringVar(&c.DiskDir, "kv-disk-dir", "", "directory of the local-disk KV tier (G3), one per worker (its slab is locked); empty: no disk tier")
+	fs.IntVar(&c.DiskBlocks, "kv-disk-blocks", 0, "KV blocks in the disk tier, preallocated at start-up (needs -kv-disk-dir)")
+	fs.IntVar(&c.DiskWriteMBps, "kv-disk-write-mbps", 0, "write budget of offload into the disk tier, MB/s; 0: no cap")
 	fs.IntVar(&c.SimKVBytes, "sim-kv-bytes-per-token", 0, "sim: keep a KV arena of this many bytes a token (nothing is computed into it), so the worker can move KV with -kv-transfer (remote prefill, prefix pull); 0: no arena, prompts are always prefilled locally")
 }
 
@@ -93,6 +105,9 @@ func (c *Config) Validate() error {
 		return err
 	}
 	if err := c.validateDisagg(); err != nil {
+		return err
+	}
+	if err := c.validateTiers(); err != nil {
 		return err
 	}
 	switch c.Executor {
@@ -267,4 +282,47 @@ func regularFile(flagName, path string) error {
 		return fmt.Errorf("-%s=%q: not a regular file", flagName, path)
 	}
 	return nil
+}
+
+func (c *Config) validateTiers() error {
+	switch {
+	case c.HostBlocks < 0 || c.HostBlocks > MaxNumBlocks:
+		return fmt.Errorf("-kv-host-blocks=%d: want 0 to %d", c.HostBlocks, MaxNumBlocks)
+	case c.DiskBlocks < 0 || c.DiskBlocks > MaxNumBlocks:
+		return fmt.Errorf("-kv-disk-blocks=%d: want 0 to %d", c.DiskBlocks, MaxNumBlocks)
+	case c.DiskWriteMBps < 0:
+		return fmt.Errorf("-kv-disk-write-mbps=%d: must not be negative", c.DiskWriteMBps)
+	case c.DiskBlocks > 0 && c.DiskDir == "":
+		return fmt.Errorf("-kv-disk-blocks=%d: needs -kv-disk-dir", c.DiskBlocks)
+	case c.DiskDir != "" && c.DiskBlocks == 0:
+		return fmt.Errorf("-kv-disk-dir=%q: needs -kv-disk-blocks", c.DiskDir)
+	case (c.HostBlocks > 0 || c.DiskBlocks > 0) && c.Executor == ExecutorSim && c.SimKVBytes == 0:
+		return errors.New("-kv-host-blocks/-kv-disk-blocks: a sim worker has no KV bytes to keep; set -sim-kv-bytes-per-token")
+	}
+	return nil
+}
+
+// Tiers returns the engine's KV tiers below the arena, fastest first.
+func (c *Config) Tiers() []engine.TierConfig {
+	var out []engine.TierConfig
+	if c.HostBlocks > 0 {
+		n := c.HostBlocks
+		out = append(out, engine.TierConfig{Open: func(bb int, on kvbm.OnChange) (kvbm.Tier, error) {
+			return kvbm.NewHost(kvbm.HostConfig{Blocks: n, BlockBytes: bb, OnChange: on})
+		}})
+	}
+	if c.DiskBlocks > 0 {
+		dir, n, bs := c.DiskDir, c.DiskBlocks, c.BlockSize
+		out = append(out, engine.TierConfig{
+			Open: func(bb int, on kvbm.OnChange) (kvbm.Tier, error) {
+				d, err := kvbm.OpenDisk(kvbm.DiskConfig{Dir: dir, Blocks: n, BlockBytes: bb, MaxTokens: bs, OnChange: on})
+				if err != nil {
+					return nil, fmt.Errorf("-kv-disk-dir=%q: %w", dir, err)
+				}
+				return d, nil
+			},
+			WriteBytesPerSecond: int64(c.DiskWriteMBps) * 1e6,
+		})
+	}
+	return out
 }

@@ -55,6 +55,11 @@ func TestValidateErrors(t *testing.T) {
 		{[]string{"-executor", "sim", "-sim-context", "1"}, "-sim-context=1"},
 		{[]string{"-executor", "sim", "-sim-kv-bytes-per-token", "-1"}, "-sim-kv-bytes-per-token=-1"},
 		{[]string{"-executor", "sim", "-sim-profile", "/nonexistent.json"}, `-sim-profile="/nonexistent.json": no such file`},
+		{[]string{"-kv-host-blocks", "-1"}, "-kv-host-blocks=-1: want 0 to"},
+		{[]string{"-kv-disk-blocks", "8"}, "-kv-disk-blocks=8: needs -kv-disk-dir"},
+		{[]string{"-kv-disk-dir", dir}, `-kv-disk-dir="` + dir + `": needs -kv-disk-blocks`},
+		{[]string{"-kv-disk-dir", dir, "-kv-disk-blocks", "8", "-kv-disk-write-mbps", "-5"}, "-kv-disk-write-mbps=-5"},
+		{[]string{"-executor", "sim", "-kv-host-blocks", "8"}, "set -sim-kv-bytes-per-token"},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			t.Parallel()

@@ -72,7 +72,7 @@ require (
 	google.golang.org/genproto/googleapis/api v0.0.0-20260928230214-8a89bd6388cc // indirect
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20260928230214-8a89bd6388cc
 	google.golang.org/grpc v1.85.0 // indirect
-	switchyard.dev/libs/kvbm v0.0.0 // indirect
+	switchyard.dev/libs/kvbm v0.0.0
 	switchyard.dev/libs/kvtier v0.0.0
 	switchyard.dev/libs/nixl v0.0.0
 	switchyard.dev/libs/sharedtest v0.0.0

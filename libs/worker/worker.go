@@ -65,6 +65,7 @@ func Setup(ctx context.Context, rt *service.Runtime, cfg *Config) error {
 	eng, err := engine.New(engine.Config{
 		BlockSize: cfg.BlockSize, NumBlocks: cfg.NumBlocks, MaxRunning: cfg.MaxRunning,
 		MaxBatchTokens: cfg.MaxBatchTokens, LongPrefillTokens: cfg.LongPrefillTokens, PrefillOrder: cfg.PrefillOrder, EventBuffer: cfg.EventBuffer,
+		Tiers: cfg.Tiers(),
 	}, m.exec, log.With("component", "engine"))
 	if err != nil {
 		return err
@@ -159,6 +160,12 @@ func publish(ctx context.Context, rt *service.Runtime, cfg *Config, mi engine.Mo
 	}
 	meta := Meta(cfg.Executor, mi)
 	maps.Copy(meta, cuda.Meta(gpus))
+	if cfg.HostBlocks > 0 {
+		meta[discovery.MetaKVHostBlocks] = strconv.Itoa(cfg.HostBlocks)
+	}
+	if cfg.DiskBlocks > 0 {
+		meta[discovery.MetaKVDiskBlocks] = strconv.Itoa(cfg.DiskBlocks)
+	}
 	if tr != nil {
 		meta[MetaKVTransfer] = tr.agent.Endpoints()
 		if cfg.Disagg != disagg.ModeOff {

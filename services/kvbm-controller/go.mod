@@ -69,4 +69,3 @@ replace (
 	switchyard.dev/gen => ../../gen
 	switchyard.dev/libs/mesh => ../../libs/mesh
 )
-

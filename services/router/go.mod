@@ -9,11 +9,16 @@ require (
 )
 
 require (
+	github.com/NVIDIA/go-nvml v0.13.4-1 // indirect
+	github.com/chewxy/math32 v1.10.1 // indirect
 	github.com/go-zeromq/goczmq/v4 v4.2.2 // indirect
 	github.com/go-zeromq/zmq4 v0.17.0 // indirect
 	github.com/klauspost/cpuid/v2 v2.4.0 // indirect
+	github.com/viterin/partial v1.1.0 // indirect
+	github.com/viterin/vek v0.4.3 // indirect
 	github.com/zeebo/xxh3 v1.1.0 // indirect
 	golang.org/x/sync v0.23.0 // indirect
+	switchyard.dev/libs/cuda v0.0.0 // indirect
 	switchyard.dev/libs/nixl v0.0.0 // indirect
 )
 
@@ -82,6 +87,7 @@ require (
 	switchyard.dev/libs/radix v0.0.0
 	switchyard.dev/libs/sharedtest v0.0.0
 	switchyard.dev/libs/vllmevents v0.0.0
+	switchyard.dev/libs/worker v0.0.0
 )
 
 replace (
@@ -106,3 +112,7 @@ replace switchyard.dev/libs/kvtier => ../../libs/kvtier
 replace switchyard.dev/libs/sharedtest => ../../libs/sharedtest
 
 replace switchyard.dev/libs/kvbm => ../../libs/kvbm
+
+replace switchyard.dev/libs/worker => ../../libs/worker
+
+replace switchyard.dev/libs/cuda => ../../libs/cuda

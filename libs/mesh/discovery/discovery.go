@@ -45,6 +45,10 @@ const TagCanary = "canary"
 const (
 	MetaKVBlocks  = "kv_blocks"  // KV blocks in the worker's pool
 	MetaBlockSize = "block_size" // tokens per KV block
+	// MetaKVHostBlocks and MetaKVDiskBlocks are the capacities of the
+	// worker's KV tiers below its pool (libs/kvbm), when it has them.
+	MetaKVHostBlocks = "kv_host_blocks"
+	MetaKVDiskBlocks = "kv_disk_blocks"
 	// MetaKVTransfer is where a worker with a KV transfer agent publishes
 	// the agent's endpoint digest (libs/nixl metadata.Agent.Endpoints): its
 	// name, run and backend addresses. Workers that publish it can move KV

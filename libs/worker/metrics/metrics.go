@@ -36,6 +36,11 @@ type engineInstruments struct {
 	running, waiting, kvUsed, kvTotal              metric.Int64ObservableGauge
 	kvUsage, stepTime, tokensPerSec                metric.Float64ObservableGauge
 	prompt, prefixHit, generated, preempted, steps metric.Int64ObservableCounter
+	// Per KV tier below the arena, labelled tier=host|disk|external.
+	tierBlocks, tierCapacity                       metric.Int64ObservableGauge
+	tierOffloaded, tierOnboarded, tierOnboardBytes metric.Int64ObservableCounter
+	tierRecompute, tierCorrupt, tierOverBudget     metric.Int64ObservableCounter
+	tierLoadTime                                   metric.Float64ObservableGauge
 }
 
 type gpuInstruments struct {
@@ -114,6 +119,15 @@ func newEngineInstruments(m metric.Meter) (*engineInstruments, error) {
 	i.generated = counter("switchyard.worker.generated.tokens", "{token}", "Tokens generated.")
 	i.preempted = counter("switchyard.worker.preemptions", "{preemption}", "Sequences preempted for KV blocks (recomputed later).")
 	i.steps = counter("switchyard.worker.steps", "{step}", "Engine steps executed.")
+	i.tierBlocks = gauge("switchyard.worker.kv.tier.blocks", "{block}", "KV blocks held in a tier below the arena.")
+	i.tierCapacity = gauge("switchyard.worker.kv.tier.capacity", "{block}", "KV block slots of a tier below the arena.")
+	i.tierOffloaded = counter("switchyard.worker.kv.tier.offloaded", "{block}", "Blocks copied from the arena into the tier.")
+	i.tierOnboarded = counter("switchyard.worker.kv.tier.onboarded", "{block}", "Blocks copied from the tier into the arena for a prompt.")
+	i.tierOnboardBytes = counter("switchyard.worker.kv.tier.onboarded.bytes", "By", "Bytes copied from the tier into the arena.")
+	i.tierRecompute = counter("switchyard.worker.kv.tier.recompute_instead", "{block}", "Blocks held in the tier but recomputed, loading them being slower.")
+	i.tierCorrupt = counter("switchyard.worker.kv.tier.corrupt", "{block}", "Blocks dropped for failing their checksum.")
+	i.tierOverBudget = counter("switchyard.worker.kv.tier.over_budget", "{block}", "Blocks not offloaded into the tier for its write budget.")
+	i.tierLoadTime = fgauge("switchyard.worker.kv.tier.load.time", "s", "Measured time to load one block from the tier (moving average).")
 	return &i, errors.Join(errs...)
 }
 
@@ -121,6 +135,8 @@ func (i *engineInstruments) all() []metric.Observable {
 	return []metric.Observable{
 		i.running, i.waiting, i.kvUsed, i.kvTotal, i.kvUsage, i.stepTime, i.tokensPerSec,
 		i.prompt, i.prefixHit, i.generated, i.preempted, i.steps,
+		i.tierBlocks, i.tierCapacity, i.tierOffloaded, i.tierOnboarded, i.tierOnboardBytes,
+		i.tierRecompute, i.tierCorrupt, i.tierOverBudget, i.tierLoadTime,
 	}
 }
 
@@ -137,6 +153,18 @@ func (i *engineInstruments) observe(o metric.Observer, s engine.Metrics) {
 	o.ObserveInt64(i.generated, s.GeneratedTokens)
 	o.ObserveInt64(i.preempted, s.Preemptions)
 	o.ObserveInt64(i.steps, s.Steps)
+	for _, t := range s.Tiers {
+		tier := metric.WithAttributes(attribute.String("tier", t.Tier.String()))
+		o.ObserveInt64(i.tierBlocks, int64(t.Blocks), tier)
+		o.ObserveInt64(i.tierCapacity, int64(t.Capacity), tier)
+		o.ObserveInt64(i.tierOffloaded, t.Offloaded, tier)
+		o.ObserveInt64(i.tierOnboarded, t.Onboarded, tier)
+		o.ObserveInt64(i.tierOnboardBytes, t.OnboardBytes, tier)
+		o.ObserveInt64(i.tierRecompute, t.RecomputeInstead, tier)
+		o.ObserveInt64(i.tierCorrupt, t.Corrupt, tier)
+		o.ObserveInt64(i.tierOverBudget, t.OverBudget, tier)
+		o.ObserveFloat64(i.tierLoadTime, float64(t.LoadNanosPerBlk)/1e9, tier)
+	}
 }
 
 func newGPUInstruments(m metric.Meter) (*gpuInstruments, error) {
