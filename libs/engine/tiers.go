@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -52,11 +53,9 @@ type TierMetrics struct {
 	LoadNanosPerBlk  int64 // measured load time of a block (moving average)
 }
 
-// offloadQueue bounds the blocks waiting for offload, each pinned in the
-// arena until copied: at most this many, and at most a quarter of the
-// arena, so offload never holds much memory from admission. Past it a
-// block is not offloaded this time (it is tried again the next time it
-// goes idle).
+// offloadQueue bounds the blocks handed to the offloader; the blocks
+// behind them wait in the backlog. A block evicted before its turn is
+// simply not offloaded.
 const offloadQueue = 256
 
 type offloadJob struct {
@@ -84,6 +83,9 @@ type tiers struct {
 	// Under the engine's lock:
 	mirror    [kvtier.Count]map[uint64]uint64 // hash → parent, per tier
 	offloaded map[int]uint64                  // arena block → the hash it had when offloaded
+	backlog   []kvcache.IdleBlock             // idle blocks not yet handed to the offloader
+	inflight  int                             // blocks handed to the offloader, not yet done
+	staging   []byte                          // the offloader's copy of a block bound for a slow tier
 	recompute float64                         // EWMA of a block's prefill time; 0: not measured
 }
 
@@ -94,7 +96,7 @@ func (e *Engine) openTiers(cfgs []TierConfig, blockBytes int) error {
 	if blockBytes == 0 {
 		return errors.New("engine: KV tiers need KV bytes (a model executor, or a sim executor with KV bytes per token)")
 	}
-	ts := &tiers{arena: e.kv.Arena(), bb: blockBytes, queue: make(chan offloadJob, max(1, min(offloadQueue, e.kv.NumBlocks()/4))), offloaded: map[int]uint64{}}
+	ts := &tiers{arena: e.kv.Arena(), bb: blockBytes, queue: make(chan offloadJob, offloadQueue), offloaded: map[int]uint64{}}
 	for i := range ts.mirror {
 		ts.mirror[i] = map[uint64]uint64{}
 	}
@@ -157,27 +159,35 @@ func (ts *tiers) snapshot(blockSize int) []kvevent.Event {
 	return out
 }
 
-// offloadIdle queues the blocks that went idle for offload; e.mu held.
-// It never waits: a full queue skips a block until it goes idle again.
+// offloadIdle hands the blocks that went idle to the offloader, as many
+// as its queue takes, and keeps the rest in the backlog; e.mu held. It
+// never waits. A sequence's blocks go idle last first; they are offloaded
+// first first, since a prefix is only ever loaded from its start.
 func (e *Engine) offloadIdle() {
 	ts := e.tiers
 	if ts == nil {
 		return
 	}
-	for _, ib := range e.kv.TakeIdle() {
-		if ts.offloaded[ib.ID] == ib.Hash || ts.heldEverywhere(ib.Hash) {
-			continue
-		}
-		if !e.kv.PinCached(ib.ID, ib.Hash) {
-			continue
-		}
-		select {
-		case ts.queue <- offloadJob{block: ib}:
-			ts.offloaded[ib.ID] = ib.Hash
-		default:
-			e.kv.Release([]int{ib.ID})
-		}
+	idle := e.kv.TakeIdle()
+	slices.Reverse(idle)
+	ts.backlog = append(ts.backlog, idle...)
+	if n := e.kv.NumBlocks(); len(ts.backlog) > n { // the oldest are long evicted
+		ts.backlog = slices.Delete(ts.backlog, 0, len(ts.backlog)-n)
 	}
+	sent := 0
+	for _, ib := range ts.backlog {
+		if len(ts.queue) == cap(ts.queue) {
+			break
+		}
+		sent++
+		if ts.offloaded[ib.ID] == ib.Hash || ts.heldEverywhere(ib.Hash) || !e.kv.Caches(ib.ID, ib.Hash) {
+			continue // done already, or no longer cached
+		}
+		ts.offloaded[ib.ID] = ib.Hash
+		ts.inflight++
+		ts.queue <- offloadJob{block: ib} // room checked above; only this goroutine sends, under e.mu
+	}
+	ts.backlog = slices.Delete(ts.backlog, 0, sent)
 }
 
 func (ts *tiers) heldEverywhere(hash uint64) bool {
@@ -202,8 +212,13 @@ func (e *Engine) offloader(ctx context.Context) {
 	}
 }
 
-// offload writes one pinned arena block into every tier that lacks it and
-// its budget allows, then unpins it.
+// offload writes one arena block, if it is still cached, into every tier
+// that lacks it and whose budget allows. The block is read under the
+// engine's lock, which the loop does not hold while the executor
+// computes, so no step waits on it and eviction cannot reuse the block
+// mid-copy: straight into a memory tier, through a staging buffer into a
+// slower one, whose write then runs without the lock. Pinning the block
+// instead would hold memory from admission and reorder the arena's LRU.
 func (e *Engine) offload(ctx context.Context, ib kvcache.IdleBlock) {
 	ts := e.tiers
 	off := ib.ID * ts.bb
@@ -219,7 +234,26 @@ func (e *Engine) offload(ctx context.Context, ib kvcache.IdleBlock) {
 			ts.mu.Unlock()
 			continue
 		}
-		stored, err := lt.t.Put(ctx, m, data)
+		var stored bool
+		var err error
+		e.mu.Lock()
+		cached := e.kv.Caches(ib.ID, ib.Hash)
+		switch {
+		case cached && lt.t.Kind() == kvtier.Host:
+			stored, err = lt.t.Put(ctx, m, data)
+		case cached:
+			if ts.staging == nil {
+				ts.staging = make([]byte, ts.bb)
+			}
+			copy(ts.staging, data)
+		}
+		e.mu.Unlock()
+		if !cached {
+			break // evicted before its turn
+		}
+		if lt.t.Kind() != kvtier.Host {
+			stored, err = lt.t.Put(ctx, m, ts.staging)
+		}
 		if err != nil {
 			e.log.Debug("kv offload failed", "tier", lt.t.Kind(), "err", err)
 			continue
@@ -231,7 +265,8 @@ func (e *Engine) offload(ctx context.Context, ib kvcache.IdleBlock) {
 		}
 	}
 	e.mu.Lock()
-	e.kv.Release([]int{ib.ID})
+	ts.inflight--
+	e.offloadIdle() // the queue has room again
 	e.flushEvents()
 	e.mu.Unlock()
 	e.signal() // a request may be waiting for the block's memory
@@ -446,4 +481,12 @@ func (b *tokenBucket) take(n int64) bool {
 	}
 	b.tokens -= float64(n)
 	return true
+}
+
+// offloadsDone reports whether every idle block has been offloaded (or
+// passed over); for tests.
+func (e *Engine) offloadsDone() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.tiers == nil || (e.tiers.inflight == 0 && len(e.tiers.backlog) == 0)
 }

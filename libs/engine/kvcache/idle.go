@@ -2,8 +2,8 @@ package kvcache
 
 // Tracking idle blocks lets a tier below the arena copy a cached block
 // while it is still cached: when its last reference goes (it becomes
-// evictable), the block is queued here, and the engine offloads it
-// before eviction can reuse its memory (see libs/kvbm). The queue is off
+// evictable), the block is queued here, and the engine offloads it if it
+// is still cached when its turn comes (see libs/kvbm). The queue is off
 // unless TrackIdle is called.
 
 // IdleBlock is a cached block that became evictable.
@@ -37,16 +37,11 @@ func (m *Manager) TakeIdle() []IdleBlock {
 	return out
 }
 
-// PinCached takes a reference on block id if it still caches hash, so its
-// memory can be read until Release; it reports whether it did.
-func (m *Manager) PinCached(id int, hash uint64) bool {
+// Caches reports whether block id still caches hash.
+func (m *Manager) Caches(id int, hash uint64) bool {
 	if id < 0 || id >= len(m.blocks) {
 		return false
 	}
 	b := &m.blocks[id]
-	if !b.hashed || b.hash != hash {
-		return false
-	}
-	m.ref(int32(id))
-	return true
+	return b.hashed && b.hash == hash
 }

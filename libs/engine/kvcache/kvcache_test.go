@@ -280,12 +280,10 @@ func TestTrackIdle(t *testing.T) {
 	if m.TakeIdle() != nil {
 		t.Fatal("TakeIdle twice returned the blocks twice")
 	}
-	// A block pinned again before TakeIdle is not idle; nor is one whose
-	// hash changed.
-	if !m.PinCached(idle[0].ID, 11) || m.PinCached(idle[0].ID, 99) {
-		t.Fatal("PinCached: want true for the cached hash, false for another")
+	if !m.Caches(idle[0].ID, 11) || m.Caches(idle[0].ID, 99) || m.Caches(-1, 11) {
+		t.Fatal("Caches: want true for the cached hash only")
 	}
-	m.Release([]int{idle[0].ID})
+	// A block held again before TakeIdle is not idle.
 	held, _ := m.Acquire([]uint64{11})
 	if got := m.TakeIdle(); len(got) != 0 {
 		t.Fatalf("idle = %+v; want none (block 11 is held again)", got)

@@ -22,6 +22,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"switchyard.dev/libs/kvtier"
 	"switchyard.dev/libs/mooncake"
 	"switchyard.dev/services/router/internal/policy"
 	"switchyard.dev/services/router/internal/routesim"
@@ -65,6 +66,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.Float64Var(&rp.Speed, "rate", 1, "arrival rate against the trace's own (1.1: a tenth more load)")
 	fs.IntVar(&rp.MaxInputTokens, "max-input-tokens", 0, "truncate prompts to this many tokens (0: context - 2048, as make bench does)")
 	fs.IntVar(&rp.MaxOutputTokens, "max-output-tokens", 2048, "cap generations, as make bench does (0: no cap)")
+	hostBlocks := fs.Int("host-blocks", 0, "workers: KV blocks in a host-memory tier below the pool (0: none)")
+	diskBlocks := fs.Int("disk-blocks", 0, "workers: KV blocks in a disk tier below the pool (0: none)")
+	fs.BoolVar(&cfg.FixedTierWeights, "fixed-tier-weights", false, "router: credit lower-tier blocks with the fixed default weights instead of deriving them from load against recompute time")
+	profile := fs.String("tier-profile", "h100", "load times of the tiers: h100 (host 25 GB/s, NVMe 6 GB/s, 2 MiB blocks) or local (this project's test machine, measured)")
 	csvPath := fs.String("csv", "", "also write every request's outcome, mode by mode, to this CSV file")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -80,6 +85,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		rp.MaxInputTokens = max(cfg.ContextLen-2048, 1)
 	}
 	cfg.Params = params
+	if cfg.Tiers, err = tiers(*hostBlocks, *diskBlocks, *profile); err != nil {
+		return err
+	}
 	if err := rp.Validate(); err != nil {
 		return fmt.Errorf("replay: %w", err)
 	}
@@ -100,7 +108,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		_ = rows.Write([]string{"mode", "request", "worker", "ttft_ms", "prompt_tokens", "cached_tokens", "queue_ms", "pulled_blocks"})
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "mode\tmean TTFT ms\tp50\tp90\tp99\tmean queue ms\thit ratio\tpulls (blocks)\tfailed\tpreempted\tmean ÷ %s's\t\n", modes[0])
+	fmt.Fprintf(tw, "mode\tmean TTFT ms\tp50\tp90\tp99\tmean queue ms\thit ratio\tpulls (blocks)\tonboarded host/disk\tfailed\tpreempted\tmean ÷ %s's\t\n", modes[0])
 	reqs, err := routesim.Requests(recs, rp) // replayable: each mode ranges over it anew
 	if err != nil {
 		return err
@@ -121,9 +129,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			base = mean
 		}
 		ms := func(d time.Duration) string { return fmt.Sprintf("%.1f", float64(d)/float64(time.Millisecond)) }
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%.2f%%\t%d (%d)\t%d\t%d\t%.2fx\t\n", mode, ms(mean),
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%.2f%%\t%d (%d)\t%d/%d\t%d\t%d\t%.2fx\t\n", mode, ms(mean),
 			ms(routesim.Quantile(ts, 0.5)), ms(routesim.Quantile(ts, 0.9)), ms(routesim.Quantile(ts, 0.99)), ms(res.MeanQueue()),
-			100*res.HitRatio(), res.Pulls, res.PulledBlocks, res.Failed, res.Preemptions, float64(mean)/float64(max(base, 1)))
+			100*res.HitRatio(), res.Pulls, res.PulledBlocks, res.Onboarded[kvtier.Host], res.Onboarded[kvtier.Disk],
+			res.Failed, res.Preemptions, float64(mean)/float64(max(base, 1)))
 	}
 	if rows != nil {
 		rows.Flush()
@@ -166,4 +175,28 @@ func parseModes(list string) ([]string, error) {
 		modes = append(modes, m)
 	}
 	return modes, nil
+}
+
+// tiers builds the workers' lower tiers from the flags.
+func tiers(host, disk int, profile string) ([]routesim.TierConfig, error) {
+	var times map[kvtier.Tier]time.Duration
+	switch profile {
+	case "h100":
+		times = routesim.ProfileH100
+	case "local":
+		times = routesim.ProfileLocal
+	default:
+		return nil, fmt.Errorf("-tier-profile=%q: want h100 or local", profile)
+	}
+	if host < 0 || disk < 0 {
+		return nil, fmt.Errorf("-host-blocks=%d -disk-blocks=%d: must not be negative", host, disk)
+	}
+	var out []routesim.TierConfig
+	if host > 0 {
+		out = append(out, routesim.TierConfig{Tier: kvtier.Host, Blocks: host, BlockTime: times[kvtier.Host]})
+	}
+	if disk > 0 {
+		out = append(out, routesim.TierConfig{Tier: kvtier.Disk, Blocks: disk, BlockTime: times[kvtier.Disk]})
+	}
+	return out, nil
 }

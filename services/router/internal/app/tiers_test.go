@@ -49,7 +49,16 @@ func TestIndexEqualsTieredWorkers(t *testing.T) {
 		}
 	}
 	for _, w := range workers {
-		want := workerDump(t, w.client)
+		// Offloads may still be landing: compare with a fresh dump each time.
+		var got, want map[uint64]kvtier.Mask
+		deptest.Eventually(t, 30*time.Second, w.id+"'s blocks in the router's index", func() bool {
+			want = workerDump(t, w.client)
+			got = map[uint64]kvtier.Mask{}
+			for _, b := range st.index.Dump()[w.id].Blocks {
+				got[b.Hash] = b.Tiers
+			}
+			return maps.Equal(got, want)
+		})
 		tiers := map[kvtier.Tier]int{}
 		for _, m := range want {
 			for tier := range kvtier.Count {
@@ -61,14 +70,6 @@ func TestIndexEqualsTieredWorkers(t *testing.T) {
 		if tiers[kvtier.Host] == 0 || tiers[kvtier.Disk] == 0 {
 			t.Fatalf("%s holds %v blocks per tier; the test needs every tier in use", w.id, tiers)
 		}
-		var got map[uint64]kvtier.Mask
-		deptest.Eventually(t, 20*time.Second, w.id+"'s blocks in the router's index", func() bool {
-			got = map[uint64]kvtier.Mask{}
-			for _, b := range st.index.Dump()[w.id].Blocks {
-				got[b.Hash] = b.Tiers
-			}
-			return maps.Equal(got, want)
-		})
 	}
 }
 

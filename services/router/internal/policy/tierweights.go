@@ -5,6 +5,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"time"
 
 	"switchyard.dev/libs/kvtier"
 )
@@ -58,4 +59,23 @@ func (w *TierWeights) Set(s string) error {
 	}
 	*w = out
 	return nil
+}
+
+// DeriveTierWeights credits a block in each tier with the share of its
+// recompute that loading it saves: 1 − load/recompute, at least 0, where
+// load[t] is the measured or configured time to load one block from tier
+// t and recompute the time to prefill one. The device's blocks need no
+// load and count fully; a tier with no load time keeps fallback's weight.
+func DeriveTierWeights(load [kvtier.Count]time.Duration, recompute time.Duration, fallback TierWeights) TierWeights {
+	w := fallback
+	w[kvtier.Device] = 1
+	if recompute <= 0 {
+		return w
+	}
+	for t := kvtier.Host; int(t) < kvtier.Count; t++ {
+		if load[t] > 0 {
+			w[t] = max(0, 1-float64(load[t])/float64(recompute))
+		}
+	}
+	return w
 }

@@ -11,8 +11,9 @@ import (
 
 // pull is a prefix pull in flight: blocks copied from a peer into the
 // worker a request was routed to, as a worker's disagg.Decoder does on a
-// RouteResponse.prefix_source. The request waits in its worker's queue,
-// in its place (sched.Seq.Ready), until the copy lands.
+// RouteResponse.prefix_source, or, with src -1, from the worker's own
+// lower tiers (tiers.go). The request waits in its worker's queue, in its
+// place (sched.Seq.Ready), until the copy lands.
 type pull struct {
 	id       int // request index: orders landings at one instant
 	dst, src int
@@ -89,7 +90,9 @@ func (s *replay) startPull(seq *sched.Seq, dst int, srcName string, holds int) e
 // blocks stay cached, the most recently used, until the request takes them.
 func (s *replay) land(p *pull) error {
 	dk := s.workers[p.dst].kv
-	s.workers[p.src].kv.Release(p.srcPins)
+	if p.src >= 0 {
+		s.workers[p.src].kv.Release(p.srcPins)
+	}
 	held, err := dk.CommitImported(p.blocks, p.parent, p.hashes, p.tokens)
 	if err != nil {
 		return fmt.Errorf("routesim: committing a pull: %w", err)
@@ -97,8 +100,14 @@ func (s *replay) land(p *pull) error {
 	dk.Release(held)
 	dk.Release(p.dstPins)
 	close(p.ready)
+	if err := s.applyEvents(s.workers[p.dst]); err != nil { // the committed blocks
+		return err
+	}
 	if err := s.startStep(p.dst); err != nil {
 		return err
+	}
+	if p.src < 0 { // loaded from the worker's own tiers
+		return nil
 	}
 	// The source may have gone idle for want of the blocks it had pinned.
 	return s.startStep(p.src)

@@ -4,6 +4,8 @@ import (
 	"math"
 	"slices"
 	"time"
+
+	"switchyard.dev/libs/kvtier"
 )
 
 // Outcome is what became of one request.
@@ -21,6 +23,9 @@ type Outcome struct {
 	// are the blocks it copied from a peer (prefix pull).
 	Queue        time.Duration
 	PulledBlocks int
+	// Onboarded counts the blocks loaded from the worker's own lower
+	// tiers, by tier.
+	Onboarded [kvtier.Count]int
 }
 
 // Failed reports whether the request never got a first token.
@@ -38,6 +43,8 @@ type Result struct {
 	// Pulls counts the requests that copied leading blocks from a peer
 	// (prefix pull), PulledBlocks the blocks they copied.
 	Pulls, PulledBlocks int
+	// Onboarded counts the blocks loaded from lower tiers, by tier.
+	Onboarded [kvtier.Count]int
 }
 
 // HitRatio is the fraction of prompt tokens served from a prefix cache,

@@ -42,6 +42,7 @@ import (
 	"switchyard.dev/libs/engine/sched"
 	"switchyard.dev/libs/engine/sim"
 	"switchyard.dev/libs/kvhash"
+	"switchyard.dev/libs/kvtier"
 	"switchyard.dev/libs/mesh/discovery"
 	"switchyard.dev/libs/mooncake"
 	"switchyard.dev/libs/radix"
@@ -77,6 +78,15 @@ type Config struct {
 	// publishes a transfer agent). Default 84 µs: a 16-token block of
 	// fp16 Llama-3-8B KV (2 MiB) at 25 GB/s.
 	PullBlockTime time.Duration
+	// Tiers are each worker's KV tiers below its pool, fastest first
+	// (tiers.go); none by default.
+	Tiers []TierConfig
+	// FixedTierWeights keeps Params.Weights for the router's credit of
+	// lower-tier blocks; by default, with Tiers, each tier's weight is
+	// derived from its BlockTime against the time to recompute a block
+	// (policy.DeriveTierWeights), as the router derives it from what
+	// workers publish.
+	FixedTierWeights bool
 }
 
 func (c *Config) withDefaults() error {
@@ -91,6 +101,11 @@ func (c *Config) withDefaults() error {
 		return fmt.Errorf("routesim: load TTL %v: want positive", c.LoadTTL)
 	case c.PullBlockTime < 0:
 		return fmt.Errorf("routesim: pull block time %v: want 0 (the default) or more", c.PullBlockTime)
+	}
+	for _, t := range c.Tiers {
+		if t.Tier == kvtier.Device || !t.Tier.Valid() || t.Blocks <= 0 || t.BlockTime < 0 {
+			return fmt.Errorf("routesim: tier %+v: want a lower tier, positive capacity and a load time", t)
+		}
 	}
 	if c.PullBlockTime == 0 {
 		c.PullBlockTime = 84 * time.Microsecond
@@ -146,6 +161,11 @@ func Run(ctx context.Context, cfg Config, reqs iter.Seq[Request]) (*Result, erro
 	if err != nil {
 		return nil, err
 	}
+	return s.runAll(ctx, reqs)
+}
+
+// runAll replays reqs through s to the end.
+func (s *replay) runAll(ctx context.Context, reqs iter.Seq[Request]) (*Result, error) {
 	next, stop := iter.Pull(reqs)
 	defer stop()
 	s.pull = next
@@ -205,6 +225,10 @@ type replay struct {
 	pending *Request // the next arrival, not yet routed
 	res     Result
 	revs    []radix.Event // scratch
+	// recompute is the time to prefill one block, which a tier's load
+	// time must beat (tiers.go).
+	recompute   time.Duration
+	batchTokens int // a worker step's token budget
 }
 
 type worker struct {
@@ -214,6 +238,7 @@ type worker struct {
 	maxLen int         // a sequence ends at this many tokens
 	plan   *sched.Plan // the step in flight, nil when idle
 	reqs   map[uint64]*inflight
+	tiers  []*simTier
 }
 
 type inflight struct {
@@ -238,7 +263,15 @@ func newReplay(cfg Config) (*replay, error) {
 			return nil, fmt.Errorf("routesim: %w", err)
 		}
 		s.pos[name] = i
-		s.workers = append(s.workers, &worker{name: name, kv: core.KV, sched: core.Sched, maxLen: core.MaxLen, reqs: map[uint64]*inflight{}})
+		s.batchTokens = core.Config.MaxBatchTokens
+		w := &worker{name: name, kv: core.KV, sched: core.Sched, maxLen: core.MaxLen, reqs: map[uint64]*inflight{}}
+		for _, t := range cfg.Tiers {
+			w.tiers = append(w.tiers, newSimTier(t))
+		}
+		if len(w.tiers) > 0 {
+			core.KV.TrackIdle()
+		}
+		s.workers = append(s.workers, w)
 		insts[i] = discovery.Instance{ID: name, Role: discovery.RoleDecode, Model: model,
 			Meta: map[string]string{discovery.MetaBlockSize: strconv.Itoa(core.Config.BlockSize)}}
 		if cfg.Params.PrefixPullWeight > 0 {
@@ -246,9 +279,18 @@ func newReplay(cfg Config) (*replay, error) {
 			insts[i].Meta[discovery.MetaPrefixPull] = "1"
 		}
 	}
+	s.recompute = s.recomputeBlockTime()
+	params := cfg.Params
+	if len(cfg.Tiers) > 0 && !cfg.FixedTierWeights {
+		var load [kvtier.Count]time.Duration
+		for _, t := range cfg.Tiers {
+			load[t.Tier] = t.BlockTime
+		}
+		params.Weights = policy.DeriveTierWeights(load, s.recompute, params.Weights)
+	}
 	// Every request reports its first token (PrefillDone), so the
 	// router's prefill-time estimate is never used and needs no setting.
-	r, err := route.New(route.Config{Self: "routesim", Index: s.index, Params: cfg.Params, Mode: cfg.Mode,
+	r, err := route.New(route.Config{Self: "routesim", Index: s.index, Params: params, Mode: cfg.Mode,
 		DefaultBlockSize: s.workers[0].kv.BlockSize(), ExpectedOutputTokens: cfg.ExpectedOutputTokens,
 		LoadTTL: cfg.LoadTTL, Approx: "off",
 		Now:    func() time.Time { return s.epoch.Add(s.now) },
@@ -307,6 +349,11 @@ func (s *replay) arrive(ctx context.Context) error {
 	w.reqs[seq.ID] = &inflight{i: i, id: id, arrived: s.now, output: max(q.Output, 1)}
 	if src := res.GetPrefixSource(); src != nil {
 		if err := s.startPull(seq, wi, src.GetInstanceId(), int(res.GetPrefixSourceBlocks())); err != nil {
+			return fmt.Errorf("routesim: request %d: %w", i, err)
+		}
+	}
+	if seq.Ready == nil { // no pull: load what the worker's own tiers hold
+		if err := s.startOnboard(seq, wi); err != nil {
 			return fmt.Errorf("routesim: request %d: %w", i, err)
 		}
 	}
@@ -389,6 +436,9 @@ func (s *replay) finishStep(ctx context.Context, wi int) error {
 			s.release(f.id)
 			s.res.End = s.now
 		}
+	}
+	if err := s.offload(w); err != nil {
+		return err
 	}
 	return s.startStep(wi)
 }
