@@ -138,10 +138,25 @@ func (ts *tiers) takeEvents(blockSize int) []kvevent.Event {
 		switch c.Kind {
 		case kvbm.Stored:
 			ts.mirror[c.Tier][c.Meta.Hash] = c.Meta.Parent
+			// A chain offloaded block after block is one event, as the
+			// arena reports its own.
+			if k := len(out); k > 0 {
+				last := &out[k-1]
+				if last.Kind == kvevent.Stored && last.Tier == c.Tier && last.BlockHashes[len(last.BlockHashes)-1] == c.Meta.Parent &&
+					len(last.TokenIDs) == len(last.BlockHashes)*blockSize && len(c.Meta.Tokens) == blockSize {
+					last.BlockHashes = append(last.BlockHashes, c.Meta.Hash)
+					last.TokenIDs = append(last.TokenIDs, c.Meta.Tokens...)
+					continue
+				}
+			}
 			out = append(out, kvevent.Event{Kind: kvevent.Stored, BlockHashes: []uint64{c.Meta.Hash}, ParentHash: c.Meta.Parent,
-				TokenIDs: c.Meta.Tokens, BlockSize: blockSize, Tier: c.Tier})
+				TokenIDs: slices.Clone(c.Meta.Tokens), BlockSize: blockSize, Tier: c.Tier})
 		case kvbm.Removed:
 			delete(ts.mirror[c.Tier], c.Meta.Hash)
+			if k := len(out); k > 0 && out[k-1].Kind == kvevent.Removed && out[k-1].Tier == c.Tier {
+				out[k-1].BlockHashes = append(out[k-1].BlockHashes, c.Meta.Hash)
+				continue
+			}
 			out = append(out, kvevent.Event{Kind: kvevent.Removed, BlockHashes: []uint64{c.Meta.Hash}, Tier: c.Tier})
 		}
 	}

@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
-	"sync"
 
 	"golang.org/x/sys/unix"
 
@@ -56,13 +54,7 @@ type Disk struct {
 	slotLen   int
 	bufs      chan []byte // IODepth aligned slot buffers
 	bufArena  *arena.Arena
-
-	mu       sync.Mutex
-	x        *slots
-	pending  map[uint64]bool
-	stats    Stats
-	closed   bool
-	inflight sync.WaitGroup
+	*store
 }
 
 // OpenDisk opens (or creates) the tier's slab in cfg.Dir, preallocating
@@ -84,9 +76,8 @@ func OpenDisk(cfg DiskConfig) (*Disk, error) {
 	case cfg.MaxTokens < 0 || cfg.MaxTokens > MaxHeaderTokens:
 		return nil, fmt.Errorf("kvbm: disk tier: %d tokens a block: want 0 to %d", cfg.MaxTokens, MaxHeaderTokens)
 	}
-	d := &Disk{cfg: cfg, headerLen: roundUp(HeaderLen(cfg.MaxTokens), align), pending: map[uint64]bool{}}
+	d := &Disk{cfg: cfg, headerLen: roundUp(HeaderLen(cfg.MaxTokens), align)}
 	d.slotLen = d.headerLen + roundUp(cfg.BlockBytes, align)
-	d.stats = Stats{Tier: kvtier.Disk, Capacity: cfg.Blocks, BlockBytes: cfg.BlockBytes}
 	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("kvbm: disk tier: %w", err)
 	}
@@ -96,7 +87,7 @@ func OpenDisk(cfg DiskConfig) (*Disk, error) {
 	if err := d.open(); err != nil {
 		return nil, err
 	}
-	d.x = newSlots(cfg.Blocks) // after the slab: a tier the disk cannot hold costs no memory
+	d.store = newStore(kvtier.Disk, cfg.Blocks, cfg.BlockBytes, cfg.OnChange) // after the slab: a tier the disk cannot hold costs no memory
 	bufs, err := arena.Map(cfg.IODepth * d.slotLen)
 	if err != nil {
 		_ = d.f.Close()
@@ -158,8 +149,6 @@ func (d *Disk) recover() error {
 	buf := <-d.bufs
 	defer func() { d.bufs <- buf }()
 	hdr := buf[:d.headerLen]
-	d.mu.Lock()
-	defer d.mu.Unlock()
 	for i := range d.cfg.Blocks {
 		if _, err := d.f.ReadAt(hdr, d.offset(int32(i))); err != nil {
 			return fmt.Errorf("kvbm: disk tier: reading slot %d of %s: %w", i, d.path, err)
@@ -168,26 +157,12 @@ func (d *Disk) recover() error {
 		if err != nil || h.dataLen != d.cfg.BlockBytes {
 			continue // never written, torn, or another geometry: a free slot
 		}
-		if _, dup := d.x.live(h.meta.Hash); dup {
-			continue
-		}
-		d.x.take(int32(i))
-		d.x.publish(int32(i), h.meta)
-		d.emit(Stored, h.meta)
+		d.restore(int32(i), h.meta)
 	}
 	return nil
 }
 
 func (d *Disk) offset(i int32) int64 { return int64(i) * int64(d.slotLen) }
-
-func (d *Disk) emit(k ChangeKind, m Meta) {
-	if d.cfg.OnChange != nil {
-		d.cfg.OnChange(Change{Kind: k, Tier: kvtier.Disk, Meta: m})
-	}
-}
-
-// Kind is kvtier.Disk.
-func (d *Disk) Kind() kvtier.Tier { return kvtier.Disk }
 
 // BlockBytes is the size of a block.
 func (d *Disk) BlockBytes() int { return d.cfg.BlockBytes }
@@ -218,50 +193,18 @@ func (d *Disk) Put(ctx context.Context, m Meta, data []byte) (bool, error) {
 		return false, err
 	}
 	defer func() { d.bufs <- buf }()
-	d.mu.Lock()
-	if d.closed {
-		d.mu.Unlock()
-		return false, ErrClosed
-	}
-	if i, ok := d.x.live(m.Hash); ok || d.pending[m.Hash] {
-		if ok {
-			d.x.touch(i)
-		}
-		d.stats.Dedups++
-		d.mu.Unlock()
-		return false, nil
-	}
-	i, evicted, ok := d.x.reserve()
+	i, ok, err := d.beginPut(m)
 	if !ok {
-		d.mu.Unlock()
-		return false, ErrFull
+		return false, err
 	}
-	if evicted != nil {
-		d.stats.Evictions++
-		d.emit(Removed, *evicted)
-	}
-	d.pending[m.Hash] = true
-	d.inflight.Add(1)
-	d.mu.Unlock()
-
 	clear(buf[:d.headerLen])
 	appendHeader(buf[:0], m, len(data), checksum(data))
 	copy(buf[d.headerLen:], data)
 	_, werr := d.f.WriteAt(buf, d.offset(i))
-
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	d.inflight.Done()
-	delete(d.pending, m.Hash)
+	d.endPut(i, m, len(data), werr)
 	if werr != nil {
-		d.x.abandon(i)
 		return false, fmt.Errorf("kvbm: disk put %#x: %w", m.Hash, werr)
 	}
-	m.Tokens = slices.Clone(m.Tokens)
-	d.x.publish(i, m)
-	d.stats.Puts++
-	d.stats.BytesIn += uint64(len(data))
-	d.emit(Stored, m)
 	return true, nil
 }
 
@@ -275,44 +218,24 @@ func (d *Disk) Get(ctx context.Context, hash uint64, dst []byte) (Meta, error) {
 		return Meta{}, err
 	}
 	defer func() { d.bufs <- buf }()
-	d.mu.Lock()
-	if d.closed {
-		d.mu.Unlock()
-		return Meta{}, ErrClosed
+	i, _, err := d.beginGet(hash)
+	if err != nil {
+		return Meta{}, err
 	}
-	i, ok := d.x.live(hash)
-	if !ok {
-		d.stats.Misses++
-		d.mu.Unlock()
-		return Meta{}, ErrNotFound
-	}
-	d.x.pin(i)
-	d.inflight.Add(1)
-	d.mu.Unlock()
-
 	_, rerr := d.f.ReadAt(buf, d.offset(i))
 	var m Meta
 	var data []byte
 	if rerr == nil {
 		m, data, rerr = d.check(buf, hash)
 	}
-
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	d.inflight.Done()
+	if rerr == nil {
+		copy(dst, data)
+	}
+	// Unreadable or not what was written: never serve it again.
+	d.endGet(i, hash, len(dst), rerr, errors.Is(rerr, ErrCorrupt))
 	if rerr != nil {
-		// Unreadable or not what was written: never serve it again.
-		if s := &d.x.s[i]; s.state == slotLive && s.meta.Hash == hash {
-			d.emit(Removed, d.x.drop(i))
-			d.stats.Corrupt++
-		}
-		d.x.unpin(i)
 		return Meta{}, fmt.Errorf("kvbm: disk get %#x: %w", hash, rerr)
 	}
-	copy(dst, data)
-	d.x.unpin(i)
-	d.stats.Hits++
-	d.stats.BytesOut += uint64(len(dst))
 	return m, nil
 }
 
@@ -332,45 +255,12 @@ func (d *Disk) check(buf []byte, hash uint64) (Meta, []byte, error) {
 	return h.meta, data, nil
 }
 
-// Prefix counts the leading hashes held.
-func (d *Disk) Prefix(hashes []uint64) int {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	for n, hash := range hashes {
-		if _, ok := d.x.live(hash); !ok {
-			return n
-		}
-	}
-	return len(hashes)
-}
-
-// Blocks lists the advertised blocks.
-func (d *Disk) Blocks() []Meta {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.x.metas()
-}
-
-// Stats returns occupancy and traffic.
-func (d *Disk) Stats() Stats {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	s := d.stats
-	s.Blocks = len(d.x.index)
-	return s
-}
-
 // Close waits for the I/O in progress and closes the slab; its blocks are
 // found again by the next OpenDisk of the same directory and geometry.
 func (d *Disk) Close() error {
-	d.mu.Lock()
-	if d.closed {
-		d.mu.Unlock()
+	if d.store != nil && !d.shut() {
 		return nil
 	}
-	d.closed = true
-	d.mu.Unlock()
-	d.inflight.Wait()
 	err := d.f.Close()
 	if d.bufArena != nil {
 		err = errors.Join(err, d.bufArena.Close())
