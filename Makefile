@@ -21,7 +21,7 @@ help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[1m%-16s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 .PHONY: run
-run: build ## build and start the whole mesh; frontend at http://127.0.0.1:8000 (vars: MODEL TOKENIZER EXECUTOR PREFILL DECODE ROUTERS ROUTER_MODE DISCOVERY PORT)
+run: build ## build and start the whole mesh; frontend at http://127.0.0.1:8000 (vars: MODEL TOKENIZER EXECUTOR PREFILL DECODE ROUTERS ROUTER_MODE DISCOVERY PORT KV_HOST_BLOCKS KV_DISK_BLOCKS)
 	@scripts/run-local.sh
 
 .PHONY: test
@@ -45,7 +45,7 @@ proto-check: ## buf lint, generated code up to date, buf breaking against the pr
 	@scripts/buf.sh check
 
 .PHONY: bench
-bench: ## replay a trace against a local mesh of sim workers, report in OUT (vars: TRACE DECODE ROUTER_MODE NUM_BLOCKS SPEED RATE LIMIT OUT); see docs/benchmarks.md
+bench: ## replay a trace against a local mesh of sim workers, report in OUT (vars: TRACE DECODE ROUTER_MODE NUM_BLOCKS SPEED RATE LIMIT OUT KV_HOST_BLOCKS KV_DISK_BLOCKS); see docs/benchmarks.md
 	@scripts/bench.sh
 
 .PHONY: routesim

@@ -37,9 +37,11 @@ type Request struct {
 	Arrival time.Time
 	// Ready, when set, holds the request in the queue, in its place, until
 	// it is closed: the caller is copying the prompt's leading KV blocks in
-	// (a prefix pull) and commits them before closing it, so they are
-	// prefix-cache hits when the request is admitted. Requests behind it
-	// are served meanwhile. The caller must close it, pull done or failed.
+	// (a prefix pull, or onboarding from a lower tier) and commits them
+	// before closing it, so they are prefix-cache hits when the request is
+	// admitted. Under first come, first served the requests behind it wait
+	// too; under PrefillOrder shortest they are served meanwhile. The
+	// caller must close it, copy done or failed.
 	Ready <-chan struct{}
 }
 

@@ -22,9 +22,10 @@ import (
 // back into the arena (onboarding) while it keeps its place in the queue,
 // as a prefix pull does, and is admitted with them cached.
 //
-// Neither direction blocks a step: offload pins the block and copies it
-// on a goroutine of its own; onboarding copies on the request's goroutine
-// before the request is admissible. The tiers' changes are journaled with
+// Neither direction blocks a step: offload copies each block on a
+// goroutine of its own while the block is still cached (see offload);
+// onboarding copies on a goroutine of the request's before it is
+// admissible. The tiers' changes are journaled with
 // the device's, under the engine's lock, so the router sees every tier
 // exactly: the engine mirrors each lower tier's contents from its changes,
 // and Dump reports them.
@@ -67,7 +68,7 @@ type lowerTier struct {
 	t      kvbm.Tier
 	budget *tokenBucket
 	// Guarded by tiers.mu:
-	offloaded, overBudget, onboarded, onboardBytes, recompute, corrupt int64
+	offloaded, overBudget, onboarded, onboardBytes, recompute int64
 	loadNanos                                                          float64 // EWMA per block; 0: not measured
 }
 
@@ -407,10 +408,7 @@ func (e *Engine) load(ctx context.Context, segs []segment, hashes []uint64, k in
 			_, err := s.lt.t.Get(ctx, hashes[i], ts.arena[reg.Offset:reg.Offset+reg.Length])
 			took := time.Since(start)
 			ts.mu.Lock()
-			if err != nil {
-				if errors.Is(err, kvbm.ErrCorrupt) {
-					s.lt.corrupt++
-				}
+			if err != nil { // gone, or corrupt (the tier counts it)
 				ts.mu.Unlock()
 				return loaded
 			}
@@ -449,7 +447,7 @@ func (ts *tiers) metrics() []TierMetrics {
 		out = append(out, TierMetrics{
 			Tier: lt.t.Kind(), Blocks: s.Blocks, Capacity: s.Capacity,
 			Offloaded: lt.offloaded, OverBudget: lt.overBudget, Onboarded: lt.onboarded, OnboardBytes: lt.onboardBytes,
-			RecomputeInstead: lt.recompute, Corrupt: lt.corrupt + int64(s.Corrupt), LoadNanosPerBlk: int64(lt.loadNanos),
+			RecomputeInstead: lt.recompute, Corrupt: int64(s.Corrupt), LoadNanosPerBlk: int64(lt.loadNanos),
 		})
 		ts.mu.Unlock()
 	}

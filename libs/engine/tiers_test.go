@@ -280,7 +280,7 @@ func TestTierCorruptBlockRecomputed(t *testing.T) {
 	if !sameTokens(got.tokens, ref.tokens) {
 		t.Fatalf("with rotted blocks on disk: %v, want %v", got.tokens, ref.tokens)
 	}
-	if m := e.Metrics().Tiers[0]; m.Corrupt == 0 || m.Onboarded != 0 {
-		t.Errorf("disk tier metrics %+v; want a corrupt block counted and none onboarded", m)
+	if m := e.Metrics().Tiers[0]; m.Corrupt != 1 || m.Onboarded != 0 {
+		t.Errorf("disk tier metrics %+v; want the one corrupt block read counted, none onboarded", m)
 	}
 }

@@ -84,8 +84,8 @@ type Config struct {
 	// FixedTierWeights keeps Params.Weights for the router's credit of
 	// lower-tier blocks; by default, with Tiers, each tier's weight is
 	// derived from its BlockTime against the time to recompute a block
-	// (policy.DeriveTierWeights), as the router derives it from what
-	// workers publish.
+	// (policy.DeriveTierWeights). The live router still uses fixed
+	// weights: workers do not publish their tiers' load times yet.
 	FixedTierWeights bool
 }
 
