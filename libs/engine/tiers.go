@@ -69,7 +69,7 @@ type lowerTier struct {
 	budget *tokenBucket
 	// Guarded by tiers.mu:
 	offloaded, overBudget, onboarded, onboardBytes, recompute int64
-	loadNanos                                                          float64 // EWMA per block; 0: not measured
+	loadNanos                                                 float64 // EWMA per block; 0: not measured
 }
 
 // tiers is the engine's lower-tier state.
