@@ -59,9 +59,10 @@ func TestRunPrintsEachMode(t *testing.T) {
 	}
 	for i, mode := range []string{"kv", "round-robin", "random"} {
 		f := strings.Fields(rows[i+1])
-		// Columns: mode, mean, p50, p90, p99, mean queue, hit ratio, pulls, (blocks), failed, preempted, ratio.
-		if len(f) != 12 || f[0] != mode || f[9] != "0" || (mode != "kv" && f[7] != "0") {
-			t.Errorf("row %d %q: want mode %s, 12 columns, nothing failed, pulls only in kv", i, rows[i+1], mode)
+		// Columns: mode, mean, p50, p90, p99, mean queue, hit ratio, pulls, (blocks), onboarded
+		// host/disk, failed, preempted, ratio.
+		if len(f) != 13 || f[0] != mode || f[10] != "0" || (mode != "kv" && f[7] != "0") || f[9] != "0/0" {
+			t.Errorf("row %d %q: want mode %s, 13 columns, nothing failed or onboarded, pulls only in kv", i, rows[i+1], mode)
 		}
 	}
 }
@@ -86,6 +87,8 @@ func TestRunRefusesBadInput(t *testing.T) {
 		{"unwritable csv", []string{"-trace", good, "-csv", filepath.Join(t.TempDir(), "no", "such", "dir.csv")}, "no such file"},
 		{"negative rate", []string{"-trace", good, "-rate", "-1"}, "speed -1 must be > 0"},
 		{"negative workers", []string{"-trace", good, "-workers", "-2"}, "-2 workers"},
+		{"unknown tier profile", []string{"-trace", good, "-host-blocks", "8", "-tier-profile", "tpu"}, `-tier-profile="tpu"`},
+		{"negative tier", []string{"-trace", good, "-disk-blocks", "-8"}, "must not be negative"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
