@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Installs what tests and DISCOVERY=consul need, only when missing:
 #   - Debian packages redis-server, libucx-dev, ucx-utils, pkg-config (apt-get, as root);
-#   - Consul v1.14.11 (MPL-2.0), built from source through the `tool`
-#     directive of tools/consul/go.mod into $SWITCHYARD_CACHE (default
-#     ~/.cache/switchyard), never into the repository.
-# Prints the consul binary path as its last line.
+#   - Consul v1.14.11 (MPL-2.0) and versitygw v1.8.0 (Apache-2.0, an S3
+#     server for the object-store KV tier), built from source through the
+#     `tool` directives of tools/consul and tools/versitygw into
+#     $SWITCHYARD_CACHE (default ~/.cache/switchyard), never into the
+#     repository.
+# Prints the consul binary path, then the versitygw one, as its last lines.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cache="${SWITCHYARD_CACHE:-$HOME/.cache/switchyard}"
@@ -28,4 +30,12 @@ if [ ! -x "$consul" ]; then
   (cd tools/consul && GOWORK=off go build -ldflags "-s -w" -o "$consul.tmp" github.com/hashicorp/consul) >&2
   mv "$consul.tmp" "$consul"
 fi
+versitygw="$cache/versitygw-v1.8.0"
+if [ ! -x "$versitygw" ]; then
+  echo "deps: building versitygw v1.8.0 from source (first time only, a few minutes)" >&2
+  mkdir -p "$cache"
+  (cd tools/versitygw && GOWORK=off go build -ldflags "-s -w" -o "$versitygw.tmp" github.com/versity/versitygw/cmd/versitygw) >&2
+  mv "$versitygw.tmp" "$versitygw"
+fi
 echo "$consul"
+echo "$versitygw"

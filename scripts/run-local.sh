@@ -81,7 +81,7 @@ healthy() { curl -fsS "http://127.0.0.1:$1/health" >/dev/null 2>&1; }
 
 common=(-discovery "$DISCOVERY")
 if [ "$DISCOVERY" = consul ]; then
-  consul=$(scripts/deps.sh | tail -1)
+  consul=$(scripts/deps.sh | tail -2 | head -1)
   "$consul" agent -dev -bind 127.0.0.1 -client 127.0.0.1 -log-level warn >"$logs/consul.log" 2>&1 &
   pids+=($!)
   wait_up 100 "the consul agent (a leader)" leader

@@ -14,10 +14,11 @@ start=$(date +%s)
 step() { printf '\n== %s (%ds)\n' "$*" "$(( $(date +%s) - start ))"; }
 
 step "dependencies"
-CONSUL_BIN=$(scripts/deps.sh | tail -1)
+mapfile -t bins < <(scripts/deps.sh | tail -2)
+CONSUL_BIN=${bins[0]} VERSITYGW_BIN=${bins[1]}
 REDIS_BIN=$(command -v redis-server)
-export CONSUL_BIN REDIS_BIN
-echo "consul: $CONSUL_BIN"; echo "redis:  $REDIS_BIN"
+export CONSUL_BIN REDIS_BIN VERSITYGW_BIN
+echo "consul:    $CONSUL_BIN"; echo "redis:     $REDIS_BIN"; echo "versitygw: $VERSITYGW_BIN"
 
 mapfile -t mods < <(scripts/modules.sh mods)
 mapfile -t pkgs < <(scripts/modules.sh pkgs)

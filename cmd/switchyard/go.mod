@@ -102,12 +102,9 @@ replace switchyard.dev/libs/kvtier => ../../libs/kvtier
 
 replace switchyard.dev/libs/mesh => ../../libs/mesh
 
-replace switchyard.dev/libs/mooncake => ../../libs/mooncake
-
 replace switchyard.dev/libs/nixl => ../../libs/nixl
 
 replace switchyard.dev/libs/radix => ../../libs/radix
-
 
 replace switchyard.dev/libs/vllmevents => ../../libs/vllmevents
 

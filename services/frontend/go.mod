@@ -75,8 +75,5 @@ require (
 replace (
 	switchyard.dev/gen => ../../gen
 	switchyard.dev/libs/engine => ../../libs/engine
-	switchyard.dev/libs/kvhash => ../../libs/kvhash
 	switchyard.dev/libs/mesh => ../../libs/mesh
 )
-
-

@@ -95,4 +95,3 @@ replace switchyard.dev/libs/nixl => ../../libs/nixl
 replace switchyard.dev/libs/kvtier => ../../libs/kvtier
 
 replace switchyard.dev/libs/kvbm => ../../libs/kvbm
-

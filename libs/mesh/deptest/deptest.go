@@ -61,15 +61,10 @@ type Process struct {
 	log    string
 	t      testing.TB
 	exited chan struct{} // closed when the current run ends
+	env    []string      // added to the test process's environment
 }
 
-func start(t testing.TB, bin string, args []string, logPath string) *Process {
-	t.Helper()
-	p := &Process{bin: bin, args: args, log: logPath, t: t}
-	p.Start()
-	t.Cleanup(p.Stop)
-	return p
-}
+func mkdirAll(dir string) error { return os.MkdirAll(dir, 0o755) }
 
 // Exited reports whether the current run of the process has ended.
 func (p *Process) Exited() bool {
@@ -87,8 +82,16 @@ func (p *Process) Exited() bool {
 // the arguments for a set of ports.
 func startRetrying(t testing.TB, bin, logPath string, args func() []string, up func(*Process) bool) *Process {
 	t.Helper()
+	return startEnv(t, bin, logPath, args, nil, up)
+}
+
+// startEnv is startRetrying with variables added to the environment.
+func startEnv(t testing.TB, bin, logPath string, args func() []string, env []string, up func(*Process) bool) *Process {
+	t.Helper()
 	for attempt := 1; ; attempt++ {
-		p := start(t, bin, args(), logPath)
+		p := &Process{bin: bin, args: args(), log: logPath, t: t, env: env}
+		p.Start()
+		t.Cleanup(p.Stop)
 		deadline := time.Now().Add(60 * time.Second)
 		for time.Now().Before(deadline) && !p.Exited() {
 			if up(p) {
@@ -112,6 +115,9 @@ func (p *Process) Start() {
 	}
 	cmd := exec.Command(p.bin, p.args...)
 	cmd.Stdout, cmd.Stderr = f, f
+	if len(p.env) > 0 {
+		cmd.Env = append(os.Environ(), p.env...)
+	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		p.t.Fatalf("start %s: %v", p.bin, err)

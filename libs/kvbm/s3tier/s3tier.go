@@ -1,0 +1,402 @@
+// Package s3tier is the shared object-store KV tier (G4): blocks as
+// immutable objects in a bucket of any S3-compatible store, written by
+// any worker and loadable by every worker serving the same model and
+// block size.
+//
+// An object's key is its namespace (model, block size, block bytes) and
+// its block's chained hash, so the same tokens always land on the same
+// key: a block is written once, with a conditional PUT (If-None-Match:
+// *), and a second writer learns it is there from the 412 instead of
+// writing it again. An object is a kvbm block encoding (header with
+// CRC-32C checksums, then the data); a read that fails its checksum is
+// discarded, deleted from the store, and reported as kvbm.ErrCorrupt,
+// and the caller recomputes.
+//
+// What the tier advertises is what it knows is in the store: the blocks
+// it wrote, those it found when it listed the namespace (at open, then
+// every Refresh period), and those it read. The knowledge is bounded by
+// Blocks (least recently used first out); the store itself is never
+// emptied by a worker. Every call to the store has a deadline, and after
+// consecutive failures the tier stops calling for a while (failing fast),
+// so a store that is down or slow costs requests nothing but its blocks.
+package s3tier
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/smithy-go"
+
+	"switchyard.dev/libs/kvbm"
+	"switchyard.dev/libs/kvtier"
+)
+
+// Config opens an object-store tier.
+type Config struct {
+	// Endpoint is the store's URL (e.g. http://127.0.0.1:7070); empty
+	// uses AWS's. Credentials come from the standard variables
+	// (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_PROFILE, ...), or
+	// from AccessKey and SecretKey when set.
+	Endpoint             string
+	Region               string // default us-east-1
+	Bucket               string
+	AccessKey, SecretKey string
+	// Namespace names the model the blocks belong to (with the block size
+	// and bytes, the key prefix), e.g. "llama-3-8b".
+	Namespace  string
+	BlockSize  int // tokens a block
+	BlockBytes int
+	// Blocks bounds how many objects the tier keeps track of.
+	Blocks int
+	// Timeout bounds each call to the store (default 5s); Refresh is how
+	// often the namespace is listed for blocks other workers wrote
+	// (default 10s; negative: only at open).
+	Timeout, Refresh time.Duration
+	OnChange         kvbm.OnChange
+	// HTTPClient is the client to the store (default a fresh one).
+	HTTPClient *http.Client
+}
+
+// Tier is the object-store tier.
+type Tier struct {
+	cfg    Config
+	client *s3.Client
+	prefix string
+	idx    *index
+	brk    breaker
+	stop   context.CancelFunc
+	done   chan struct{}
+	closed atomic.Bool
+}
+
+// Open connects to the store and checks the bucket, so that a wrong
+// endpoint, bucket or credentials fail at start-up in one line naming the
+// setting; then it lists what the namespace holds.
+func Open(ctx context.Context, cfg Config) (*Tier, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	opts := []func(*config.LoadOptions) error{config.WithRegion(cfg.Region)}
+	if cfg.AccessKey != "" {
+		opts = append(opts, config.WithCredentialsProvider(aws.CredentialsProviderFunc(func(context.Context) (aws.Credentials, error) {
+			return aws.Credentials{AccessKeyID: cfg.AccessKey, SecretAccessKey: cfg.SecretKey, Source: "s3tier.Config"}, nil
+		})))
+	}
+	if cfg.HTTPClient != nil {
+		opts = append(opts, config.WithHTTPClient(cfg.HTTPClient))
+	}
+	acfg, err := config.LoadDefaultConfig(ctx, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("kvbm: object tier: credentials: %w", err)
+	}
+	client := s3.NewFromConfig(acfg, func(o *s3.Options) {
+		if cfg.Endpoint != "" {
+			o.BaseEndpoint = aws.String(cfg.Endpoint)
+		}
+		o.UsePathStyle = true
+		// The block's own CRC-32C covers it end to end; the SDK's extra
+		// checksums would hash every byte twice more.
+		o.RequestChecksumCalculation = aws.RequestChecksumCalculationWhenRequired
+		o.ResponseChecksumValidation = aws.ResponseChecksumValidationWhenRequired
+	})
+	t := &Tier{cfg: cfg, client: client, done: make(chan struct{}),
+		prefix: fmt.Sprintf("switchyard-kv/v1/%s/%dt-%dB/", cfg.Namespace, cfg.BlockSize, cfg.BlockBytes),
+		idx:    newIndex(cfg.Blocks, cfg.OnChange)}
+	hctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
+	defer cancel()
+	if _, err := client.HeadBucket(hctx, &s3.HeadBucketInput{Bucket: aws.String(cfg.Bucket)}); err != nil {
+		return nil, fmt.Errorf("kvbm: object tier: bucket %q at %s: %w", cfg.Bucket, endpointName(cfg.Endpoint), explain(err))
+	}
+	if err := t.list(ctx); err != nil {
+		return nil, fmt.Errorf("kvbm: object tier: listing %q: %w", t.prefix, err)
+	}
+	lctx, stop := context.WithCancel(context.Background())
+	t.stop = stop
+	go t.refresher(lctx)
+	return t, nil
+}
+
+func (c *Config) validate() error {
+	if c.Region == "" {
+		c.Region = "us-east-1"
+	}
+	if c.Timeout <= 0 {
+		c.Timeout = 5 * time.Second
+	}
+	if c.Refresh == 0 {
+		c.Refresh = 10 * time.Second
+	}
+	switch {
+	case c.Bucket == "":
+		return errors.New("kvbm: object tier: no bucket")
+	case c.Namespace == "" || strings.ContainsAny(c.Namespace, "/ "):
+		return fmt.Errorf("kvbm: object tier: namespace %q: want a non-empty name without '/' or spaces", c.Namespace)
+	case c.BlockSize <= 0 || c.BlockBytes <= 0 || c.Blocks <= 0:
+		return fmt.Errorf("kvbm: object tier: block size %d, %d bytes, %d blocks: all must be positive", c.BlockSize, c.BlockBytes, c.Blocks)
+	case (c.AccessKey == "") != (c.SecretKey == ""):
+		return errors.New("kvbm: object tier: an access key needs its secret key, and the reverse")
+	}
+	return nil
+}
+
+func endpointName(e string) string {
+	if e == "" {
+		return "the default AWS endpoint"
+	}
+	return e
+}
+
+// explain turns the store's refusals into what a user fixes.
+func explain(err error) error {
+	var ae smithy.APIError
+	if errors.As(err, &ae) {
+		switch ae.ErrorCode() {
+		case "Forbidden", "AccessDenied", "SignatureDoesNotMatch", "InvalidAccessKeyId", "403":
+			return fmt.Errorf("credentials refused (check AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY): %w", err)
+		case "NotFound", "NoSuchBucket", "404":
+			return fmt.Errorf("no such bucket: %w", err)
+		}
+	}
+	return fmt.Errorf("unreachable or refused: %w", err)
+}
+
+// Kind is kvtier.External.
+func (t *Tier) Kind() kvtier.Tier { return kvtier.External }
+
+// BlockBytes is the size of a block's data.
+func (t *Tier) BlockBytes() int { return t.cfg.BlockBytes }
+
+func (t *Tier) key(hash uint64) string { return t.prefix + strconv.FormatUint(hash, 16) }
+
+func (t *Tier) call(ctx context.Context) (context.Context, context.CancelFunc, error) {
+	if t.closed.Load() {
+		return nil, nil, kvbm.ErrClosed
+	}
+	if !t.brk.allow() {
+		return nil, nil, fmt.Errorf("kvbm: object tier: %w", errBackingOff)
+	}
+	cctx, cancel := context.WithTimeout(ctx, t.cfg.Timeout)
+	return cctx, cancel, nil
+}
+
+// Put writes block m unless the store has it (see kvbm.Tier).
+func (t *Tier) Put(ctx context.Context, m kvbm.Meta, data []byte) (bool, error) {
+	if len(data) != t.cfg.BlockBytes {
+		return false, fmt.Errorf("kvbm: object put %#x: %d bytes, want %d", m.Hash, len(data), t.cfg.BlockBytes)
+	}
+	if t.closed.Load() {
+		return false, kvbm.ErrClosed
+	}
+	if !t.idx.reserve(m.Hash) {
+		return false, nil // known to be there, or being written
+	}
+	cctx, cancel, err := t.call(ctx)
+	if err != nil {
+		t.idx.abandon(m.Hash)
+		return false, err
+	}
+	defer cancel()
+	body := kvbm.EncodeBlock(m, data)
+	_, err = t.client.PutObject(cctx, &s3.PutObjectInput{
+		Bucket: aws.String(t.cfg.Bucket), Key: aws.String(t.key(m.Hash)),
+		Body: bytes.NewReader(body), ContentLength: aws.Int64(int64(len(body))),
+		IfNoneMatch: aws.String("*"),
+	})
+	switch {
+	case err == nil:
+		t.brk.ok()
+		t.idx.publish(m, len(data), true)
+		return true, nil
+	case preconditionFailed(err): // another writer was first: the same bytes are there
+		t.brk.ok()
+		t.idx.publish(m, 0, false)
+		return false, nil
+	default:
+		t.brk.fail()
+		t.idx.abandon(m.Hash)
+		return false, fmt.Errorf("kvbm: object put %#x: %w", m.Hash, err)
+	}
+}
+
+func preconditionFailed(err error) bool {
+	var ae smithy.APIError
+	return errors.As(err, &ae) && (ae.ErrorCode() == "PreconditionFailed" || ae.ErrorCode() == "412")
+}
+
+// Get reads block hash and checks it (see kvbm.Tier).
+func (t *Tier) Get(ctx context.Context, hash uint64, dst []byte) (kvbm.Meta, error) {
+	if len(dst) != t.cfg.BlockBytes {
+		return kvbm.Meta{}, fmt.Errorf("kvbm: object get %#x: %d bytes, want %d", hash, len(dst), t.cfg.BlockBytes)
+	}
+	if t.closed.Load() {
+		return kvbm.Meta{}, kvbm.ErrClosed
+	}
+	if !t.idx.has(hash) {
+		t.idx.miss()
+		return kvbm.Meta{}, kvbm.ErrNotFound
+	}
+	cctx, cancel, err := t.call(ctx)
+	if err != nil {
+		return kvbm.Meta{}, err
+	}
+	defer cancel()
+	out, err := t.client.GetObject(cctx, &s3.GetObjectInput{Bucket: aws.String(t.cfg.Bucket), Key: aws.String(t.key(hash))})
+	if err != nil {
+		var nf interface{ ErrorCode() string }
+		if errors.As(err, &nf) && (nf.ErrorCode() == "NoSuchKey" || nf.ErrorCode() == "NotFound") {
+			t.brk.ok()
+			t.idx.drop(hash, false) // deleted from the store: no longer there
+			return kvbm.Meta{}, kvbm.ErrNotFound
+		}
+		t.brk.fail()
+		return kvbm.Meta{}, fmt.Errorf("kvbm: object get %#x: %w", hash, err)
+	}
+	body, err := io.ReadAll(io.LimitReader(out.Body, int64(kvbm.HeaderLen(kvbm.MaxHeaderTokens)+t.cfg.BlockBytes+1)))
+	_ = out.Body.Close()
+	if err != nil {
+		t.brk.fail()
+		return kvbm.Meta{}, fmt.Errorf("kvbm: object get %#x: %w", hash, err)
+	}
+	t.brk.ok()
+	m, data, err := kvbm.DecodeBlock(body)
+	if err == nil && (m.Hash != hash || len(data) != t.cfg.BlockBytes) {
+		err = fmt.Errorf("%w: object holds block %#x of %d bytes", kvbm.ErrCorrupt, m.Hash, len(data))
+	}
+	if err != nil {
+		t.idx.drop(hash, true)
+		t.discard(hash)
+		return kvbm.Meta{}, fmt.Errorf("kvbm: object get %#x: %w", hash, err)
+	}
+	copy(dst, data)
+	t.idx.hit(hash, len(dst))
+	return m, nil
+}
+
+// discard deletes an object that failed its check, so no worker reads it
+// again; a writer may then store the block anew.
+func (t *Tier) discard(hash uint64) {
+	ctx, cancel := context.WithTimeout(context.Background(), t.cfg.Timeout)
+	defer cancel()
+	_, _ = t.client.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String(t.cfg.Bucket), Key: aws.String(t.key(hash))})
+}
+
+// Refresh lists the namespace now (it also runs every Config.Refresh).
+func (t *Tier) Refresh(ctx context.Context) error { return t.list(ctx) }
+
+// list learns the blocks the namespace holds. A block is named by its key;
+// its parent is learnt only when it is read, so blocks found by listing
+// are announced without one.
+func (t *Tier) list(ctx context.Context) error {
+	cctx, cancel, err := t.call(ctx)
+	if err != nil {
+		return err
+	}
+	defer cancel()
+	p := s3.NewListObjectsV2Paginator(t.client, &s3.ListObjectsV2Input{Bucket: aws.String(t.cfg.Bucket), Prefix: aws.String(t.prefix)})
+	for p.HasMorePages() {
+		page, err := p.NextPage(cctx)
+		if err != nil {
+			t.brk.fail()
+			return err
+		}
+		for _, o := range page.Contents {
+			h, err := strconv.ParseUint(strings.TrimPrefix(aws.ToString(o.Key), t.prefix), 16, 64)
+			if err != nil {
+				continue // not a block of ours
+			}
+			t.idx.learn(h)
+		}
+	}
+	t.brk.ok()
+	return nil
+}
+
+func (t *Tier) refresher(ctx context.Context) {
+	defer close(t.done)
+	if t.cfg.Refresh < 0 {
+		return
+	}
+	tick := time.NewTicker(t.cfg.Refresh)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+			_ = t.list(ctx) // a store that is down is retried at the next tick
+		}
+	}
+}
+
+// Prefix counts the leading hashes the tier knows the store holds.
+func (t *Tier) Prefix(hashes []uint64) int { return t.idx.prefix(hashes) }
+
+// Blocks lists the blocks the tier knows the store holds.
+func (t *Tier) Blocks() []kvbm.Meta { return t.idx.blocks() }
+
+// Stats returns what the tier knows and its traffic.
+func (t *Tier) Stats() kvbm.Stats { return t.idx.stats() }
+
+// Close stops the refresher. The objects stay in the store.
+func (t *Tier) Close() error {
+	if t.closed.Swap(true) {
+		return nil
+	}
+	if t.stop != nil {
+		t.stop()
+		<-t.done
+		t.stop = nil
+	}
+	return nil
+}
+
+// errBackingOff is returned while the breaker is open.
+var errBackingOff = errors.New("store failing, backing off")
+
+// breaker fails calls fast for a while after consecutive failures: a
+// store that is down must not make every onboarding wait for a timeout.
+type breaker struct {
+	mu       sync.Mutex
+	failures int
+	until    time.Time
+}
+
+// breakerAfter failures in a row open the breaker for breakerFor.
+const (
+	breakerAfter = 3
+	breakerFor   = 2 * time.Second
+)
+
+func (b *breaker) allow() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return time.Now().After(b.until)
+}
+
+func (b *breaker) ok() {
+	b.mu.Lock()
+	b.failures = 0
+	b.mu.Unlock()
+}
+
+func (b *breaker) fail() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.failures++
+	if b.failures >= breakerAfter {
+		b.until = time.Now().Add(breakerFor)
+		b.failures = 0
+	}
+}
