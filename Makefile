@@ -10,7 +10,7 @@ SHELL := /bin/bash
 # Local stack settings are read from the environment or the command line by
 # scripts/run-local.sh and scripts/bench.sh (see README "Configuration"):
 # MODEL TOKENIZER EXECUTOR PREFILL DECODE ROUTERS ROUTER_MODE DISCOVERY PORT.
-export MODEL TOKENIZER EXECUTOR PREFILL DECODE ROUTERS ROUTER_MODE DISCOVERY PORT BASE_PORT KV_HOST_BLOCKS KV_DISK_BLOCKS
+export MODEL TOKENIZER EXECUTOR PREFILL DECODE ROUTERS ROUTER_MODE DISCOVERY PORT BASE_PORT KV_HOST_BLOCKS KV_DISK_BLOCKS KVBM_S3 KVBM_S3_BUCKET
 export TRACE NUM_BLOCKS SPEED RATE LIMIT OUT SIM_CONTEXT NO_BUILD LOADTEST_ARGS WORKER_ARGS ROUTER_ARGS FRONTEND_ARGS ROUTESIM_ARGS
 
 SERVICES := frontend router prefill decode kvbm-controller planner
@@ -21,7 +21,7 @@ help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  \033[1m%-16s\033[0m %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 .PHONY: run
-run: build ## build and start the whole mesh; frontend at http://127.0.0.1:8000 (vars: MODEL TOKENIZER EXECUTOR PREFILL DECODE ROUTERS ROUTER_MODE DISCOVERY PORT KV_HOST_BLOCKS KV_DISK_BLOCKS)
+run: build ## build and start the whole mesh; frontend at http://127.0.0.1:8000 (vars: MODEL TOKENIZER EXECUTOR PREFILL DECODE ROUTERS ROUTER_MODE DISCOVERY PORT KV_HOST_BLOCKS KV_DISK_BLOCKS KVBM_S3)
 	@scripts/run-local.sh
 
 .PHONY: test

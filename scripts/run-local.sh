@@ -26,6 +26,12 @@
 #                Both need KV bytes: on with the llama executor, and with
 #                the sim executor only when WORKER_ARGS sets
 #                -sim-kv-bytes-per-token
+#   KVBM_S3      the shared object-store KV tier (G4) every worker loads
+#                from: "local" starts a versitygw (S3 server) on BASE+500
+#                with its data in the state directory; a URL uses that
+#                store (bucket KVBM_S3_BUCKET, default switchyard-kv;
+#                credentials from AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY);
+#                empty (default): no shared tier
 #   WORKER_ARGS, ROUTER_ARGS, FRONTEND_ARGS  extra flags for those services
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -45,6 +51,7 @@ ports=($(seq $((b + 200)) $((b + 200 + DECODE - 1))) $(seq $b $((b + ROUTERS - 1
 if (( PREFILL > 0 )); then ports+=($(seq $((b + 100)) $((b + 100 + PREFILL - 1)))); fi
 busy=("${ports[@]}")
 [ "$DISCOVERY" = consul ] && busy+=(8500)
+[ "${KVBM_S3:-}" = local ] && busy+=($((b + 500)))
 for port in "${busy[@]}"; do
   if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
     die "127.0.0.1:$port is in use (another mesh running? stop it, or set PORT and BASE_PORT)"
@@ -94,6 +101,26 @@ else
 fi
 
 worker=(-executor "$EXECUTOR" ${WORKER_ARGS:-})
+if [ -n "${KVBM_S3:-}" ]; then
+  bucket=${KVBM_S3_BUCKET:-switchyard-kv}
+  if [ "$KVBM_S3" = local ]; then
+    gw=$(scripts/deps.sh | tail -1)
+    s3="http://127.0.0.1:$((BASE_PORT + 500))"
+    export AWS_ACCESS_KEY_ID=switchyard-local AWS_SECRET_ACCESS_KEY=switchyard-local-secret
+    mkdir -p "$state/s3"
+    ROOT_ACCESS_KEY=$AWS_ACCESS_KEY_ID ROOT_SECRET_KEY=$AWS_SECRET_ACCESS_KEY \
+      "$gw" --port "127.0.0.1:$((BASE_PORT + 500))" --quiet posix "$state/s3" >"$logs/versitygw.log" 2>&1 &
+    pids+=($!)
+    # Create the bucket (SigV4 through curl; S3 wants the empty body's hash).
+    s3up() { curl -fsS -o /dev/null --aws-sigv4 "aws:amz:us-east-1:s3" --user "$AWS_ACCESS_KEY_ID:$AWS_SECRET_ACCESS_KEY" \
+      -H "x-amz-content-sha256: e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855" -X PUT "$s3/$bucket" 2>/dev/null; }
+    wait_up 100 "the local S3 store (versitygw)" s3up
+    echo "run: local S3 store at $s3 (bucket $bucket, data in $state/s3)"
+  else
+    s3=$KVBM_S3
+  fi
+  worker+=(-kv-s3-endpoint "$s3" -kv-s3-bucket "$bucket")
+fi
 : "${KV_HOST_BLOCKS:=4096}" "${KV_DISK_BLOCKS:=8192}"
 for v in KV_HOST_BLOCKS KV_DISK_BLOCKS; do [[ "${!v}" =~ ^[0-9]+$ ]] || die "$v=${!v}: want a number"; done
 tiers_on=1

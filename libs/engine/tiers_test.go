@@ -7,10 +7,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+
 	"switchyard.dev/libs/engine/kvevent"
 	"switchyard.dev/libs/kvbm"
+	"switchyard.dev/libs/kvbm/s3tier"
 	"switchyard.dev/libs/kvhash"
 	"switchyard.dev/libs/kvtier"
+	"switchyard.dev/libs/mesh/deptest"
 )
 
 func hostTier(blocks int) TierConfig {
@@ -282,5 +288,37 @@ func TestTierCorruptBlockRecomputed(t *testing.T) {
 	}
 	if m := e.Metrics().Tiers[0]; m.Corrupt != 1 || m.Onboarded != 0 {
 		t.Errorf("disk tier metrics %+v; want the one corrupt block read counted, none onboarded", m)
+	}
+}
+
+// The shared object-store tier: a prompt one engine computed is onboarded
+// by another engine serving the same model, byte-identical, from blocks
+// the first wrote to the store.
+func TestTierSharedAcrossEngines(t *testing.T) {
+	t.Parallel()
+	gw := deptest.StartVersityGW(t)
+	raw := s3.New(s3.Options{Region: "us-east-1", BaseEndpoint: aws.String(gw.Endpoint), UsePathStyle: true,
+		Credentials: credentials.NewStaticCredentialsProvider(gw.AccessKey, gw.SecretKey, "")})
+	if _, err := raw.CreateBucket(t.Context(), &s3.CreateBucketInput{Bucket: aws.String("kv-shared")}); err != nil {
+		t.Fatal(err)
+	}
+	shared := TierConfig{Open: func(bb int, on kvbm.OnChange) (kvbm.Tier, error) {
+		return s3tier.Open(context.Background(), s3tier.Config{Endpoint: gw.Endpoint, Bucket: "kv-shared", AccessKey: gw.AccessKey, SecretKey: gw.SecretKey,
+			Namespace: "stories260K", BlockSize: 16, BlockBytes: bb, Blocks: 1024, OnChange: on, Refresh: -1})
+	}}
+	a := prompt(120, 11)
+	req := Request{Prompt: a, Stop: StopParams{MaxTokens: 24, IgnoreEOS: true}}
+	ref := run(t, start(t, Config{BlockSize: 16}, stories(t)), req)
+	writer := start(t, tinyG1(shared), stories(t))
+	run(t, writer, req)
+	waitFor(t, "offloads to the store", writer.offloadsDone)
+	reader := start(t, tinyG1(shared), stories(t)) // lists the store at open
+	got := run(t, reader, req)
+	full := (len(a) - 1) / 16 * 16
+	if !sameTokens(got.tokens, ref.tokens) || got.final.Usage.CachedPromptTokens != full {
+		t.Fatalf("onboarded from the store another engine wrote: %v (cached %d), want %v (cached %d)", got.tokens, got.final.Usage.CachedPromptTokens, ref.tokens, full)
+	}
+	if n := onboarded(reader, kvtier.External); n != int64(full/16) {
+		t.Errorf("%d blocks onboarded from the store; want %d", n, full/16)
 	}
 }

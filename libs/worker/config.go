@@ -1,11 +1,13 @@
 package worker
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"math"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,6 +17,7 @@ import (
 	"switchyard.dev/libs/engine/llama"
 	"switchyard.dev/libs/engine/sched"
 	"switchyard.dev/libs/kvbm"
+	"switchyard.dev/libs/kvbm/s3tier"
 	"switchyard.dev/libs/worker/disagg"
 )
 
@@ -66,6 +69,11 @@ type Config struct {
 	DiskDir       string
 	DiskBlocks    int
 	DiskWriteMBps int // offload's write budget into the disk tier; 0: no cap
+	// The shared object-store tier (G4): any S3-compatible endpoint.
+	S3Endpoint  string
+	S3Bucket    string
+	S3Blocks    int
+	S3WriteMBps int
 }
 
 // Register adds the worker flags to fs.
@@ -95,6 +103,10 @@ func (c *Config) Register(fs *flag.FlagSet) {
 	fs.StringVar(&c.DiskDir, "kv-disk-dir", "", "directory of the local-disk KV tier (G3), one per worker (its slab is locked); empty: no disk tier")
 	fs.IntVar(&c.DiskBlocks, "kv-disk-blocks", 0, "KV blocks in the disk tier, preallocated at start-up (needs -kv-disk-dir)")
 	fs.IntVar(&c.DiskWriteMBps, "kv-disk-write-mbps", 0, "write budget of offload into the disk tier, MB/s; 0: no cap")
+	fs.StringVar(&c.S3Endpoint, "kv-s3-endpoint", "", "URL of the S3-compatible store of the shared KV tier (G4), whose blocks every worker of the model can load; credentials from AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY (or AWS_PROFILE); empty with -kv-s3-bucket: AWS's endpoint")
+	fs.StringVar(&c.S3Bucket, "kv-s3-bucket", "", "bucket of the shared KV tier; empty: no shared tier")
+	fs.IntVar(&c.S3Blocks, "kv-s3-blocks", 1<<20, "how many shared-tier blocks the worker keeps track of (the store holds what it holds)")
+	fs.IntVar(&c.S3WriteMBps, "kv-s3-write-mbps", 0, "write budget of offload into the shared tier, MB/s; 0: no cap")
 	fs.IntVar(&c.SimKVBytes, "sim-kv-bytes-per-token", 0, "sim: keep a KV arena of this many bytes a token (nothing is computed into it), so the worker can move KV with -kv-transfer (remote prefill, prefix pull); 0: no arena, prompts are always prefilled locally")
 }
 
@@ -296,8 +308,14 @@ func (c *Config) validateTiers() error {
 		return fmt.Errorf("-kv-disk-blocks=%d: needs -kv-disk-dir", c.DiskBlocks)
 	case c.DiskDir != "" && c.DiskBlocks == 0:
 		return fmt.Errorf("-kv-disk-dir=%q: needs -kv-disk-blocks", c.DiskDir)
-	case (c.HostBlocks > 0 || c.DiskBlocks > 0) && c.Executor == ExecutorSim && c.SimKVBytes == 0:
-		return errors.New("-kv-host-blocks/-kv-disk-blocks: a sim worker has no KV bytes to keep; set -sim-kv-bytes-per-token")
+	case c.S3Endpoint != "" && c.S3Bucket == "":
+		return fmt.Errorf("-kv-s3-endpoint=%q: needs -kv-s3-bucket", c.S3Endpoint)
+	case c.S3Bucket != "" && (c.S3Blocks <= 0 || c.S3Blocks > MaxNumBlocks):
+		return fmt.Errorf("-kv-s3-blocks=%d: want 1 to %d", c.S3Blocks, MaxNumBlocks)
+	case c.S3WriteMBps < 0:
+		return fmt.Errorf("-kv-s3-write-mbps=%d: must not be negative", c.S3WriteMBps)
+	case (c.HostBlocks > 0 || c.DiskBlocks > 0 || c.S3Bucket != "") && c.Executor == ExecutorSim && c.SimKVBytes == 0:
+		return errors.New("-kv-host-blocks/-kv-disk-blocks/-kv-s3-bucket: a sim worker has no KV bytes to keep; set -sim-kv-bytes-per-token")
 	}
 	return nil
 }
@@ -322,6 +340,22 @@ func (c *Config) Tiers() []engine.TierConfig {
 				return d, nil
 			},
 			WriteBytesPerSecond: int64(c.DiskWriteMBps) * 1e6,
+		})
+	}
+	if c.S3Bucket != "" {
+		// The model's name keys its blocks: workers serving the same model
+		// (and block size) share them.
+		cfg := s3tier.Config{Endpoint: c.S3Endpoint, Bucket: c.S3Bucket, Namespace: url.PathEscape(c.ModelName), BlockSize: c.BlockSize, Blocks: c.S3Blocks}
+		out = append(out, engine.TierConfig{
+			Open: func(bb int, on kvbm.OnChange) (kvbm.Tier, error) {
+				cfg.BlockBytes, cfg.OnChange = bb, on
+				t, err := s3tier.Open(context.Background(), cfg)
+				if err != nil {
+					return nil, fmt.Errorf("-kv-s3-endpoint=%q -kv-s3-bucket=%q: %w", c.S3Endpoint, c.S3Bucket, err)
+				}
+				return t, nil
+			},
+			WriteBytesPerSecond: int64(c.S3WriteMBps) * 1e6,
 		})
 	}
 	return out

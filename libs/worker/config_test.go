@@ -60,6 +60,9 @@ func TestValidateErrors(t *testing.T) {
 		{[]string{"-kv-disk-dir", dir}, `-kv-disk-dir="` + dir + `": needs -kv-disk-blocks`},
 		{[]string{"-kv-disk-dir", dir, "-kv-disk-blocks", "8", "-kv-disk-write-mbps", "-5"}, "-kv-disk-write-mbps=-5"},
 		{[]string{"-executor", "sim", "-kv-host-blocks", "8"}, "set -sim-kv-bytes-per-token"},
+		{[]string{"-kv-s3-endpoint", "http://127.0.0.1:1"}, `-kv-s3-endpoint="http://127.0.0.1:1": needs -kv-s3-bucket`},
+		{[]string{"-kv-s3-bucket", "b", "-kv-s3-blocks", "0"}, "-kv-s3-blocks=0: want 1 to"},
+		{[]string{"-kv-s3-bucket", "b", "-kv-s3-write-mbps", "-1"}, "-kv-s3-write-mbps=-1"},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			t.Parallel()

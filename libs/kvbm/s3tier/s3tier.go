@@ -141,8 +141,8 @@ func (c *Config) validate() error {
 	switch {
 	case c.Bucket == "":
 		return errors.New("kvbm: object tier: no bucket")
-	case c.Namespace == "" || strings.ContainsAny(c.Namespace, "/ "):
-		return fmt.Errorf("kvbm: object tier: namespace %q: want a non-empty name without '/' or spaces", c.Namespace)
+	case c.Namespace == "" || strings.ContainsAny(c.Namespace, "/ %"):
+		return fmt.Errorf("kvbm: object tier: namespace %q: want a non-empty name without '/', '%%' or spaces (escape it)", c.Namespace)
 	case c.BlockSize <= 0 || c.BlockBytes <= 0 || c.Blocks <= 0:
 		return fmt.Errorf("kvbm: object tier: block size %d, %d bytes, %d blocks: all must be positive", c.BlockSize, c.BlockBytes, c.Blocks)
 	case (c.AccessKey == "") != (c.SecretKey == ""):
