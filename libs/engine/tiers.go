@@ -15,9 +15,10 @@ import (
 	"switchyard.dev/libs/kvtier"
 )
 
-// KV tiers below the arena (libs/kvbm): a cached block that becomes
-// evictable is copied down (offload) while it is still cached, so that
-// when the arena evicts it the block lives on in host memory or on disk;
+// KV tiers below the arena (libs/kvbm): a block is copied down (offload)
+// once it holds its KV and is cached, so that when the arena evicts it the
+// block lives on in host memory, on disk or in a shared store, and a
+// shared store has it for other workers as soon as possible;
 // a prompt whose prefix continues in a lower tier has those blocks copied
 // back into the arena (onboarding) while it keeps its place in the queue,
 // as a prefix pull does, and is admitted with them cached.
@@ -60,7 +61,7 @@ type TierMetrics struct {
 const offloadQueue = 256
 
 type offloadJob struct {
-	block kvcache.IdleBlock
+	block kvcache.CommittedBlock
 }
 
 // lowerTier is a tier with its policy and counters.
@@ -84,7 +85,7 @@ type tiers struct {
 	// Under the engine's lock:
 	mirror    [kvtier.Count]map[uint64]uint64 // hash → parent, per tier
 	offloaded map[int]uint64                  // arena block → the hash it had when offloaded
-	backlog   []kvcache.IdleBlock             // idle blocks not yet handed to the offloader
+	backlog   []kvcache.CommittedBlock        // committed blocks not yet handed to the offloader
 	inflight  int                             // blocks handed to the offloader, not yet done
 	staging   []byte                          // the offloader's copy of a block bound for a slow tier
 	recompute float64                         // EWMA of a block's prefill time; 0: not measured
@@ -115,7 +116,7 @@ func (e *Engine) openTiers(cfgs []TierConfig, blockBytes int) error {
 		}
 		ts.list = append(ts.list, lt)
 	}
-	e.kv.TrackIdle()
+	e.kv.TrackCommitted()
 	e.tiers = ts
 	return nil
 }
@@ -175,18 +176,16 @@ func (ts *tiers) snapshot(blockSize int) []kvevent.Event {
 	return out
 }
 
-// offloadIdle hands the blocks that went idle to the offloader, as many
-// as its queue takes, and keeps the rest in the backlog; e.mu held. It
-// never waits. A sequence's blocks go idle last first; they are offloaded
-// first first, since a prefix is only ever loaded from its start.
+// offloadIdle hands the blocks committed since to the offloader, in
+// commit order (a prefix's first block first: a prefix is only ever
+// loaded from its start), as many as its queue takes, and keeps the rest
+// in the backlog; e.mu held. It never waits.
 func (e *Engine) offloadIdle() {
 	ts := e.tiers
 	if ts == nil {
 		return
 	}
-	idle := e.kv.TakeIdle()
-	slices.Reverse(idle)
-	ts.backlog = append(ts.backlog, idle...)
+	ts.backlog = append(ts.backlog, e.kv.TakeCommitted()...)
 	if n := e.kv.NumBlocks(); len(ts.backlog) > n { // the oldest are long evicted
 		ts.backlog = slices.Delete(ts.backlog, 0, len(ts.backlog)-n)
 	}
@@ -235,7 +234,7 @@ func (e *Engine) offloader(ctx context.Context) {
 // mid-copy: straight into a memory tier, through a staging buffer into a
 // slower one, whose write then runs without the lock. Pinning the block
 // instead would hold memory from admission and reorder the arena's LRU.
-func (e *Engine) offload(ctx context.Context, ib kvcache.IdleBlock) {
+func (e *Engine) offload(ctx context.Context, ib kvcache.CommittedBlock) {
 	ts := e.tiers
 	off := ib.ID * ts.bb
 	data := ts.arena[off : off+ts.bb]

@@ -51,18 +51,18 @@ type blockMeta struct {
 
 // Manager is the block pool and prefix cache.
 type Manager struct {
-	cfg        Config
-	arena      []byte
-	unmap      func() error
-	blocks     []blockMeta
-	free       []int32
-	cache      map[uint64]int32
-	lruHead    int32
-	lruTail    int32
-	nEvictable int
-	events     []kvevent.Event
-	trackIdle  bool
-	idle       []int32 // blocks that became evictable (TrackIdle)
+	cfg            Config
+	arena          []byte
+	unmap          func() error
+	blocks         []blockMeta
+	free           []int32
+	cache          map[uint64]int32
+	lruHead        int32
+	lruTail        int32
+	nEvictable     int
+	events         []kvevent.Event
+	trackCommitted bool
+	committed      []commit // blocks that cached a hash (TrackCommitted)
 }
 
 // New allocates the pool and, when BlockBytes > 0, its arena.
@@ -213,9 +213,6 @@ func (m *Manager) Release(ids []int) {
 		}
 		if b.hashed {
 			m.lruPush(id)
-			if m.trackIdle {
-				m.idle = append(m.idle, id)
-			}
 		} else {
 			m.free = append(m.free, id)
 		}
@@ -245,6 +242,9 @@ func (m *Manager) Commit(id int, parent, hash uint64, tokens []uint32) bool {
 		b.counted, b.pgen = p, m.blocks[p].gen
 	}
 	m.emitStored(parent, hash, tokens)
+	if m.trackCommitted {
+		m.committed = append(m.committed, commit{int32(id), hash})
+	}
 	return true
 }
 

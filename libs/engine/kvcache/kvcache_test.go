@@ -259,34 +259,38 @@ func TestOrphanEvictionKeepsNewParentCount(t *testing.T) {
 	}
 }
 
-func TestTrackIdle(t *testing.T) {
+func TestTrackCommitted(t *testing.T) {
 	t.Parallel()
 	m, err := New(Config{NumBlocks: 4, BlockSize: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := m.TakeIdle(); got != nil {
-		t.Fatalf("idle before tracking: %v", got)
-	}
-	m.TrackIdle()
 	ids, _ := m.Allocate(3)
 	m.Commit(ids[0], 0, 10, []uint32{1, 2})
+	if got := m.TakeCommitted(); got != nil {
+		t.Fatalf("committed before tracking: %v", got)
+	}
+	m.TrackCommitted()
 	m.Commit(ids[1], 10, 11, []uint32{3, 4})
-	m.Release(ids) // ids[2] is not cached: it goes free, not idle
-	idle := m.TakeIdle()
-	if len(idle) != 2 || idle[0].Hash != 11 || idle[1].Hash != 10 || idle[0].Parent != 10 {
-		t.Fatalf("idle = %+v; want blocks 11 then 10 (released last first)", idle)
+	m.Commit(ids[2], 11, 12, []uint32{5, 6})
+	got := m.TakeCommitted()
+	if len(got) != 2 || got[0].Hash != 11 || got[1].Hash != 12 || got[0].Parent != 10 || got[1].Tokens[1] != 6 {
+		t.Fatalf("committed = %+v; want blocks 11 then 12, in commit order, with parents and tokens", got)
 	}
-	if m.TakeIdle() != nil {
-		t.Fatal("TakeIdle twice returned the blocks twice")
+	if m.TakeCommitted() != nil {
+		t.Fatal("TakeCommitted twice returned the blocks twice")
 	}
-	if !m.Caches(idle[0].ID, 11) || m.Caches(idle[0].ID, 99) || m.Caches(-1, 11) {
+	if !m.Caches(got[0].ID, 11) || m.Caches(got[0].ID, 99) || m.Caches(-1, 11) {
 		t.Fatal("Caches: want true for the cached hash only")
 	}
-	// A block held again before TakeIdle is not idle.
-	held, _ := m.Acquire([]uint64{11})
-	if got := m.TakeIdle(); len(got) != 0 {
-		t.Fatalf("idle = %+v; want none (block 11 is held again)", got)
+	// A block evicted and reused for another hash before its turn is not
+	// returned under its old one.
+	m.Release(ids)
+	fresh, _ := m.Allocate(4) // evicts everything cached
+	m.Commit(fresh[0], 0, 20, []uint32{7, 8})
+	for _, c := range m.TakeCommitted() {
+		if c.Hash != 20 {
+			t.Fatalf("committed %+v; want only the new block 20", c)
+		}
 	}
-	m.Release(held)
 }

@@ -68,6 +68,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&rp.MaxOutputTokens, "max-output-tokens", 2048, "cap generations, as make bench does (0: no cap)")
 	hostBlocks := fs.Int("host-blocks", 0, "workers: KV blocks in a host-memory tier below the pool (0: none)")
 	diskBlocks := fs.Int("disk-blocks", 0, "workers: KV blocks in a disk tier below the pool (0: none)")
+	sharedBlocks := fs.Int("shared-blocks", 0, "KV blocks in one object-store tier shared by every worker (0: none)")
 	fs.BoolVar(&cfg.FixedTierWeights, "fixed-tier-weights", false, "router: credit lower-tier blocks with the fixed default weights instead of deriving them from load against recompute time")
 	profile := fs.String("tier-profile", "h100", "load times of the tiers: h100 (host 25 GB/s, NVMe 6 GB/s, 2 MiB blocks) or local (this project's test machine, measured)")
 	csvPath := fs.String("csv", "", "also write every request's outcome, mode by mode, to this CSV file")
@@ -85,7 +86,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		rp.MaxInputTokens = max(cfg.ContextLen-2048, 1)
 	}
 	cfg.Params = params
-	if cfg.Tiers, err = tiers(*hostBlocks, *diskBlocks, *profile); err != nil {
+	if cfg.Tiers, err = tiers(*hostBlocks, *diskBlocks, *sharedBlocks, *profile); err != nil {
 		return err
 	}
 	if err := rp.Validate(); err != nil {
@@ -108,7 +109,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		_ = rows.Write([]string{"mode", "request", "worker", "ttft_ms", "prompt_tokens", "cached_tokens", "queue_ms", "pulled_blocks"})
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "mode\tmean TTFT ms\tp50\tp90\tp99\tmean queue ms\thit ratio\tpulls (blocks)\tonboarded host/disk\tfailed\tpreempted\tmean ÷ %s's\t\n", modes[0])
+	fmt.Fprintf(tw, "mode\tmean TTFT ms\tp50\tp90\tp99\tmean queue ms\thit ratio\tpulls (blocks)\tonboarded host/disk/shared\tfailed\tpreempted\tmean ÷ %s's\t\n", modes[0])
 	reqs, err := routesim.Requests(recs, rp) // replayable: each mode ranges over it anew
 	if err != nil {
 		return err
@@ -129,9 +130,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			base = mean
 		}
 		ms := func(d time.Duration) string { return fmt.Sprintf("%.1f", float64(d)/float64(time.Millisecond)) }
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%.2f%%\t%d (%d)\t%d/%d\t%d\t%d\t%.2fx\t\n", mode, ms(mean),
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%.2f%%\t%d (%d)\t%d/%d/%d\t%d\t%d\t%.2fx\t\n", mode, ms(mean),
 			ms(routesim.Quantile(ts, 0.5)), ms(routesim.Quantile(ts, 0.9)), ms(routesim.Quantile(ts, 0.99)), ms(res.MeanQueue()),
-			100*res.HitRatio(), res.Pulls, res.PulledBlocks, res.Onboarded[kvtier.Host], res.Onboarded[kvtier.Disk],
+			100*res.HitRatio(), res.Pulls, res.PulledBlocks, res.Onboarded[kvtier.Host], res.Onboarded[kvtier.Disk], res.Onboarded[kvtier.External],
 			res.Failed, res.Preemptions, float64(mean)/float64(max(base, 1)))
 	}
 	if rows != nil {
@@ -178,7 +179,7 @@ func parseModes(list string) ([]string, error) {
 }
 
 // tiers builds the workers' lower tiers from the flags.
-func tiers(host, disk int, profile string) ([]routesim.TierConfig, error) {
+func tiers(host, disk, shared int, profile string) ([]routesim.TierConfig, error) {
 	var times map[kvtier.Tier]time.Duration
 	switch profile {
 	case "h100":
@@ -188,8 +189,8 @@ func tiers(host, disk int, profile string) ([]routesim.TierConfig, error) {
 	default:
 		return nil, fmt.Errorf("-tier-profile=%q: want h100 or local", profile)
 	}
-	if host < 0 || disk < 0 {
-		return nil, fmt.Errorf("-host-blocks=%d -disk-blocks=%d: must not be negative", host, disk)
+	if host < 0 || disk < 0 || shared < 0 {
+		return nil, fmt.Errorf("-host-blocks=%d -disk-blocks=%d -shared-blocks=%d: must not be negative", host, disk, shared)
 	}
 	var out []routesim.TierConfig
 	if host > 0 {
@@ -197,6 +198,9 @@ func tiers(host, disk int, profile string) ([]routesim.TierConfig, error) {
 	}
 	if disk > 0 {
 		out = append(out, routesim.TierConfig{Tier: kvtier.Disk, Blocks: disk, BlockTime: times[kvtier.Disk]})
+	}
+	if shared > 0 {
+		out = append(out, routesim.TierConfig{Tier: kvtier.External, Blocks: shared, BlockTime: times[kvtier.External], Shared: true})
 	}
 	return out, nil
 }

@@ -61,7 +61,7 @@ func TestRunPrintsEachMode(t *testing.T) {
 		f := strings.Fields(rows[i+1])
 		// Columns: mode, mean, p50, p90, p99, mean queue, hit ratio, pulls, (blocks), onboarded
 		// host/disk, failed, preempted, ratio.
-		if len(f) != 13 || f[0] != mode || f[10] != "0" || (mode != "kv" && f[7] != "0") || f[9] != "0/0" {
+		if len(f) != 13 || f[0] != mode || f[10] != "0" || (mode != "kv" && f[7] != "0") || f[9] != "0/0/0" {
 			t.Errorf("row %d %q: want mode %s, 13 columns, nothing failed or onboarded, pulls only in kv", i, rows[i+1], mode)
 		}
 	}

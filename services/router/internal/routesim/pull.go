@@ -103,6 +103,9 @@ func (s *replay) land(p *pull) error {
 	if err := s.applyEvents(s.workers[p.dst]); err != nil { // the committed blocks
 		return err
 	}
+	if err := s.offload(s.workers[p.dst]); err != nil {
+		return err
+	}
 	if err := s.startStep(p.dst); err != nil {
 		return err
 	}

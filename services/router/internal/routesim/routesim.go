@@ -252,6 +252,12 @@ type inflight struct {
 
 func newReplay(cfg Config) (*replay, error) {
 	s := &replay{cfg: cfg, index: radix.New(), epoch: time.Unix(0, 0), pos: map[string]int{}}
+	shared := map[int]*simTier{}
+	for j, t := range cfg.Tiers {
+		if t.Shared {
+			shared[j] = newSimTier(t)
+		}
+	}
 	insts := make([]discovery.Instance, cfg.Workers)
 	for i := range cfg.Workers {
 		name := "sim-" + strconv.Itoa(i)
@@ -265,11 +271,15 @@ func newReplay(cfg Config) (*replay, error) {
 		s.pos[name] = i
 		s.batchTokens = core.Config.MaxBatchTokens
 		w := &worker{name: name, kv: core.KV, sched: core.Sched, maxLen: core.MaxLen, reqs: map[uint64]*inflight{}}
-		for _, t := range cfg.Tiers {
-			w.tiers = append(w.tiers, newSimTier(t))
+		for j, t := range cfg.Tiers {
+			if t.Shared {
+				w.tiers = append(w.tiers, shared[j])
+			} else {
+				w.tiers = append(w.tiers, newSimTier(t))
+			}
 		}
 		if len(w.tiers) > 0 {
-			core.KV.TrackIdle()
+			core.KV.TrackCommitted()
 		}
 		s.workers = append(s.workers, w)
 		insts[i] = discovery.Instance{ID: name, Role: discovery.RoleDecode, Model: model,

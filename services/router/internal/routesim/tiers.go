@@ -13,9 +13,9 @@ import (
 	"switchyard.dev/libs/radix"
 )
 
-// Lower KV tiers, as a worker with libs/kvbm tiers has them: a block that
-// goes idle in the pool is copied into every lower tier (at once: offload
-// is asynchronous on a live worker and off the request path), each tier
+// Lower KV tiers, as a worker with libs/kvbm tiers has them: a block the
+// pool commits is copied into every lower tier (at once: offload is
+// asynchronous on a live worker and off the request path), each tier
 // keeps its most recently stored blocks up to its capacity, and a prompt
 // whose prefix continues in a tier waits in its queue place while those
 // blocks load, BlockTime each, then finds them cached, as the engine's
@@ -25,20 +25,26 @@ import (
 
 // TierConfig is one simulated tier below each worker's pool.
 type TierConfig struct {
-	Tier      kvtier.Tier   // kvtier.Host or kvtier.Disk
-	Blocks    int           // capacity per worker
+	Tier      kvtier.Tier   // kvtier.Host, kvtier.Disk or kvtier.External
+	Blocks    int           // capacity per worker, or in all for a shared tier
 	BlockTime time.Duration // to load one block into the pool
+	// Shared makes one tier for all workers (an object store): what any
+	// worker offloads, every worker can load, and the router sees every
+	// worker holding it.
+	Shared bool
 }
 
 // Tier profiles: the load time of a 2 MiB block (16 tokens of fp16
 // Llama-3-8B KV).
 var (
 	// ProfileH100: an H100 node, host memory over PCIe at an effective
-	// 25 GB/s, a local NVMe SSD at 6 GB/s.
-	ProfileH100 = map[kvtier.Tier]time.Duration{kvtier.Host: 84 * time.Microsecond, kvtier.Disk: 350 * time.Microsecond}
+	// 25 GB/s, a local NVMe SSD at 6 GB/s, an object store over a 100 Gb/s
+	// NIC at an effective 5 GB/s.
+	ProfileH100 = map[kvtier.Tier]time.Duration{kvtier.Host: 84 * time.Microsecond, kvtier.Disk: 350 * time.Microsecond, kvtier.External: 420 * time.Microsecond}
 	// ProfileLocal: this project's 2-vCPU test machine as measured by
-	// libs/kvbm's benchmarks (host Get 5.73 GB/s, disk Get 1.56 GB/s).
-	ProfileLocal = map[kvtier.Tier]time.Duration{kvtier.Host: 366 * time.Microsecond, kvtier.Disk: 1344 * time.Microsecond}
+	// libs/kvbm's benchmarks (host Get 5.73 GB/s, disk Get 1.56 GB/s) and
+	// FACTS' versitygw GET over loopback (about 0.45 GB/s).
+	ProfileLocal = map[kvtier.Tier]time.Duration{kvtier.Host: 366 * time.Microsecond, kvtier.Disk: 1344 * time.Microsecond, kvtier.External: 4660 * time.Microsecond}
 )
 
 // simTier is one worker's tier: an LRU set of block hashes.
@@ -82,24 +88,37 @@ func (t *simTier) run(hashes []uint64) int {
 	return len(hashes)
 }
 
-// offload copies the worker's newly idle blocks into its tiers and tells
-// the index.
+// offload copies the worker's newly committed blocks into its tiers and
+// tells the index.
 func (s *replay) offload(w *worker) error {
 	if len(w.tiers) == 0 {
 		return nil
 	}
-	idle := w.kv.TakeIdle()
+	idle := w.kv.TakeCommitted()
 	if len(idle) == 0 {
 		return nil
 	}
 	s.revs = s.revs[:0]
+	var shared []radix.Event
 	for _, ib := range idle {
 		for _, t := range w.tiers {
-			s.revs = t.put(ib.Hash, s.revs)
+			if t.cfg.Shared {
+				shared = t.put(ib.Hash, shared)
+			} else {
+				s.revs = t.put(ib.Hash, s.revs)
+			}
 		}
 	}
 	if err := s.index.Apply(w.name, s.revs...); err != nil {
 		return fmt.Errorf("routesim: worker %s tier events: %w", w.name, err)
+	}
+	if len(shared) == 0 {
+		return nil
+	}
+	for _, o := range s.workers { // every worker can load a shared block
+		if err := s.index.Apply(o.name, shared...); err != nil {
+			return fmt.Errorf("routesim: worker %s shared tier events: %w", o.name, err)
+		}
 	}
 	return nil
 }
