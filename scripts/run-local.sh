@@ -101,6 +101,10 @@ else
 fi
 
 worker=(-executor "$EXECUTOR" ${WORKER_ARGS:-})
+: "${KV_HOST_BLOCKS:=4096}" "${KV_DISK_BLOCKS:=8192}"
+for v in KV_HOST_BLOCKS KV_DISK_BLOCKS; do [[ "${!v}" =~ ^[0-9]+$ ]] || die "$v=${!v}: want a number"; done
+tiers_on=1
+[ "$EXECUTOR" = sim ] && ! [[ "${WORKER_ARGS:-}" =~ -sim-kv-bytes-per-token[[:space:]=]+[1-9] ]] && tiers_on=0
 if [ -n "${KVBM_S3:-}" ]; then
   bucket=${KVBM_S3_BUCKET:-switchyard-kv}
   if [ "$KVBM_S3" = local ]; then
@@ -119,12 +123,9 @@ if [ -n "${KVBM_S3:-}" ]; then
   else
     s3=$KVBM_S3
   fi
+  (( tiers_on )) || die "KVBM_S3: a sim worker has no KV bytes to keep; set -sim-kv-bytes-per-token in WORKER_ARGS"
   worker+=(-kv-s3-endpoint "$s3" -kv-s3-bucket "$bucket")
 fi
-: "${KV_HOST_BLOCKS:=4096}" "${KV_DISK_BLOCKS:=8192}"
-for v in KV_HOST_BLOCKS KV_DISK_BLOCKS; do [[ "${!v}" =~ ^[0-9]+$ ]] || die "$v=${!v}: want a number"; done
-tiers_on=1
-[ "$EXECUTOR" = sim ] && ! [[ "${WORKER_ARGS:-}" =~ -sim-kv-bytes-per-token[[:space:]=]+[1-9] ]] && tiers_on=0
 # tiers WORKER: the KV tier flags of one worker (its disk tier in its own directory).
 tiers() {
   (( tiers_on )) || return 0

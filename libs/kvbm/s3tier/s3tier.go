@@ -13,8 +13,8 @@
 // and the caller recomputes.
 //
 // What the tier advertises is what it knows is in the store: the blocks
-// it wrote, those it found when it listed the namespace (at open, then
-// every Refresh period), and those it read. The knowledge is bounded by
+// it wrote or found written, those it found when it listed the namespace (at open, then
+// every Refresh period). The knowledge is bounded by
 // Blocks (least recently used first out); the store itself is never
 // emptied by a worker. Every call to the store has a deadline, and after
 // consecutive failures the tier stops calling for a while (failing fast),
@@ -141,8 +141,8 @@ func (c *Config) validate() error {
 	switch {
 	case c.Bucket == "":
 		return errors.New("kvbm: object tier: no bucket")
-	case c.Namespace == "" || strings.ContainsAny(c.Namespace, "/ %"):
-		return fmt.Errorf("kvbm: object tier: namespace %q: want a non-empty name without '/', '%%' or spaces (escape it)", c.Namespace)
+	case c.Namespace == "" || strings.ContainsAny(c.Namespace, "/ "):
+		return fmt.Errorf("kvbm: object tier: namespace %q: want a non-empty name without '/' or spaces (path-escape it)", c.Namespace)
 	case c.BlockSize <= 0 || c.BlockBytes <= 0 || c.Blocks <= 0:
 		return fmt.Errorf("kvbm: object tier: block size %d, %d bytes, %d blocks: all must be positive", c.BlockSize, c.BlockBytes, c.Blocks)
 	case (c.AccessKey == "") != (c.SecretKey == ""):
@@ -299,14 +299,17 @@ func (t *Tier) Refresh(ctx context.Context) error { return t.list(ctx) }
 // its parent is learnt only when it is read, so blocks found by listing
 // are announced without one.
 func (t *Tier) list(ctx context.Context) error {
-	cctx, cancel, err := t.call(ctx)
+	_, cancel, err := t.call(ctx) // closed, or backing off
 	if err != nil {
 		return err
 	}
-	defer cancel()
+	cancel()
 	p := s3.NewListObjectsV2Paginator(t.client, &s3.ListObjectsV2Input{Bucket: aws.String(t.cfg.Bucket), Prefix: aws.String(t.prefix)})
 	for p.HasMorePages() {
+		// Each page has its own deadline: a large namespace takes many.
+		cctx, cancel := context.WithTimeout(ctx, t.cfg.Timeout)
 		page, err := p.NextPage(cctx)
+		cancel()
 		if err != nil {
 			t.brk.fail()
 			return err
