@@ -290,7 +290,7 @@ func TestMetricsAndInfo(t *testing.T) {
 func TestImportSeam(t *testing.T) {
 	t.Parallel()
 	dst, p, req, want, to := importPrompt(t, 4, 8)
-	blocks := blockIDs(to)
+	blocks := regionIDs(to)
 	got, err := dst.CommitImported(blocks, p[:16], 0)
 	if err != nil || !slices.Equal(got, blocks) {
 		t.Fatalf("commit: holding %v (imported %v), %v", got, blocks, err)

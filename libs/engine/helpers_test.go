@@ -12,7 +12,6 @@ import (
 	"switchyard.dev/libs/engine/sample"
 
 	"switchyard.dev/libs/engine/executor"
-	"switchyard.dev/libs/engine/kvcache"
 	"switchyard.dev/libs/engine/llama"
 	"switchyard.dev/libs/engine/sim"
 	"switchyard.dev/libs/engine/tokenizer"
@@ -165,12 +164,4 @@ func sameTokens(a, b []uint32) bool {
 		}
 	}
 	return true
-}
-
-func blockIDs(rs []kvcache.Region) []int {
-	out := make([]int, len(rs))
-	for i, r := range rs {
-		out[i] = r.Block
-	}
-	return out
 }

@@ -33,15 +33,15 @@ func TestImportAfterCachedPrefix(t *testing.T) {
 		t.Fatalf("pinned %d, err %v", len(from), err)
 	}
 	copyKV(src, dst, from, to)
-	src.ReleaseBlocks(blockIDs(from))
-	got, err := dst.CommitImportedAfter(hashes[1], blockIDs(to), p[8:20], 0)
-	if err != nil || !slices.Equal(got, blockIDs(to)) {
-		t.Fatalf("commit: holding %v (imported %v), %v", got, blockIDs(to), err)
+	src.ReleaseBlocks(regionIDs(from))
+	got, err := dst.CommitImportedAfter(hashes[1], regionIDs(to), p[8:20], 0)
+	if err != nil || !slices.Equal(got, regionIDs(to)) {
+		t.Fatalf("commit: holding %v (imported %v), %v", got, regionIDs(to), err)
 	}
 	first := want.tokens[0]
 	req.FirstToken = &first
 	r := run(t, dst, req)
-	dst.ReleaseBlocks(blockIDs(held))
+	dst.ReleaseBlocks(regionIDs(held))
 	dst.ReleaseBlocks(got)
 	if r.final.Usage.CachedPromptTokens != 20 || !sameTokens(r.tokens, want.tokens) {
 		t.Fatalf("cached %d tokens %v want %v", r.final.Usage.CachedPromptTokens, r.tokens, want.tokens)
@@ -60,14 +60,14 @@ func TestImportHandsOverReferences(t *testing.T) {
 	dst, p, req, want, to := importPrompt(t, 6, 4)
 
 	// Refused (a token short): nothing cached, the references still held.
-	if got, err := dst.CommitImported(blockIDs(to), p[:15], 0); err == nil {
+	if got, err := dst.CommitImported(regionIDs(to), p[:15], 0); err == nil {
 		t.Fatalf("short commit accepted, holding %v", got)
 	}
 	if m := dst.Metrics(); m.KVUsedBlocks != 4 || m.KVCachedBlocks != 0 {
 		t.Fatalf("after a refused commit: used %d cached %d, want 4 and 0", m.KVUsedBlocks, m.KVCachedBlocks)
 	}
 
-	held, err := dst.CommitImported(blockIDs(to), p[:16], 0)
+	held, err := dst.CommitImported(regionIDs(to), p[:16], 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,10 +96,10 @@ func TestImportHandsOverReferences(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, err := dst.CommitImported(blockIDs(to), p[:4], 0); err == nil {
+	if got, err := dst.CommitImported(regionIDs(to), p[:4], 0); err == nil {
 		t.Fatalf("short commit accepted, holding %v", got)
 	}
-	dst.ReleaseBlocks(blockIDs(to))
+	dst.ReleaseBlocks(regionIDs(to))
 	if m := dst.Metrics(); m.KVUsedBlocks != 0 {
 		t.Fatalf("%d blocks still held after the abort", m.KVUsedBlocks)
 	}
@@ -124,7 +124,7 @@ func importPrompt(t *testing.T, seed, maxTokens int) (*Engine, []uint32, Request
 		t.Fatalf("pinned %d blocks, import err %v", len(from), err)
 	}
 	copyKV(src, dst, from, to)
-	src.ReleaseBlocks(blockIDs(from))
+	src.ReleaseBlocks(regionIDs(from))
 	return dst, p, req, want, to
 }
 

@@ -191,7 +191,7 @@ func (e *Engine) ReleaseBlocks(blocks []int) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.kv.Release(blocks)
-	e.offloadIdle()
+	e.offloadCommitted()
 	e.signal()
 }
 

@@ -158,7 +158,7 @@ func (e *Engine) complete(p *sched.Plan, b *executor.Batch, err error, took time
 	}
 	if e.tiers != nil {
 		e.tiers.observeStep(p.PrefillTokens, p.DecodeTokens, e.cfg.BlockSize, took)
-		e.offloadIdle()
+		e.offloadCommitted()
 	}
 	e.flushEvents()
 	e.stats.completed(took, tokens)

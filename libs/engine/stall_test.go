@@ -35,7 +35,7 @@ func TestAdmitsAfterSelfPreemption(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer e.ReleaseBlocks(blockIDs(imp))
+	defer e.ReleaseBlocks(regionIDs(imp))
 	if _, err := e.Submit(ctx, Request{Prompt: prompt(3, 1), Stop: StopParams{MaxTokens: 20, IgnoreEOS: true}}); err != nil {
 		t.Fatal(err)
 	}
@@ -113,7 +113,7 @@ func TestImportEvictionsPublished(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer e.ReleaseBlocks(blockIDs(imp))
+	defer e.ReleaseBlocks(regionIDs(imp))
 	ctx, stop := context.WithTimeout(t.Context(), 30*time.Second) // a hang guard
 	defer stop()
 	b, err := sub.Next(ctx)

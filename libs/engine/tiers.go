@@ -60,10 +60,6 @@ type TierMetrics struct {
 // simply not offloaded.
 const offloadQueue = 256
 
-type offloadJob struct {
-	block kvcache.CommittedBlock
-}
-
 // lowerTier is a tier with its policy and counters.
 type lowerTier struct {
 	t      kvbm.Tier
@@ -78,7 +74,7 @@ type tiers struct {
 	list    []*lowerTier
 	arena   []byte
 	bb      int
-	queue   chan offloadJob
+	queue   chan kvcache.CommittedBlock
 	pending []kvbm.Change  // changes reported, not yet journaled (guarded by mu)
 	mu      sync.Mutex     // a leaf lock: nothing is acquired while it is held
 	busy    sync.WaitGroup // onboarding copies in flight
@@ -98,7 +94,7 @@ func (e *Engine) openTiers(cfgs []TierConfig, blockBytes int) error {
 	if blockBytes == 0 {
 		return errors.New("engine: KV tiers need KV bytes (a model executor, or a sim executor with KV bytes per token)")
 	}
-	ts := &tiers{arena: e.kv.Arena(), bb: blockBytes, queue: make(chan offloadJob, offloadQueue), offloaded: map[int]uint64{}}
+	ts := &tiers{arena: e.kv.Arena(), bb: blockBytes, queue: make(chan kvcache.CommittedBlock, offloadQueue), offloaded: map[int]uint64{}}
 	for i := range ts.mirror {
 		ts.mirror[i] = map[uint64]uint64{}
 	}
@@ -176,11 +172,11 @@ func (ts *tiers) snapshot(blockSize int) []kvevent.Event {
 	return out
 }
 
-// offloadIdle hands the blocks committed since to the offloader, in
+// offloadCommitted hands the blocks committed since to the offloader, in
 // commit order (a prefix's first block first: a prefix is only ever
 // loaded from its start), as many as its queue takes, and keeps the rest
 // in the backlog; e.mu held. It never waits.
-func (e *Engine) offloadIdle() {
+func (e *Engine) offloadCommitted() {
 	ts := e.tiers
 	if ts == nil {
 		return
@@ -200,7 +196,7 @@ func (e *Engine) offloadIdle() {
 		}
 		ts.offloaded[ib.ID] = ib.Hash
 		ts.inflight++
-		ts.queue <- offloadJob{block: ib} // room checked above; only this goroutine sends, under e.mu
+		ts.queue <- ib // room checked above; only this goroutine sends, under e.mu
 	}
 	ts.backlog = slices.Delete(ts.backlog, 0, sent)
 }
@@ -221,8 +217,8 @@ func (e *Engine) offloader(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case j := <-ts.queue:
-			e.offload(ctx, j.block)
+		case b := <-ts.queue:
+			e.offload(ctx, b)
 		}
 	}
 }
@@ -281,7 +277,7 @@ func (e *Engine) offload(ctx context.Context, ib kvcache.CommittedBlock) {
 	}
 	e.mu.Lock()
 	ts.inflight--
-	e.offloadIdle() // the queue has room again
+	e.offloadCommitted() // the queue has room again
 	e.flushEvents()
 	e.mu.Unlock()
 	e.signal() // a request may be waiting for the block's memory

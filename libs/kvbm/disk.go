@@ -49,7 +49,6 @@ type Disk struct {
 	cfg       DiskConfig
 	f         *os.File
 	path      string
-	direct    bool
 	headerLen int // bytes reserved for a header at each slot's start
 	slotLen   int
 	bufs      chan []byte // IODepth aligned slot buffers
@@ -109,7 +108,6 @@ func OpenDisk(cfg DiskConfig) (*Disk, error) {
 func (d *Disk) open() error {
 	size := int64(d.cfg.Blocks) * int64(d.slotLen)
 	f, err := os.OpenFile(d.path, os.O_RDWR|os.O_CREATE|unix.O_DIRECT, 0o644)
-	d.direct = err == nil
 	if err != nil { // tmpfs and some others refuse O_DIRECT
 		f, err = os.OpenFile(d.path, os.O_RDWR|os.O_CREATE, 0o644)
 	}
@@ -166,9 +164,6 @@ func (d *Disk) offset(i int32) int64 { return int64(i) * int64(d.slotLen) }
 
 // BlockBytes is the size of a block.
 func (d *Disk) BlockBytes() int { return d.cfg.BlockBytes }
-
-// Direct reports whether the slab is read and written with O_DIRECT.
-func (d *Disk) Direct() bool { return d.direct }
 
 func (d *Disk) buffer(ctx context.Context) ([]byte, error) {
 	select {

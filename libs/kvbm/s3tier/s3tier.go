@@ -254,8 +254,8 @@ func (t *Tier) Get(ctx context.Context, hash uint64, dst []byte) (kvbm.Meta, err
 	defer cancel()
 	out, err := t.client.GetObject(cctx, &s3.GetObjectInput{Bucket: aws.String(t.cfg.Bucket), Key: aws.String(t.key(hash))})
 	if err != nil {
-		var nf interface{ ErrorCode() string }
-		if errors.As(err, &nf) && (nf.ErrorCode() == "NoSuchKey" || nf.ErrorCode() == "NotFound") {
+		var ae smithy.APIError
+		if errors.As(err, &ae) && (ae.ErrorCode() == "NoSuchKey" || ae.ErrorCode() == "NotFound") {
 			t.brk.ok()
 			t.idx.drop(hash, false) // deleted from the store: no longer there
 			return kvbm.Meta{}, kvbm.ErrNotFound

@@ -64,8 +64,6 @@ type Process struct {
 	env    []string      // added to the test process's environment
 }
 
-func mkdirAll(dir string) error { return os.MkdirAll(dir, 0o755) }
-
 // Exited reports whether the current run of the process has ended.
 func (p *Process) Exited() bool {
 	select {

@@ -2,6 +2,7 @@ package deptest
 
 import (
 	"net"
+	"os"
 	"path/filepath"
 	"strconv"
 	"testing"
@@ -29,7 +30,7 @@ func StartVersityGW(t testing.TB) *VersityGW {
 	bin := Binary(t, "versitygw", "VERSITYGW_BIN")
 	dir := t.TempDir()
 	g := &VersityGW{AccessKey: "switchyard-test", SecretKey: "switchyard-test-secret", Dir: filepath.Join(dir, "s3")}
-	if err := mkdirAll(g.Dir); err != nil {
+	if err := os.MkdirAll(g.Dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	var addr string
