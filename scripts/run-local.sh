@@ -31,7 +31,9 @@
 #                with its data in the state directory; a URL uses that
 #                store (bucket KVBM_S3_BUCKET, default switchyard-kv;
 #                credentials from AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY);
-#                empty (default): no shared tier
+#                empty (default): no shared tier. The kvbm-controller
+#                keeps the store's catalog, under a byte budget of
+#                KVBM_S3_CAPACITY (default 64GiB; 0: none)
 #   WORKER_ARGS, ROUTER_ARGS, FRONTEND_ARGS  extra flags for those services
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -101,6 +103,7 @@ else
 fi
 
 worker=(-executor "$EXECUTOR" ${WORKER_ARGS:-})
+kvbm=()
 : "${KV_HOST_BLOCKS:=4096}" "${KV_DISK_BLOCKS:=8192}"
 for v in KV_HOST_BLOCKS KV_DISK_BLOCKS; do [[ "${!v}" =~ ^[0-9]+$ ]] || die "$v=${!v}: want a number"; done
 tiers_on=1
@@ -125,6 +128,9 @@ if [ -n "${KVBM_S3:-}" ]; then
   fi
   (( tiers_on )) || die "KVBM_S3: a sim worker has no KV bytes to keep; set -sim-kv-bytes-per-token in WORKER_ARGS"
   worker+=(-kv-s3-endpoint "$s3" -kv-s3-bucket "$bucket")
+  # The controller keeps the store's catalog and its budget
+  # (KVBM_S3_CAPACITY, default 64GiB; 0: none).
+  kvbm+=(-s3-endpoint "$s3" -s3-bucket "$bucket" -s3-capacity "${KVBM_S3_CAPACITY:-64GiB}")
 fi
 # tiers WORKER: the KV tier flags of one worker (its disk tier in its own directory).
 tiers() {
@@ -156,7 +162,7 @@ done
 for i in $(seq 0 $((ROUTERS - 1))); do
   start "router-$i" bin/router "${common[@]}" -id "router-$i" -mode "$ROUTER_MODE" "${disagg[@]}" ${ROUTER_ARGS:-} -listen "127.0.0.1:$((BASE_PORT + i))"
 done
-start kvbm-controller bin/kvbm-controller "${common[@]}" -id kvbm-controller-0 -listen "127.0.0.1:$((BASE_PORT + 300))"
+start kvbm-controller bin/kvbm-controller "${common[@]}" "${kvbm[@]}" -id kvbm-controller-0 -listen "127.0.0.1:$((BASE_PORT + 300))"
 start planner bin/planner "${common[@]}" -id planner-0 -listen "127.0.0.1:$((BASE_PORT + 400))"
 start frontend bin/frontend "${common[@]}" -id frontend-0 ${FRONTEND_ARGS:-} -listen "127.0.0.1:$PORT"
 

@@ -29,7 +29,10 @@ import (
 // admissible. The tiers' changes are journaled with
 // the device's, under the engine's lock, so the router sees every tier
 // exactly: the engine mirrors each lower tier's contents from its changes,
-// and Dump reports them.
+// and Dump reports them. A shared tier (kvtier.External) is the
+// exception: it is one store for every worker of the model, so the
+// kvbm-controller's catalog publishes it, once, and a worker's events and
+// dump carry only its own tiers.
 
 // TierConfig is one KV tier below the arena.
 type TierConfig struct {
@@ -53,6 +56,9 @@ type TierMetrics struct {
 	RecomputeInstead int64 // blocks held here but recomputed, loading being slower
 	Corrupt          int64 // blocks that failed their checksum
 	LoadNanosPerBlk  int64 // measured load time of a block (moving average)
+	// RecomputeNanosPerBlk is the measured prefill time of a block (the
+	// engine's, moving average) that LoadNanosPerBlk is weighed against.
+	RecomputeNanosPerBlk int64
 }
 
 // offloadQueue bounds the blocks handed to the offloader; the blocks
@@ -136,6 +142,9 @@ func (ts *tiers) takeEvents(blockSize int) []kvevent.Event {
 		switch c.Kind {
 		case kvbm.Stored:
 			ts.mirror[c.Tier][c.Meta.Hash] = c.Meta.Parent
+			if c.Tier == kvtier.External {
+				continue // published by the kvbm-controller, once for every worker
+			}
 			// A chain offloaded block after block is one event, as the
 			// arena reports its own.
 			if k := len(out); k > 0 {
@@ -151,6 +160,9 @@ func (ts *tiers) takeEvents(blockSize int) []kvevent.Event {
 				TokenIDs: slices.Clone(c.Meta.Tokens), BlockSize: blockSize, Tier: c.Tier})
 		case kvbm.Removed:
 			delete(ts.mirror[c.Tier], c.Meta.Hash)
+			if c.Tier == kvtier.External {
+				continue
+			}
 			if k := len(out); k > 0 && out[k-1].Kind == kvevent.Removed && out[k-1].Tier == c.Tier {
 				out[k-1].BlockHashes = append(out[k-1].BlockHashes, c.Meta.Hash)
 				continue
@@ -161,10 +173,14 @@ func (ts *tiers) takeEvents(blockSize int) []kvevent.Event {
 	return out
 }
 
-// snapshot returns a Stored event for every block the mirror holds.
+// snapshot returns a Stored event for every block the mirror holds in
+// the worker's own tiers.
 func (ts *tiers) snapshot(blockSize int) []kvevent.Event {
 	var out []kvevent.Event
 	for t := range ts.mirror {
+		if kvtier.Tier(t) == kvtier.External {
+			continue
+		}
 		for h, p := range ts.mirror[t] {
 			out = append(out, kvevent.Event{Kind: kvevent.Stored, BlockHashes: []uint64{h}, ParentHash: p, BlockSize: blockSize, Tier: kvtier.Tier(t)})
 		}
@@ -434,6 +450,7 @@ func ewma(avg, x float64) float64 {
 	return 0.8*avg + 0.2*x
 }
 
+// metrics reports every tier; e.mu held (for the recompute estimate).
 func (ts *tiers) metrics() []TierMetrics {
 	out := make([]TierMetrics, 0, len(ts.list))
 	for _, lt := range ts.list {
@@ -443,6 +460,7 @@ func (ts *tiers) metrics() []TierMetrics {
 			Tier: lt.t.Kind(), Blocks: s.Blocks, Capacity: s.Capacity,
 			Offloaded: lt.offloaded, OverBudget: lt.overBudget, Onboarded: lt.onboarded, OnboardBytes: lt.onboardBytes,
 			RecomputeInstead: lt.recompute, Corrupt: int64(s.Corrupt), LoadNanosPerBlk: int64(lt.loadNanos),
+			RecomputeNanosPerBlk: int64(ts.recompute),
 		})
 		ts.mu.Unlock()
 	}

@@ -47,10 +47,14 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-// evictFromDevice runs other prompts until none of a's leading blocks is
-// in the arena any more, and waits for the offloads they caused.
+// evictFromDevice waits for a's blocks to be offloaded, runs other
+// prompts until none of a's leading blocks is in the arena any more, and
+// waits for the offloads they caused. Offload never holds a block back
+// from eviction: on a busy machine the offloader may not have run before
+// the next prompt evicts, so the test waits for it first.
 func evictFromDevice(t *testing.T, e *Engine, a []uint32) {
 	t.Helper()
+	waitFor(t, "the prompt's offloads", e.offloadsDone)
 	hashes := kvhash.BlockHashes(a[:(len(a)-1)/16*16], 16, 0)
 	for salt := 2; ; salt++ {
 		if salt > 12 {

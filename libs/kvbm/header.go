@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"io"
 )
 
 // A block that leaves host memory (a disk slot, an object) is a header and
@@ -111,8 +112,15 @@ func decodeHeader(b []byte) (header, error) {
 // EncodeBlock returns block m's header followed by data: the form a block
 // takes outside host memory (an object's body).
 func EncodeBlock(m Meta, data []byte) []byte {
-	out := appendHeader(make([]byte, 0, HeaderLen(len(m.Tokens))+len(data)), m, len(data), checksum(data))
+	out := AppendHeader(make([]byte, 0, HeaderLen(len(m.Tokens))+len(data)), m, data)
 	return append(out, data...)
+}
+
+// AppendHeader appends the header of block m with data to dst: the
+// encoding is it followed by data, for a writer that sends the two
+// without copying the data behind the header.
+func AppendHeader(dst []byte, m Meta, data []byte) []byte {
+	return appendHeader(dst, m, len(data), checksum(data))
 }
 
 // DecodeBlock checks an encoded block and returns its meta and data (a
@@ -131,4 +139,68 @@ func DecodeBlock(b []byte) (Meta, []byte, error) {
 		return Meta{}, nil, fmt.Errorf("%w: data checksum %#08x, header says %#08x", ErrCorrupt, sum, h.dataSum)
 	}
 	return h.meta, data, nil
+}
+
+// ReadBlock reads an encoded block from r, its data straight into dst,
+// which must be as long as the block's data: a block coming off the
+// network is copied once, not gathered into a buffer first. size is the
+// encoding's length when the reader knows it (an object's Content-Length),
+// else -1. It fails with ErrCorrupt when the header, the length or the
+// data's checksum is wrong, and otherwise with r's error (io.ErrUnexpectedEOF
+// when r ends before the size it announced); dst's contents are then
+// undefined.
+func ReadBlock(r io.Reader, size int64, dst []byte) (Meta, error) {
+	short := func(err error) error {
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+			if size < 0 { // the encoding itself ends early
+				return fmt.Errorf("%w: %w: truncated", ErrCorrupt, errHeader)
+			}
+			return io.ErrUnexpectedEOF
+		}
+		return err
+	}
+	if size >= 0 && size < int64(HeaderLen(0)) {
+		return Meta{}, fmt.Errorf("%w: %w: %d bytes, want at least %d", ErrCorrupt, errHeader, size, HeaderLen(0))
+	}
+	var fixed [headerFixed]byte
+	if _, err := io.ReadFull(r, fixed[:]); err != nil {
+		return Meta{}, short(err)
+	}
+	n := binary.LittleEndian.Uint32(fixed[32:])
+	switch {
+	case string(fixed[:4]) != headerMagic:
+		return Meta{}, fmt.Errorf("%w: %w: magic %q", ErrCorrupt, errHeader, fixed[:4])
+	case n > MaxHeaderTokens: // before allocating for them
+		return Meta{}, fmt.Errorf("%w: %w: %d tokens, at most %d", ErrCorrupt, errHeader, n, MaxHeaderTokens)
+	case size >= 0 && size < int64(HeaderLen(int(n))):
+		return Meta{}, fmt.Errorf("%w: %w: %d bytes for %d tokens", ErrCorrupt, errHeader, size, n)
+	}
+	hdr := make([]byte, HeaderLen(int(n)))
+	copy(hdr, fixed[:])
+	if _, err := io.ReadFull(r, hdr[headerFixed:]); err != nil {
+		return Meta{}, short(err)
+	}
+	h, err := decodeHeader(hdr)
+	if err != nil {
+		return Meta{}, fmt.Errorf("%w: %w", ErrCorrupt, err)
+	}
+	switch {
+	case h.dataLen != len(dst):
+		return Meta{}, fmt.Errorf("%w: %d data bytes, want %d", ErrCorrupt, h.dataLen, len(dst))
+	case size >= 0 && size != int64(h.size+h.dataLen):
+		return Meta{}, fmt.Errorf("%w: %d bytes, header says %d", ErrCorrupt, size, h.size+h.dataLen)
+	}
+	if _, err := io.ReadFull(r, dst); err != nil {
+		return Meta{}, short(err)
+	}
+	if sum := checksum(dst); sum != h.dataSum {
+		return Meta{}, fmt.Errorf("%w: data checksum %#08x, header says %#08x", ErrCorrupt, sum, h.dataSum)
+	}
+	if size < 0 { // nothing may follow the data
+		var extra [1]byte
+		if k, _ := io.ReadFull(r, extra[:]); k > 0 {
+			return Meta{}, fmt.Errorf("%w: data past the %d bytes the header says", ErrCorrupt, h.dataLen)
+		}
+	}
+	return h.meta, nil
 }

@@ -76,6 +76,7 @@ func (s *store) endPut(slot int32, m Meta, n int, werr error) {
 	delete(s.pending, m.Hash)
 	if werr != nil {
 		s.x.abandon(slot)
+		s.stats.WriteErrors++
 		return
 	}
 	m.Tokens = slices.Clone(m.Tokens)
@@ -117,6 +118,9 @@ func (s *store) endGet(slot int32, hash uint64, n int, rerr error, corrupt bool)
 			if corrupt {
 				s.stats.Corrupt++
 			}
+		}
+		if !corrupt {
+			s.stats.ReadErrors++
 		}
 		s.x.unpin(slot)
 		return

@@ -62,8 +62,13 @@ type Stats struct {
 	Misses     uint64 // Gets of a block not held
 	Corrupt    uint64 // blocks dropped on a checksum mismatch
 	Evictions  uint64 // blocks removed to make room
-	BytesIn    uint64
-	BytesOut   uint64
+	// WriteErrors and ReadErrors count the Puts and Gets that failed in
+	// the medium (a disk error, a store down or slow): each cost only its
+	// block, and the tier went on serving.
+	WriteErrors uint64
+	ReadErrors  uint64
+	BytesIn     uint64
+	BytesOut    uint64
 }
 
 // Tier is one storage tier of KV blocks.
@@ -77,7 +82,8 @@ type Tier interface {
 	// full. A block already held is left as it is and Put returns false.
 	Put(ctx context.Context, m Meta, data []byte) (stored bool, err error)
 	// Get copies block hash into dst, which must be BlockBytes long, and
-	// returns its Meta.
+	// returns its Meta. After an error dst's contents are undefined: a
+	// tier may read into it before the block's checksum fails.
 	Get(ctx context.Context, hash uint64, dst []byte) (Meta, error)
 	// Prefix returns how many of the leading hashes the tier holds, in a
 	// row from the first.

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -321,7 +320,11 @@ func (c *Config) validateTiers() error {
 }
 
 // Tiers returns the engine's KV tiers below the arena, fastest first.
-func (c *Config) Tiers() []engine.TierConfig {
+func (c *Config) Tiers() []engine.TierConfig { return c.tiers(nil) }
+
+// tiers is Tiers with the shared tier's transfers reported to rep (nil:
+// not reported).
+func (c *Config) tiers(rep *sharedReporter) []engine.TierConfig {
 	var out []engine.TierConfig
 	if c.HostBlocks > 0 {
 		n := c.HostBlocks
@@ -345,10 +348,14 @@ func (c *Config) Tiers() []engine.TierConfig {
 	if c.S3Bucket != "" {
 		// The model's name keys its blocks: workers serving the same model
 		// (and block size) share them.
-		cfg := s3tier.Config{Endpoint: c.S3Endpoint, Bucket: c.S3Bucket, Namespace: url.PathEscape(c.ModelName), BlockSize: c.BlockSize, Blocks: c.S3Blocks}
+		cfg := s3tier.Config{Endpoint: c.S3Endpoint, Bucket: c.S3Bucket, Namespace: s3tier.Namespace(c.ModelName), BlockSize: c.BlockSize, Blocks: c.S3Blocks}
 		out = append(out, engine.TierConfig{
 			Open: func(bb int, on kvbm.OnChange) (kvbm.Tier, error) {
 				cfg.BlockBytes, cfg.OnChange = bb, on
+				if rep != nil {
+					rep.setBlockBytes(bb)
+					cfg.Observe = rep
+				}
 				t, err := s3tier.Open(context.Background(), cfg)
 				if err != nil {
 					return nil, fmt.Errorf("-kv-s3-endpoint=%q -kv-s3-bucket=%q: %w", c.S3Endpoint, c.S3Bucket, err)

@@ -30,6 +30,7 @@ import (
 	"switchyard.dev/gen/switchyard/worker/v1/workerv1connect"
 	"switchyard.dev/libs/cuda"
 	"switchyard.dev/libs/engine"
+	"switchyard.dev/libs/mesh/client"
 	"switchyard.dev/libs/mesh/discovery"
 	"switchyard.dev/libs/mesh/service"
 	"switchyard.dev/libs/worker/disagg"
@@ -62,10 +63,14 @@ func Setup(ctx context.Context, rt *service.Runtime, cfg *Config) error {
 	if err != nil {
 		return err
 	}
+	var rep *sharedReporter
+	if cfg.S3Bucket != "" {
+		rep = newSharedReporter(rt.Server.Instance().ID, cfg.ModelName, cfg.BlockSize, log.With("component", "shared-tier-report"))
+	}
 	eng, err := engine.New(engine.Config{
 		BlockSize: cfg.BlockSize, NumBlocks: cfg.NumBlocks, MaxRunning: cfg.MaxRunning,
 		MaxBatchTokens: cfg.MaxBatchTokens, LongPrefillTokens: cfg.LongPrefillTokens, PrefillOrder: cfg.PrefillOrder, EventBuffer: cfg.EventBuffer,
-		Tiers: cfg.Tiers(),
+		Tiers: cfg.tiers(rep),
 	}, m.exec, log.With("component", "engine"))
 	if err != nil {
 		return err
@@ -84,6 +89,13 @@ func Setup(ctx context.Context, rt *service.Runtime, cfg *Config) error {
 		_ = inv.Close()
 		return err
 	}
+	if rep != nil {
+		opts, err := client.Options(rt.Telemetry)
+		if err != nil {
+			log.Warn("shared tier reports untraced", "err", err)
+		}
+		go rep.run(ctx, rt.Registry, client.NewHTTP(), opts...)
+	}
 	hc.Engine, hc.Model, hc.Tokenizer, hc.TokenizerKind, hc.Logger = eng, cfg.ModelName, m.tokenizer, m.tokenizerKind, log
 	h := handler.New(hc)
 	// The runtime's handler options compress only messages of 4 KiB or
@@ -92,6 +104,9 @@ func Setup(ctx context.Context, rt *service.Runtime, cfg *Config) error {
 	rt.Server.Mount(workerv1connect.NewWorkerServiceHandler(h, rt.Server.HandlerOptions()...))
 	mi := eng.ModelInfo()
 	publish(ctx, rt, cfg, mi, inv, tr)
+	if len(cfg.Tiers()) > 0 {
+		go publishTierTimes(ctx, eng, rt.Server.PublishMeta, log)
+	}
 
 	stopped := make(chan struct{})
 	go func() {

@@ -4,7 +4,13 @@ go 1.26.8
 
 require (
 	connectrpc.com/connect v1.21.1
+	github.com/aws/aws-sdk-go-v2 v1.48.0
+	github.com/aws/aws-sdk-go-v2/service/s3 v1.114.10
+	github.com/aws/smithy-go v1.28.9
 	switchyard.dev/gen v0.0.0
+	switchyard.dev/libs/engine v0.0.0
+	switchyard.dev/libs/kvbm v0.0.0
+	switchyard.dev/libs/kvtier v0.0.0
 	switchyard.dev/libs/mesh v0.0.0
 )
 
@@ -14,6 +20,21 @@ require (
 	connectrpc.com/grpcreflect v1.3.1 // indirect
 	connectrpc.com/otelconnect v0.12.0 // indirect
 	github.com/armon/go-metrics v0.4.1 // indirect
+	github.com/aws/aws-sdk-go-v2/aws/protocol/eventstream v1.7.27 // indirect
+	github.com/aws/aws-sdk-go-v2/config v1.33.19 // indirect
+	github.com/aws/aws-sdk-go-v2/credentials v1.21.1 // indirect
+	github.com/aws/aws-sdk-go-v2/feature/ec2/imds v1.20.9 // indirect
+	github.com/aws/aws-sdk-go-v2/internal/configsources v1.5.12 // indirect
+	github.com/aws/aws-sdk-go-v2/internal/endpoints/v2 v2.8.12 // indirect
+	github.com/aws/aws-sdk-go-v2/internal/v4a v1.5.12 // indirect
+	github.com/aws/aws-sdk-go-v2/service/internal/accept-encoding v1.13.25 // indirect
+	github.com/aws/aws-sdk-go-v2/service/internal/checksum v1.11.13 // indirect
+	github.com/aws/aws-sdk-go-v2/service/internal/presigned-url v1.14.12 // indirect
+	github.com/aws/aws-sdk-go-v2/service/internal/s3shared v1.20.12 // indirect
+	github.com/aws/aws-sdk-go-v2/service/signin v1.13.1 // indirect
+	github.com/aws/aws-sdk-go-v2/service/sso v1.39.5 // indirect
+	github.com/aws/aws-sdk-go-v2/service/ssooidc v1.44.5 // indirect
+	github.com/aws/aws-sdk-go-v2/service/sts v1.52.0 // indirect
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/cenkalti/backoff/v5 v5.0.3 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
@@ -63,9 +84,17 @@ require (
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20260928230214-8a89bd6388cc // indirect
 	google.golang.org/grpc v1.85.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
+	switchyard.dev/libs/nixl v0.0.0 // indirect
 )
 
 replace (
 	switchyard.dev/gen => ../../gen
+	switchyard.dev/libs/cuda => ../../libs/cuda
+	switchyard.dev/libs/engine => ../../libs/engine
+	switchyard.dev/libs/kvbm => ../../libs/kvbm
+	switchyard.dev/libs/kvhash => ../../libs/kvhash
+	switchyard.dev/libs/kvtier => ../../libs/kvtier
 	switchyard.dev/libs/mesh => ../../libs/mesh
+	switchyard.dev/libs/nixl => ../../libs/nixl
+	switchyard.dev/libs/sharedtest => ../../libs/sharedtest
 )

@@ -49,10 +49,19 @@ func (x *index) reserve(hash uint64) bool {
 	return true
 }
 
+// abandon gives up the write of hash, which failed.
 func (x *index) abandon(hash uint64) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	delete(x.pending, hash)
+	x.st.WriteErrors++
+}
+
+// readFailed counts a read the store failed.
+func (x *index) readFailed() {
+	x.mu.Lock()
+	x.st.ReadErrors++
+	x.mu.Unlock()
 }
 
 // publish records block m as in the store (written by us when wrote).

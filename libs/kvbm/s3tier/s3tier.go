@@ -22,11 +22,9 @@
 package s3tier
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -67,6 +65,24 @@ type Config struct {
 	OnChange         kvbm.OnChange
 	// HTTPClient is the client to the store (default a fresh one).
 	HTTPClient *http.Client
+	// Observe, when set, is told of each block the tier wrote, found
+	// written, read or found gone, outside the tier's lock: a worker
+	// reports them to the kvbm-controller's catalog of the store.
+	Observe Observer
+}
+
+// Observer learns what the tier did with the store. Its methods must not
+// block: they run on the path of an offload or an onboarding.
+type Observer interface {
+	// Wrote: the block's object of objectBytes is in the store; stored
+	// is false when another writer was first (the conditional PUT was
+	// refused) and took is then the refused call's time.
+	Wrote(hash uint64, objectBytes int, took time.Duration, stored bool)
+	// Read: the block was loaded, objectBytes in took.
+	Read(hash uint64, objectBytes int, took time.Duration)
+	// Gone: the block's object was missing, or failed its check and was
+	// deleted.
+	Gone(hash uint64)
 }
 
 // Tier is the object-store tier.
@@ -88,36 +104,18 @@ func Open(ctx context.Context, cfg Config) (*Tier, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	opts := []func(*config.LoadOptions) error{config.WithRegion(cfg.Region)}
-	if cfg.AccessKey != "" {
-		opts = append(opts, config.WithCredentialsProvider(aws.CredentialsProviderFunc(func(context.Context) (aws.Credentials, error) {
-			return aws.Credentials{AccessKeyID: cfg.AccessKey, SecretAccessKey: cfg.SecretKey, Source: "s3tier.Config"}, nil
-		})))
-	}
-	if cfg.HTTPClient != nil {
-		opts = append(opts, config.WithHTTPClient(cfg.HTTPClient))
-	}
-	acfg, err := config.LoadDefaultConfig(ctx, opts...)
+	client, err := NewClient(ctx, ClientConfig{Endpoint: cfg.Endpoint, Region: cfg.Region,
+		AccessKey: cfg.AccessKey, SecretKey: cfg.SecretKey, HTTPClient: cfg.HTTPClient})
 	if err != nil {
-		return nil, fmt.Errorf("kvbm: object tier: credentials: %w", err)
+		return nil, err
 	}
-	client := s3.NewFromConfig(acfg, func(o *s3.Options) {
-		if cfg.Endpoint != "" {
-			o.BaseEndpoint = aws.String(cfg.Endpoint)
-		}
-		o.UsePathStyle = true
-		// The block's own CRC-32C covers it end to end; the SDK's extra
-		// checksums would hash every byte twice more.
-		o.RequestChecksumCalculation = aws.RequestChecksumCalculationWhenRequired
-		o.ResponseChecksumValidation = aws.ResponseChecksumValidationWhenRequired
-	})
 	t := &Tier{cfg: cfg, client: client, done: make(chan struct{}),
-		prefix: fmt.Sprintf("switchyard-kv/v1/%s/%dt-%dB/", cfg.Namespace, cfg.BlockSize, cfg.BlockBytes),
+		prefix: Key{Namespace: cfg.Namespace, BlockSize: cfg.BlockSize, BlockBytes: cfg.BlockBytes}.Prefix(),
 		idx:    newIndex(cfg.Blocks, cfg.OnChange)}
 	hctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 	defer cancel()
 	if _, err := client.HeadBucket(hctx, &s3.HeadBucketInput{Bucket: aws.String(cfg.Bucket)}); err != nil {
-		return nil, fmt.Errorf("kvbm: object tier: bucket %q at %s: %w", cfg.Bucket, endpointName(cfg.Endpoint), explain(err))
+		return nil, fmt.Errorf("kvbm: object tier: %w", Explain(cfg.Bucket, cfg.Endpoint, err))
 	}
 	if err := t.list(ctx); err != nil {
 		return nil, fmt.Errorf("kvbm: object tier: listing %q: %w", t.prefix, err)
@@ -126,6 +124,58 @@ func Open(ctx context.Context, cfg Config) (*Tier, error) {
 	t.stop = stop
 	go t.refresher(lctx)
 	return t, nil
+}
+
+// ClientConfig is how to reach a store.
+type ClientConfig struct {
+	// Endpoint is the store's URL; empty uses AWS's.
+	Endpoint string
+	Region   string // default us-east-1
+	// AccessKey and SecretKey, when set, replace the SDK's standard
+	// credential chain (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY,
+	// AWS_PROFILE, ...).
+	AccessKey, SecretKey string
+	HTTPClient           *http.Client // default a fresh one
+}
+
+// NewClient returns an S3 client configured as the tier's own: path-style
+// addressing (what S3-compatible stores serve), and the SDK's checksums
+// only where the API requires them (a block's CRC-32C covers it end to
+// end). The kvbm-controller's catalog reaches the store through it too.
+func NewClient(ctx context.Context, c ClientConfig) (*s3.Client, error) {
+	if c.Region == "" {
+		c.Region = "us-east-1"
+	}
+	if (c.AccessKey == "") != (c.SecretKey == "") {
+		return nil, errors.New("kvbm: object store: an access key needs its secret key, and the reverse")
+	}
+	opts := []func(*config.LoadOptions) error{config.WithRegion(c.Region)}
+	if c.AccessKey != "" {
+		opts = append(opts, config.WithCredentialsProvider(aws.CredentialsProviderFunc(func(context.Context) (aws.Credentials, error) {
+			return aws.Credentials{AccessKeyID: c.AccessKey, SecretAccessKey: c.SecretKey, Source: "s3tier.ClientConfig"}, nil
+		})))
+	}
+	if c.HTTPClient != nil {
+		opts = append(opts, config.WithHTTPClient(c.HTTPClient))
+	}
+	acfg, err := config.LoadDefaultConfig(ctx, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("kvbm: object store: credentials: %w", err)
+	}
+	return s3.NewFromConfig(acfg, func(o *s3.Options) {
+		if c.Endpoint != "" {
+			o.BaseEndpoint = aws.String(c.Endpoint)
+		}
+		o.UsePathStyle = true
+		o.RequestChecksumCalculation = aws.RequestChecksumCalculationWhenRequired
+		o.ResponseChecksumValidation = aws.ResponseChecksumValidationWhenRequired
+	}), nil
+}
+
+// Explain turns a store's refusal of a call about bucket into one line a
+// user can act on: credentials refused, no such bucket, or unreachable.
+func Explain(bucket, endpoint string, err error) error {
+	return fmt.Errorf("bucket %q at %s: %w", bucket, endpointName(endpoint), explain(err))
 }
 
 func (c *Config) validate() error {
@@ -208,20 +258,24 @@ func (t *Tier) Put(ctx context.Context, m kvbm.Meta, data []byte) (bool, error) 
 		return false, err
 	}
 	defer cancel()
-	body := kvbm.EncodeBlock(m, data)
+	hdr := kvbm.AppendHeader(nil, m, data)
+	body := newBlockBody(hdr, data)
+	start := time.Now()
 	_, err = t.client.PutObject(cctx, &s3.PutObjectInput{
 		Bucket: aws.String(t.cfg.Bucket), Key: aws.String(t.key(m.Hash)),
-		Body: bytes.NewReader(body), ContentLength: aws.Int64(int64(len(body))),
+		Body: body, ContentLength: aws.Int64(body.Size()),
 		IfNoneMatch: aws.String("*"),
 	})
 	switch {
 	case err == nil:
 		t.brk.ok()
 		t.idx.publish(m, len(data), true)
+		t.observeWrote(m.Hash, int(body.Size()), time.Since(start), true)
 		return true, nil
 	case preconditionFailed(err): // another writer was first: the same bytes are there
 		t.brk.ok()
 		t.idx.publish(m, 0, false)
+		t.observeWrote(m.Hash, int(body.Size()), time.Since(start), false)
 		return false, nil
 	default:
 		t.brk.fail()
@@ -249,39 +303,65 @@ func (t *Tier) Get(ctx context.Context, hash uint64, dst []byte) (kvbm.Meta, err
 	}
 	cctx, cancel, err := t.call(ctx)
 	if err != nil {
+		t.idx.readFailed()
 		return kvbm.Meta{}, err
 	}
 	defer cancel()
+	start := time.Now()
 	out, err := t.client.GetObject(cctx, &s3.GetObjectInput{Bucket: aws.String(t.cfg.Bucket), Key: aws.String(t.key(hash))})
 	if err != nil {
 		var ae smithy.APIError
 		if errors.As(err, &ae) && (ae.ErrorCode() == "NoSuchKey" || ae.ErrorCode() == "NotFound") {
 			t.brk.ok()
 			t.idx.drop(hash, false) // deleted from the store: no longer there
+			t.observeGone(hash)
 			return kvbm.Meta{}, kvbm.ErrNotFound
 		}
 		t.brk.fail()
+		t.idx.readFailed()
 		return kvbm.Meta{}, fmt.Errorf("kvbm: object get %#x: %w", hash, err)
 	}
-	body, err := io.ReadAll(io.LimitReader(out.Body, int64(kvbm.HeaderLen(kvbm.MaxHeaderTokens)+t.cfg.BlockBytes+1)))
+	// The data goes from the response straight into dst: gathering the
+	// object into a buffer first cost a growing buffer's copies and a
+	// copy more, and halved the read bandwidth.
+	size := int64(-1)
+	if out.ContentLength != nil {
+		size = *out.ContentLength
+	}
+	m, err := kvbm.ReadBlock(out.Body, size, dst)
 	_ = out.Body.Close()
-	if err != nil {
+	if err != nil && !errors.Is(err, kvbm.ErrCorrupt) {
 		t.brk.fail()
+		t.idx.readFailed()
 		return kvbm.Meta{}, fmt.Errorf("kvbm: object get %#x: %w", hash, err)
 	}
 	t.brk.ok()
-	m, data, err := kvbm.DecodeBlock(body)
-	if err == nil && (m.Hash != hash || len(data) != t.cfg.BlockBytes) {
-		err = fmt.Errorf("%w: object holds block %#x of %d bytes", kvbm.ErrCorrupt, m.Hash, len(data))
+	if err == nil && m.Hash != hash {
+		err = fmt.Errorf("%w: object holds block %#x", kvbm.ErrCorrupt, m.Hash)
 	}
 	if err != nil {
 		t.idx.drop(hash, true)
 		t.discard(hash)
+		t.observeGone(hash)
 		return kvbm.Meta{}, fmt.Errorf("kvbm: object get %#x: %w", hash, err)
 	}
-	copy(dst, data)
 	t.idx.hit(hash, len(dst))
+	if t.cfg.Observe != nil {
+		t.cfg.Observe.Read(hash, kvbm.HeaderLen(len(m.Tokens))+len(dst), time.Since(start))
+	}
 	return m, nil
+}
+
+func (t *Tier) observeWrote(hash uint64, n int, took time.Duration, stored bool) {
+	if t.cfg.Observe != nil {
+		t.cfg.Observe.Wrote(hash, n, took, stored)
+	}
+}
+
+func (t *Tier) observeGone(hash uint64) {
+	if t.cfg.Observe != nil {
+		t.cfg.Observe.Gone(hash)
+	}
 }
 
 // discard deletes an object that failed its check, so no worker reads it
@@ -350,7 +430,11 @@ func (t *Tier) Prefix(hashes []uint64) int { return t.idx.prefix(hashes) }
 func (t *Tier) Blocks() []kvbm.Meta { return t.idx.blocks() }
 
 // Stats returns what the tier knows and its traffic.
-func (t *Tier) Stats() kvbm.Stats { return t.idx.stats() }
+func (t *Tier) Stats() kvbm.Stats {
+	s := t.idx.stats()
+	s.BlockBytes = t.cfg.BlockBytes
+	return s
+}
 
 // Close stops the refresher. The objects stay in the store.
 func (t *Tier) Close() error {

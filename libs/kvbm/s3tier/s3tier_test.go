@@ -168,6 +168,9 @@ func TestStoreDownAndBack(t *testing.T) {
 	if _, err := tier.Get(t.Context(), tiertest.Meta(1).Hash, make([]byte, 4096)); err == nil {
 		t.Fatal("Get from a stopped store succeeded")
 	}
+	if st := tier.Stats(); st.WriteErrors != 5 || st.ReadErrors != 1 || st.Blocks != 1 {
+		t.Fatalf("after 5 failed writes and a failed read: %+v; want them counted, the written block still known", st)
+	}
 	s.gw.Start()
 	deptest.Eventually(t, 30*time.Second, "the tier working again", func() bool {
 		_, err := tier.Get(t.Context(), tiertest.Meta(1).Hash, make([]byte, 4096))

@@ -49,6 +49,13 @@ const (
 	// worker's KV tiers below its pool (libs/kvbm), when it has them.
 	MetaKVHostBlocks = "kv_host_blocks"
 	MetaKVDiskBlocks = "kv_disk_blocks"
+	// MetaKVLoadNanos is a worker's measured time to load one block from
+	// each of its lower tiers (kvtier.Times: "host=84000,disk=350000"),
+	// and MetaKVPrefillBlockNanos its measured time to prefill one: the
+	// router credits a block in a tier with the share of its prefill that
+	// loading it saves. Both are republished as the measurements move.
+	MetaKVLoadNanos         = "kv_load_ns"
+	MetaKVPrefillBlockNanos = "kv_prefill_block_ns"
 	// MetaKVTransfer is where a worker with a KV transfer agent publishes
 	// the agent's endpoint digest (libs/nixl metadata.Agent.Endpoints): its
 	// name, run and backend addresses. Workers that publish it can move KV
@@ -59,6 +66,9 @@ const (
 	// disaggregation not turned off); MetaKVTransfer alone means it can
 	// only be copied from.
 	MetaPrefixPull = "prefix_pull"
+	// MetaSharedTier is "1" on a kvbm-controller that keeps the catalog
+	// of a shared object-store tier: routers follow its event stream.
+	MetaSharedTier = "kv_shared_tier"
 )
 
 // Instance is one registered service instance.
@@ -131,6 +141,10 @@ const (
 type Registration interface {
 	// SetHealth changes what watchers see: only Passing instances are listed.
 	SetHealth(ctx context.Context, h Health) error
+	// SetMeta replaces the instance's published meta: what a worker
+	// measures while it runs (its KV tiers' load times) reaches watchers
+	// without a new registration.
+	SetMeta(ctx context.Context, meta map[string]string) error
 	// Deregister removes the instance and stops keeping it alive.
 	Deregister(ctx context.Context) error
 }

@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/pprof"
@@ -72,6 +73,9 @@ type Server struct {
 	mu       sync.Mutex
 	ln       net.Listener
 	draining bool
+	reg      discovery.Registration // once registered
+
+	metaMu sync.Mutex // orders PublishMeta's updates of the registration
 }
 
 // New builds a server; handlers are added with Mount and Handle before Serve.
@@ -224,6 +228,9 @@ func (s *Server) Serve(ctx context.Context) error {
 			return fmt.Errorf("register %s: %w", s.cfg.Instance.ID, err)
 		}
 		reg = r
+		s.mu.Lock()
+		s.reg = r
+		s.mu.Unlock()
 	}
 	s.cfg.Logger.Info("serving", "role", s.cfg.Instance.Role, "id", s.cfg.Instance.ID, "addr", s.ln.Addr().String(), "version", s.cfg.Instance.Version)
 
@@ -285,6 +292,25 @@ func (s *Server) SetInfo(f InfoFunc) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.cfg.Info = f
+}
+
+// PublishMeta edits the instance's meta: before Serve registers the
+// instance, what it registers; after, the registration as well, so
+// watchers see what a service measured while it runs.
+func (s *Server) PublishMeta(ctx context.Context, f func(meta map[string]string)) error {
+	s.metaMu.Lock()
+	defer s.metaMu.Unlock()
+	s.mu.Lock()
+	if s.cfg.Instance.Meta == nil {
+		s.cfg.Instance.Meta = map[string]string{}
+	}
+	f(s.cfg.Instance.Meta)
+	meta, reg := maps.Clone(s.cfg.Instance.Meta), s.reg
+	s.mu.Unlock()
+	if reg == nil {
+		return nil
+	}
+	return reg.SetMeta(ctx, meta)
 }
 
 // UpdateInstance edits the instance before Serve registers it (for example

@@ -4,7 +4,8 @@
 // 	protoc        (unknown)
 // source: switchyard/kvbm/v1/kvbm.proto
 
-// The KV block manager controller: the fleet-wide view of KV storage tiers.
+// The KV block manager controller: the fleet-wide view of KV storage tiers,
+// and the catalog of the shared object-store tier.
 
 package kvbmv1
 
@@ -13,6 +14,7 @@ import (
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	reflect "reflect"
 	v1 "switchyard.dev/gen/switchyard/common/v1"
+	v11 "switchyard.dev/gen/switchyard/worker/v1"
 	sync "sync"
 	unsafe "unsafe"
 )
@@ -69,15 +71,30 @@ func (x *ListPoolsRequest) GetModel() string {
 	return ""
 }
 
-// Pool is one worker's KV storage in one tier.
+// Pool is one worker's KV storage in one tier, or one namespace of the
+// shared tier (instance_id is then the controller's, role
+// "kvbm-controller").
 type Pool struct {
-	state          protoimpl.MessageState `protogen:"open.v1"`
-	InstanceId     string                 `protobuf:"bytes,1,opt,name=instance_id,json=instanceId,proto3" json:"instance_id,omitempty"`
-	Role           string                 `protobuf:"bytes,2,opt,name=role,proto3" json:"role,omitempty"`
-	Model          string                 `protobuf:"bytes,3,opt,name=model,proto3" json:"model,omitempty"`
-	Tier           v1.StorageTier         `protobuf:"varint,4,opt,name=tier,proto3,enum=switchyard.common.v1.StorageTier" json:"tier,omitempty"`
-	BlockSize      uint32                 `protobuf:"varint,5,opt,name=block_size,json=blockSize,proto3" json:"block_size,omitempty"`
-	CapacityBlocks uint64                 `protobuf:"varint,6,opt,name=capacity_blocks,json=capacityBlocks,proto3" json:"capacity_blocks,omitempty"`
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	InstanceId string                 `protobuf:"bytes,1,opt,name=instance_id,json=instanceId,proto3" json:"instance_id,omitempty"`
+	Role       string                 `protobuf:"bytes,2,opt,name=role,proto3" json:"role,omitempty"`
+	Model      string                 `protobuf:"bytes,3,opt,name=model,proto3" json:"model,omitempty"`
+	Tier       v1.StorageTier         `protobuf:"varint,4,opt,name=tier,proto3,enum=switchyard.common.v1.StorageTier" json:"tier,omitempty"`
+	BlockSize  uint32                 `protobuf:"varint,5,opt,name=block_size,json=blockSize,proto3" json:"block_size,omitempty"`
+	// Capacity in blocks; 0 with capacity_bytes 0 means unbounded.
+	CapacityBlocks uint64 `protobuf:"varint,6,opt,name=capacity_blocks,json=capacityBlocks,proto3" json:"capacity_blocks,omitempty"`
+	// Blocks and bytes held now, where known (the shared tier's catalog;
+	// a worker's tiers as its last report said).
+	UsedBlocks uint64 `protobuf:"varint,7,opt,name=used_blocks,json=usedBlocks,proto3" json:"used_blocks,omitempty"`
+	UsedBytes  uint64 `protobuf:"varint,8,opt,name=used_bytes,json=usedBytes,proto3" json:"used_bytes,omitempty"`
+	// The shared tier's budget in bytes (0: none).
+	CapacityBytes uint64 `protobuf:"varint,9,opt,name=capacity_bytes,json=capacityBytes,proto3" json:"capacity_bytes,omitempty"`
+	// Measured transfer rates, bytes a second (0: not measured yet): into
+	// the tier (offload) and out of it (onboarding).
+	WriteBytesPerSecond float64 `protobuf:"fixed64,10,opt,name=write_bytes_per_second,json=writeBytesPerSecond,proto3" json:"write_bytes_per_second,omitempty"`
+	ReadBytesPerSecond  float64 `protobuf:"fixed64,11,opt,name=read_bytes_per_second,json=readBytesPerSecond,proto3" json:"read_bytes_per_second,omitempty"`
+	// Time to load one block from the tier, as measured (0: not measured).
+	BlockLoadNanos uint64 `protobuf:"varint,12,opt,name=block_load_nanos,json=blockLoadNanos,proto3" json:"block_load_nanos,omitempty"`
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache
 }
@@ -154,6 +171,48 @@ func (x *Pool) GetCapacityBlocks() uint64 {
 	return 0
 }
 
+func (x *Pool) GetUsedBlocks() uint64 {
+	if x != nil {
+		return x.UsedBlocks
+	}
+	return 0
+}
+
+func (x *Pool) GetUsedBytes() uint64 {
+	if x != nil {
+		return x.UsedBytes
+	}
+	return 0
+}
+
+func (x *Pool) GetCapacityBytes() uint64 {
+	if x != nil {
+		return x.CapacityBytes
+	}
+	return 0
+}
+
+func (x *Pool) GetWriteBytesPerSecond() float64 {
+	if x != nil {
+		return x.WriteBytesPerSecond
+	}
+	return 0
+}
+
+func (x *Pool) GetReadBytesPerSecond() float64 {
+	if x != nil {
+		return x.ReadBytesPerSecond
+	}
+	return 0
+}
+
+func (x *Pool) GetBlockLoadNanos() uint64 {
+	if x != nil {
+		return x.BlockLoadNanos
+	}
+	return 0
+}
+
 // ListPoolsResponse lists pools.
 type ListPoolsResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -199,13 +258,402 @@ func (x *ListPoolsResponse) GetPools() []*Pool {
 	return nil
 }
 
+// SharedNamespace names the blocks of one model and block geometry.
+type SharedNamespace struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The served model's name.
+	Model string `protobuf:"bytes,1,opt,name=model,proto3" json:"model,omitempty"`
+	// Tokens a block.
+	BlockSize uint32 `protobuf:"varint,2,opt,name=block_size,json=blockSize,proto3" json:"block_size,omitempty"`
+	// Bytes of a block's KV data.
+	BlockBytes    uint64 `protobuf:"varint,3,opt,name=block_bytes,json=blockBytes,proto3" json:"block_bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SharedNamespace) Reset() {
+	*x = SharedNamespace{}
+	mi := &file_switchyard_kvbm_v1_kvbm_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SharedNamespace) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SharedNamespace) ProtoMessage() {}
+
+func (x *SharedNamespace) ProtoReflect() protoreflect.Message {
+	mi := &file_switchyard_kvbm_v1_kvbm_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SharedNamespace.ProtoReflect.Descriptor instead.
+func (*SharedNamespace) Descriptor() ([]byte, []int) {
+	return file_switchyard_kvbm_v1_kvbm_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *SharedNamespace) GetModel() string {
+	if x != nil {
+		return x.Model
+	}
+	return ""
+}
+
+func (x *SharedNamespace) GetBlockSize() uint32 {
+	if x != nil {
+		return x.BlockSize
+	}
+	return 0
+}
+
+func (x *SharedNamespace) GetBlockBytes() uint64 {
+	if x != nil {
+		return x.BlockBytes
+	}
+	return 0
+}
+
+// SharedBlock is one block a worker wrote.
+type SharedBlock struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Hash  uint64                 `protobuf:"varint,1,opt,name=hash,proto3" json:"hash,omitempty"`
+	// Bytes of the stored object.
+	Bytes         uint64 `protobuf:"varint,2,opt,name=bytes,proto3" json:"bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SharedBlock) Reset() {
+	*x = SharedBlock{}
+	mi := &file_switchyard_kvbm_v1_kvbm_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SharedBlock) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SharedBlock) ProtoMessage() {}
+
+func (x *SharedBlock) ProtoReflect() protoreflect.Message {
+	mi := &file_switchyard_kvbm_v1_kvbm_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SharedBlock.ProtoReflect.Descriptor instead.
+func (*SharedBlock) Descriptor() ([]byte, []int) {
+	return file_switchyard_kvbm_v1_kvbm_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *SharedBlock) GetHash() uint64 {
+	if x != nil {
+		return x.Hash
+	}
+	return 0
+}
+
+func (x *SharedBlock) GetBytes() uint64 {
+	if x != nil {
+		return x.Bytes
+	}
+	return 0
+}
+
+// ReportSharedBlocksRequest is one worker's news since its last report.
+type ReportSharedBlocksRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The reporting worker.
+	InstanceId string           `protobuf:"bytes,1,opt,name=instance_id,json=instanceId,proto3" json:"instance_id,omitempty"`
+	Namespace  *SharedNamespace `protobuf:"bytes,2,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	// Blocks the worker wrote, or found written by another (a conditional
+	// PUT refused).
+	Written []*SharedBlock `protobuf:"bytes,3,rep,name=written,proto3" json:"written,omitempty"`
+	// Blocks the worker read (onboarded): their last use is now.
+	Read []uint64 `protobuf:"varint,4,rep,packed,name=read,proto3" json:"read,omitempty"`
+	// Blocks the worker found missing or corrupt (and deleted).
+	Gone []uint64 `protobuf:"varint,5,rep,packed,name=gone,proto3" json:"gone,omitempty"`
+	// Bytes moved and the time they took, since the last report.
+	WriteBytes    uint64 `protobuf:"varint,6,opt,name=write_bytes,json=writeBytes,proto3" json:"write_bytes,omitempty"`
+	WriteNanos    uint64 `protobuf:"varint,7,opt,name=write_nanos,json=writeNanos,proto3" json:"write_nanos,omitempty"`
+	ReadBytes     uint64 `protobuf:"varint,8,opt,name=read_bytes,json=readBytes,proto3" json:"read_bytes,omitempty"`
+	ReadNanos     uint64 `protobuf:"varint,9,opt,name=read_nanos,json=readNanos,proto3" json:"read_nanos,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReportSharedBlocksRequest) Reset() {
+	*x = ReportSharedBlocksRequest{}
+	mi := &file_switchyard_kvbm_v1_kvbm_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReportSharedBlocksRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReportSharedBlocksRequest) ProtoMessage() {}
+
+func (x *ReportSharedBlocksRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_switchyard_kvbm_v1_kvbm_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReportSharedBlocksRequest.ProtoReflect.Descriptor instead.
+func (*ReportSharedBlocksRequest) Descriptor() ([]byte, []int) {
+	return file_switchyard_kvbm_v1_kvbm_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *ReportSharedBlocksRequest) GetInstanceId() string {
+	if x != nil {
+		return x.InstanceId
+	}
+	return ""
+}
+
+func (x *ReportSharedBlocksRequest) GetNamespace() *SharedNamespace {
+	if x != nil {
+		return x.Namespace
+	}
+	return nil
+}
+
+func (x *ReportSharedBlocksRequest) GetWritten() []*SharedBlock {
+	if x != nil {
+		return x.Written
+	}
+	return nil
+}
+
+func (x *ReportSharedBlocksRequest) GetRead() []uint64 {
+	if x != nil {
+		return x.Read
+	}
+	return nil
+}
+
+func (x *ReportSharedBlocksRequest) GetGone() []uint64 {
+	if x != nil {
+		return x.Gone
+	}
+	return nil
+}
+
+func (x *ReportSharedBlocksRequest) GetWriteBytes() uint64 {
+	if x != nil {
+		return x.WriteBytes
+	}
+	return 0
+}
+
+func (x *ReportSharedBlocksRequest) GetWriteNanos() uint64 {
+	if x != nil {
+		return x.WriteNanos
+	}
+	return 0
+}
+
+func (x *ReportSharedBlocksRequest) GetReadBytes() uint64 {
+	if x != nil {
+		return x.ReadBytes
+	}
+	return 0
+}
+
+func (x *ReportSharedBlocksRequest) GetReadNanos() uint64 {
+	if x != nil {
+		return x.ReadNanos
+	}
+	return 0
+}
+
+// ReportSharedBlocksResponse has no fields.
+type ReportSharedBlocksResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReportSharedBlocksResponse) Reset() {
+	*x = ReportSharedBlocksResponse{}
+	mi := &file_switchyard_kvbm_v1_kvbm_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReportSharedBlocksResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReportSharedBlocksResponse) ProtoMessage() {}
+
+func (x *ReportSharedBlocksResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_switchyard_kvbm_v1_kvbm_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReportSharedBlocksResponse.ProtoReflect.Descriptor instead.
+func (*ReportSharedBlocksResponse) Descriptor() ([]byte, []int) {
+	return file_switchyard_kvbm_v1_kvbm_proto_rawDescGZIP(), []int{6}
+}
+
+// SubscribeSharedEventsRequest selects a namespace and where its stream
+// starts.
+type SubscribeSharedEventsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The model and block size to follow; every block geometry of them.
+	Model     string `protobuf:"bytes,1,opt,name=model,proto3" json:"model,omitempty"`
+	BlockSize uint32 `protobuf:"varint,2,opt,name=block_size,json=blockSize,proto3" json:"block_size,omitempty"`
+	// Resume with the first batch whose sequence is greater than this.
+	AfterSequence uint64 `protobuf:"varint,3,opt,name=after_sequence,json=afterSequence,proto3" json:"after_sequence,omitempty"`
+	// Start with a dump of every block the namespace holds.
+	Dump          bool `protobuf:"varint,4,opt,name=dump,proto3" json:"dump,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SubscribeSharedEventsRequest) Reset() {
+	*x = SubscribeSharedEventsRequest{}
+	mi := &file_switchyard_kvbm_v1_kvbm_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SubscribeSharedEventsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SubscribeSharedEventsRequest) ProtoMessage() {}
+
+func (x *SubscribeSharedEventsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_switchyard_kvbm_v1_kvbm_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SubscribeSharedEventsRequest.ProtoReflect.Descriptor instead.
+func (*SubscribeSharedEventsRequest) Descriptor() ([]byte, []int) {
+	return file_switchyard_kvbm_v1_kvbm_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *SubscribeSharedEventsRequest) GetModel() string {
+	if x != nil {
+		return x.Model
+	}
+	return ""
+}
+
+func (x *SubscribeSharedEventsRequest) GetBlockSize() uint32 {
+	if x != nil {
+		return x.BlockSize
+	}
+	return 0
+}
+
+func (x *SubscribeSharedEventsRequest) GetAfterSequence() uint64 {
+	if x != nil {
+		return x.AfterSequence
+	}
+	return 0
+}
+
+func (x *SubscribeSharedEventsRequest) GetDump() bool {
+	if x != nil {
+		return x.Dump
+	}
+	return false
+}
+
+// SubscribeSharedEventsResponse is one batch of the namespace's events,
+// in the form a worker's stream carries them.
+type SubscribeSharedEventsResponse struct {
+	state         protoimpl.MessageState         `protogen:"open.v1"`
+	Batch         *v11.SubscribeKvEventsResponse `protobuf:"bytes,1,opt,name=batch,proto3" json:"batch,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SubscribeSharedEventsResponse) Reset() {
+	*x = SubscribeSharedEventsResponse{}
+	mi := &file_switchyard_kvbm_v1_kvbm_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SubscribeSharedEventsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SubscribeSharedEventsResponse) ProtoMessage() {}
+
+func (x *SubscribeSharedEventsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_switchyard_kvbm_v1_kvbm_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SubscribeSharedEventsResponse.ProtoReflect.Descriptor instead.
+func (*SubscribeSharedEventsResponse) Descriptor() ([]byte, []int) {
+	return file_switchyard_kvbm_v1_kvbm_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *SubscribeSharedEventsResponse) GetBatch() *v11.SubscribeKvEventsResponse {
+	if x != nil {
+		return x.Batch
+	}
+	return nil
+}
+
 var File_switchyard_kvbm_v1_kvbm_proto protoreflect.FileDescriptor
 
 const file_switchyard_kvbm_v1_kvbm_proto_rawDesc = "" +
 	"\n" +
-	"\x1dswitchyard/kvbm/v1/kvbm.proto\x12\x12switchyard.kvbm.v1\x1a!switchyard/common/v1/common.proto\"(\n" +
+	"\x1dswitchyard/kvbm/v1/kvbm.proto\x12\x12switchyard.kvbm.v1\x1a!switchyard/common/v1/common.proto\x1a!switchyard/worker/v1/worker.proto\"(\n" +
 	"\x10ListPoolsRequest\x12\x14\n" +
-	"\x05model\x18\x01 \x01(\tR\x05model\"\xd0\x01\n" +
+	"\x05model\x18\x01 \x01(\tR\x05model\"\xc9\x03\n" +
 	"\x04Pool\x12\x1f\n" +
 	"\vinstance_id\x18\x01 \x01(\tR\n" +
 	"instanceId\x12\x12\n" +
@@ -214,11 +662,55 @@ const file_switchyard_kvbm_v1_kvbm_proto_rawDesc = "" +
 	"\x04tier\x18\x04 \x01(\x0e2!.switchyard.common.v1.StorageTierR\x04tier\x12\x1d\n" +
 	"\n" +
 	"block_size\x18\x05 \x01(\rR\tblockSize\x12'\n" +
-	"\x0fcapacity_blocks\x18\x06 \x01(\x04R\x0ecapacityBlocks\"C\n" +
+	"\x0fcapacity_blocks\x18\x06 \x01(\x04R\x0ecapacityBlocks\x12\x1f\n" +
+	"\vused_blocks\x18\a \x01(\x04R\n" +
+	"usedBlocks\x12\x1d\n" +
+	"\n" +
+	"used_bytes\x18\b \x01(\x04R\tusedBytes\x12%\n" +
+	"\x0ecapacity_bytes\x18\t \x01(\x04R\rcapacityBytes\x123\n" +
+	"\x16write_bytes_per_second\x18\n" +
+	" \x01(\x01R\x13writeBytesPerSecond\x121\n" +
+	"\x15read_bytes_per_second\x18\v \x01(\x01R\x12readBytesPerSecond\x12(\n" +
+	"\x10block_load_nanos\x18\f \x01(\x04R\x0eblockLoadNanos\"C\n" +
 	"\x11ListPoolsResponse\x12.\n" +
-	"\x05pools\x18\x01 \x03(\v2\x18.switchyard.kvbm.v1.PoolR\x05pools2v\n" +
+	"\x05pools\x18\x01 \x03(\v2\x18.switchyard.kvbm.v1.PoolR\x05pools\"g\n" +
+	"\x0fSharedNamespace\x12\x14\n" +
+	"\x05model\x18\x01 \x01(\tR\x05model\x12\x1d\n" +
+	"\n" +
+	"block_size\x18\x02 \x01(\rR\tblockSize\x12\x1f\n" +
+	"\vblock_bytes\x18\x03 \x01(\x04R\n" +
+	"blockBytes\"7\n" +
+	"\vSharedBlock\x12\x12\n" +
+	"\x04hash\x18\x01 \x01(\x04R\x04hash\x12\x14\n" +
+	"\x05bytes\x18\x02 \x01(\x04R\x05bytes\"\xe2\x02\n" +
+	"\x19ReportSharedBlocksRequest\x12\x1f\n" +
+	"\vinstance_id\x18\x01 \x01(\tR\n" +
+	"instanceId\x12A\n" +
+	"\tnamespace\x18\x02 \x01(\v2#.switchyard.kvbm.v1.SharedNamespaceR\tnamespace\x129\n" +
+	"\awritten\x18\x03 \x03(\v2\x1f.switchyard.kvbm.v1.SharedBlockR\awritten\x12\x12\n" +
+	"\x04read\x18\x04 \x03(\x04R\x04read\x12\x12\n" +
+	"\x04gone\x18\x05 \x03(\x04R\x04gone\x12\x1f\n" +
+	"\vwrite_bytes\x18\x06 \x01(\x04R\n" +
+	"writeBytes\x12\x1f\n" +
+	"\vwrite_nanos\x18\a \x01(\x04R\n" +
+	"writeNanos\x12\x1d\n" +
+	"\n" +
+	"read_bytes\x18\b \x01(\x04R\treadBytes\x12\x1d\n" +
+	"\n" +
+	"read_nanos\x18\t \x01(\x04R\treadNanos\"\x1c\n" +
+	"\x1aReportSharedBlocksResponse\"\x8e\x01\n" +
+	"\x1cSubscribeSharedEventsRequest\x12\x14\n" +
+	"\x05model\x18\x01 \x01(\tR\x05model\x12\x1d\n" +
+	"\n" +
+	"block_size\x18\x02 \x01(\rR\tblockSize\x12%\n" +
+	"\x0eafter_sequence\x18\x03 \x01(\x04R\rafterSequence\x12\x12\n" +
+	"\x04dump\x18\x04 \x01(\bR\x04dump\"f\n" +
+	"\x1dSubscribeSharedEventsResponse\x12E\n" +
+	"\x05batch\x18\x01 \x01(\v2/.switchyard.worker.v1.SubscribeKvEventsResponseR\x05batch2\xf0\x02\n" +
 	"\x15KvbmControllerService\x12]\n" +
-	"\tListPools\x12$.switchyard.kvbm.v1.ListPoolsRequest\x1a%.switchyard.kvbm.v1.ListPoolsResponse\"\x03\x90\x02\x01B\xbb\x01\n" +
+	"\tListPools\x12$.switchyard.kvbm.v1.ListPoolsRequest\x1a%.switchyard.kvbm.v1.ListPoolsResponse\"\x03\x90\x02\x01\x12x\n" +
+	"\x12ReportSharedBlocks\x12-.switchyard.kvbm.v1.ReportSharedBlocksRequest\x1a..switchyard.kvbm.v1.ReportSharedBlocksResponse\"\x03\x90\x02\x02\x12~\n" +
+	"\x15SubscribeSharedEvents\x120.switchyard.kvbm.v1.SubscribeSharedEventsRequest\x1a1.switchyard.kvbm.v1.SubscribeSharedEventsResponse0\x01B\xbb\x01\n" +
 	"\x16com.switchyard.kvbm.v1B\tKvbmProtoP\x01Z,switchyard.dev/gen/switchyard/kvbm/v1;kvbmv1\xa2\x02\x03SKX\xaa\x02\x12Switchyard.Kvbm.V1\xca\x02\x12Switchyard\\Kvbm\\V1\xe2\x02\x1eSwitchyard\\Kvbm\\V1\\GPBMetadata\xea\x02\x14Switchyard::Kvbm::V1b\x06proto3"
 
 var (
@@ -233,23 +725,37 @@ func file_switchyard_kvbm_v1_kvbm_proto_rawDescGZIP() []byte {
 	return file_switchyard_kvbm_v1_kvbm_proto_rawDescData
 }
 
-var file_switchyard_kvbm_v1_kvbm_proto_msgTypes = make([]protoimpl.MessageInfo, 3)
+var file_switchyard_kvbm_v1_kvbm_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
 var file_switchyard_kvbm_v1_kvbm_proto_goTypes = []any{
-	(*ListPoolsRequest)(nil),  // 0: switchyard.kvbm.v1.ListPoolsRequest
-	(*Pool)(nil),              // 1: switchyard.kvbm.v1.Pool
-	(*ListPoolsResponse)(nil), // 2: switchyard.kvbm.v1.ListPoolsResponse
-	(v1.StorageTier)(0),       // 3: switchyard.common.v1.StorageTier
+	(*ListPoolsRequest)(nil),              // 0: switchyard.kvbm.v1.ListPoolsRequest
+	(*Pool)(nil),                          // 1: switchyard.kvbm.v1.Pool
+	(*ListPoolsResponse)(nil),             // 2: switchyard.kvbm.v1.ListPoolsResponse
+	(*SharedNamespace)(nil),               // 3: switchyard.kvbm.v1.SharedNamespace
+	(*SharedBlock)(nil),                   // 4: switchyard.kvbm.v1.SharedBlock
+	(*ReportSharedBlocksRequest)(nil),     // 5: switchyard.kvbm.v1.ReportSharedBlocksRequest
+	(*ReportSharedBlocksResponse)(nil),    // 6: switchyard.kvbm.v1.ReportSharedBlocksResponse
+	(*SubscribeSharedEventsRequest)(nil),  // 7: switchyard.kvbm.v1.SubscribeSharedEventsRequest
+	(*SubscribeSharedEventsResponse)(nil), // 8: switchyard.kvbm.v1.SubscribeSharedEventsResponse
+	(v1.StorageTier)(0),                   // 9: switchyard.common.v1.StorageTier
+	(*v11.SubscribeKvEventsResponse)(nil), // 10: switchyard.worker.v1.SubscribeKvEventsResponse
 }
 var file_switchyard_kvbm_v1_kvbm_proto_depIdxs = []int32{
-	3, // 0: switchyard.kvbm.v1.Pool.tier:type_name -> switchyard.common.v1.StorageTier
-	1, // 1: switchyard.kvbm.v1.ListPoolsResponse.pools:type_name -> switchyard.kvbm.v1.Pool
-	0, // 2: switchyard.kvbm.v1.KvbmControllerService.ListPools:input_type -> switchyard.kvbm.v1.ListPoolsRequest
-	2, // 3: switchyard.kvbm.v1.KvbmControllerService.ListPools:output_type -> switchyard.kvbm.v1.ListPoolsResponse
-	3, // [3:4] is the sub-list for method output_type
-	2, // [2:3] is the sub-list for method input_type
-	2, // [2:2] is the sub-list for extension type_name
-	2, // [2:2] is the sub-list for extension extendee
-	0, // [0:2] is the sub-list for field type_name
+	9,  // 0: switchyard.kvbm.v1.Pool.tier:type_name -> switchyard.common.v1.StorageTier
+	1,  // 1: switchyard.kvbm.v1.ListPoolsResponse.pools:type_name -> switchyard.kvbm.v1.Pool
+	3,  // 2: switchyard.kvbm.v1.ReportSharedBlocksRequest.namespace:type_name -> switchyard.kvbm.v1.SharedNamespace
+	4,  // 3: switchyard.kvbm.v1.ReportSharedBlocksRequest.written:type_name -> switchyard.kvbm.v1.SharedBlock
+	10, // 4: switchyard.kvbm.v1.SubscribeSharedEventsResponse.batch:type_name -> switchyard.worker.v1.SubscribeKvEventsResponse
+	0,  // 5: switchyard.kvbm.v1.KvbmControllerService.ListPools:input_type -> switchyard.kvbm.v1.ListPoolsRequest
+	5,  // 6: switchyard.kvbm.v1.KvbmControllerService.ReportSharedBlocks:input_type -> switchyard.kvbm.v1.ReportSharedBlocksRequest
+	7,  // 7: switchyard.kvbm.v1.KvbmControllerService.SubscribeSharedEvents:input_type -> switchyard.kvbm.v1.SubscribeSharedEventsRequest
+	2,  // 8: switchyard.kvbm.v1.KvbmControllerService.ListPools:output_type -> switchyard.kvbm.v1.ListPoolsResponse
+	6,  // 9: switchyard.kvbm.v1.KvbmControllerService.ReportSharedBlocks:output_type -> switchyard.kvbm.v1.ReportSharedBlocksResponse
+	8,  // 10: switchyard.kvbm.v1.KvbmControllerService.SubscribeSharedEvents:output_type -> switchyard.kvbm.v1.SubscribeSharedEventsResponse
+	8,  // [8:11] is the sub-list for method output_type
+	5,  // [5:8] is the sub-list for method input_type
+	5,  // [5:5] is the sub-list for extension type_name
+	5,  // [5:5] is the sub-list for extension extendee
+	0,  // [0:5] is the sub-list for field type_name
 }
 
 func init() { file_switchyard_kvbm_v1_kvbm_proto_init() }
@@ -263,7 +769,7 @@ func file_switchyard_kvbm_v1_kvbm_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_switchyard_kvbm_v1_kvbm_proto_rawDesc), len(file_switchyard_kvbm_v1_kvbm_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   3,
+			NumMessages:   9,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

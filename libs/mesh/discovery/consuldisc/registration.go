@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"sync"
 	"time"
 
@@ -143,6 +144,34 @@ func (g *registration) SetHealth(ctx context.Context, h discovery.Health) error 
 	g.status = status
 	g.mu.Unlock()
 	return g.sync(ctx)
+}
+
+// SetMeta registers the service again with the new meta (the agent
+// replaces a service registered under the same id), keeping the keys
+// that carry the instance's own fields.
+func (g *registration) SetMeta(ctx context.Context, meta map[string]string) error {
+	next := maps.Clone(meta)
+	if next == nil {
+		next = map[string]string{}
+	}
+	for k := range next {
+		if !validMetaKey(k) {
+			return fmt.Errorf("consuldisc: meta key %q: want [A-Za-z0-9_-]{1,128}", k)
+		}
+	}
+	g.opMu.Lock()
+	defer g.opMu.Unlock()
+	g.mu.Lock()
+	if g.gone {
+		g.mu.Unlock()
+		return discovery.ErrNotFound
+	}
+	g.mu.Unlock()
+	for _, k := range []string{metaRole, metaModel, metaVersion, metaOwner} {
+		next[k] = g.svc.Meta[k]
+	}
+	g.svc.Meta = next
+	return g.register(ctx)
 }
 
 func (g *registration) Deregister(ctx context.Context) error {

@@ -4,7 +4,9 @@ package disctest
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"testing"
 	"time"
@@ -29,6 +31,7 @@ func Run(t *testing.T, newRegistry NewFunc) {
 		{"RolesAreSeparate", testRolesAreSeparate},
 		{"WatchSeesChanges", testWatchSeesChanges},
 		{"HealthHidesAndRestores", testHealth},
+		{"SetMetaReachesWatchers", testSetMeta},
 		{"DeregisterIsIdempotent", testDeregisterIdempotent},
 		{"OwnerContextEndDeregisters", testOwnerContextEnd},
 		{"InvalidInstanceRejected", testInvalid},
@@ -194,4 +197,26 @@ func testInvalid(t *testing.T, r discovery.Registry) {
 		}
 	}
 	Eventually(t, r, discovery.RoleDecode, HasIDs(), "nothing half-registered")
+}
+
+func testSetMeta(t *testing.T, r discovery.Registry) {
+	in := Instance("decode-m", discovery.RoleDecode)
+	reg := register(t, r, in)
+	ch, err := r.Watch(t.Context(), in.Role)
+	if err != nil {
+		t.Fatal(err)
+	}
+	meta := map[string]string{discovery.MetaKVBlocks: "1024", "kv_load_ns": "host=84000"}
+	if err := reg.SetMeta(t.Context(), meta); err != nil {
+		t.Fatal(err)
+	}
+	next(t, ch, func(ins []discovery.Instance) bool {
+		return len(ins) == 1 && maps.Equal(ins[0].Meta, meta) && ins[0].Model == in.Model && ins[0].Version == in.Version
+	}, "the new meta, with model and version kept")
+	if err := reg.Deregister(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if err := reg.SetMeta(t.Context(), meta); !errors.Is(err, discovery.ErrNotFound) {
+		t.Fatalf("SetMeta after Deregister: %v; want ErrNotFound", err)
+	}
 }

@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -343,6 +344,16 @@ func (g *registration) SetHealth(_ context.Context, h discovery.Health) error {
 		return discovery.ErrNotFound
 	}
 	g.rec.Critical = h == discovery.Critical
+	return g.write(false)
+}
+
+func (g *registration) SetMeta(_ context.Context, meta map[string]string) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.gone {
+		return discovery.ErrNotFound
+	}
+	g.rec.Meta = maps.Clone(meta)
 	return g.write(false)
 }
 

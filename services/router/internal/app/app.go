@@ -9,6 +9,8 @@ import (
 	"flag"
 	"io"
 	"log/slog"
+	"slices"
+	"strconv"
 	"time"
 
 	"switchyard.dev/gen/switchyard/router/v1/routerv1connect"
@@ -72,7 +74,7 @@ func setup(ctx context.Context, rt *service.Runtime, f *flags) (*stack, error) {
 		Self: id, Index: index, Mode: f.mode,
 		Params:                policy.Params{Weights: f.weights, PrefillLoadScale: f.prefillLoadScale, OwnPrefillWeight: f.ownPrefill, Temperature: f.temperature, PrefixPullWeight: f.prefixPull},
 		DisaggThresholdTokens: f.disaggThreshold, DefaultBlockSize: f.blockSize, ExpectedOutputTokens: f.expectedOutput,
-		PrefillBlockTime: f.prefillBlockTime, LoadTTL: f.loadTTL,
+		PrefillBlockTime: f.prefillBlockTime, LoadTTL: f.loadTTL, FixedTierWeights: f.fixedWeights,
 		Approx: f.approx, ApproxTTL: f.approxTTL, ApproxMaxBlocks: f.approxMaxBlocks,
 		Meter: rt.Telemetry.Meter.Meter("switchyard.dev/services/router"), Logger: log,
 	}
@@ -153,25 +155,50 @@ func openIndex(ctx context.Context, rt *service.Runtime, f *flags) (*radix.Index
 	return radix.New(), saver
 }
 
-// watchWorkers follows the decode and prefill roles. The ingester is
-// synced only once both roles have reported, so workers restored from a
-// snapshot are not dropped just because the other role was not seen yet.
+// watchWorkers follows the decode and prefill roles, and the
+// kvbm-controllers for the shared tier. The ingester is synced only once
+// every role has reported, so workers restored from a snapshot are not
+// dropped just because another role was not seen yet.
 func watchWorkers(ctx context.Context, reg discovery.Registry, log *slog.Logger, router *route.Router, in *ingest.Ingester, approxAll bool) error {
-	roles := []string{discovery.RoleDecode, discovery.RolePrefill}
+	roles := []string{discovery.RoleDecode, discovery.RolePrefill, discovery.RoleKVBMController}
 	return discovery.WatchRoles(ctx, reg, log, roles, func(latest map[string][]discovery.Instance) {
 		dec, pre := latest[discovery.RoleDecode], latest[discovery.RolePrefill]
 		router.SetWorkers(dec, pre)
 		if len(latest) == len(roles) { // WatchRoles never calls after ctx ends
-			in.Sync(ctx, followed(dec, pre, approxAll))
+			in.Sync(ctx, followed(dec, pre, latest[discovery.RoleKVBMController], approxAll))
 		}
 	})
 }
 
-func followed(dec, pre []discovery.Instance, approxAll bool) []ingest.Worker {
+// followed lists what the index follows: every worker, and for every
+// model's block size the shared tier, from the first kvbm-controller (by
+// id) that keeps its catalog. One controller owns the catalog; a second
+// one is a standby the router turns to when the first leaves.
+func followed(dec, pre, ctrl []discovery.Instance, approxAll bool) []ingest.Worker {
 	var out []ingest.Worker
 	for _, ins := range [][]discovery.Instance{dec, pre} {
 		for _, in := range ins {
 			out = append(out, ingest.Worker{ID: in.ID, URL: in.URL(), Approx: approxAll})
+		}
+	}
+	i := slices.IndexFunc(ctrl, func(in discovery.Instance) bool { return in.Meta[discovery.MetaSharedTier] == "1" })
+	if i < 0 {
+		return out
+	}
+	type ns struct {
+		model string
+		bs    int
+	}
+	seen := map[ns]bool{}
+	for _, ins := range [][]discovery.Instance{dec, pre} {
+		for _, in := range ins {
+			bs, err := strconv.Atoi(in.Meta[discovery.MetaBlockSize])
+			k := ns{in.Model, bs}
+			if err != nil || bs <= 0 || in.Model == "" || seen[k] {
+				continue
+			}
+			seen[k] = true
+			out = append(out, ingest.Worker{ID: route.SharedHolder(in.Model, bs), URL: ctrl[i].URL(), SharedModel: in.Model, SharedBlockSize: uint32(bs)})
 		}
 	}
 	return out

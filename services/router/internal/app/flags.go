@@ -22,6 +22,7 @@ type flags struct {
 	ownPrefill       float64
 	prefixPull       float64
 	weights          policy.TierWeights
+	fixedWeights     bool
 	disaggThreshold  int
 	blockSize        int
 	expectedOutput   int
@@ -58,6 +59,7 @@ func (f *flags) register(fs *flag.FlagSet) {
 	fs.Float64Var(&f.prefixPull, "prefix-pull-weight", policy.DefaultPrefixPullWeight, "kv mode: overlap credit of a block a worker would copy from the peer holding it (prefix pull; both publish KV transfer agents); 0 turns prefix pull off")
 	fs.Float64Var(&f.ownPrefill, "own-prefill-weight", policy.DefaultOwnPrefillWeight, "weight of the request's own uncached blocks against a worker's queued prefill blocks (>= 1)")
 	f.weights = policy.DefaultTierWeights()
+	fs.BoolVar(&f.fixedWeights, "fixed-tier-weights", false, "credit every worker's tiers with -tier-weights, instead of deriving each worker's credits from the tier load and prefill times it measures and publishes (workers publishing none use -tier-weights anyway)")
 	fs.Var(&f.weights, "tier-weights", "comma-separated `weights`: overlap credit per cached block in "+tierNames()+" tiers")
 	fs.IntVar(&f.disaggThreshold, "disagg-threshold-tokens", 512, "with prefill workers for the model, prefill remotely when the uncached prompt exceeds this")
 	fs.IntVar(&f.blockSize, "block-size", 16, "KV block size in tokens when workers publish no block_size meta")

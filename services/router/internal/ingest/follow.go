@@ -7,6 +7,8 @@ import (
 
 	"connectrpc.com/connect"
 
+	kvbmv1 "switchyard.dev/gen/switchyard/kvbm/v1"
+	"switchyard.dev/gen/switchyard/kvbm/v1/kvbmv1connect"
 	workerv1 "switchyard.dev/gen/switchyard/worker/v1"
 	"switchyard.dev/gen/switchyard/worker/v1/workerv1connect"
 	"switchyard.dev/libs/mesh/discovery"
@@ -20,11 +22,52 @@ var errNeedDump = errors.New("ingest: continuity lost, resync from a dump")
 type follower struct {
 	in       *Ingester
 	w        Worker
-	client   workerv1connect.WorkerServiceClient
+	open     source
 	needDump bool
 	approx   bool // told OnNoEvents, not OnEvents since
 	acc      dumpAcc
 	evs      []radix.Event
+}
+
+// eventStream is a subscription's stream of batches, from a worker or
+// from the kvbm-controller's catalog of the shared tier.
+type eventStream interface {
+	Receive() bool
+	Msg() *workerv1.SubscribeKvEventsResponse
+	Err() error
+	Close() error
+}
+
+// source opens a subscription: with a dump, or after a sequence.
+type source func(ctx context.Context, dump bool, after uint64) (eventStream, error)
+
+// workerSource subscribes to a worker's own cache.
+func workerSource(c workerv1connect.WorkerServiceClient) source {
+	return func(ctx context.Context, dump bool, after uint64) (eventStream, error) {
+		// The index keys blocks by hash alone: the prompts' token ids
+		// would be most of every Stored event's bytes.
+		return c.SubscribeKvEvents(ctx, connect.NewRequest(&workerv1.SubscribeKvEventsRequest{Dump: dump, AfterSequence: after, OmitTokenIds: true}))
+	}
+}
+
+// sharedSource subscribes to one model's namespace of the shared tier.
+func sharedSource(c kvbmv1connect.KvbmControllerServiceClient, model string, blockSize uint32) source {
+	return func(ctx context.Context, dump bool, after uint64) (eventStream, error) {
+		st, err := c.SubscribeSharedEvents(ctx, connect.NewRequest(&kvbmv1.SubscribeSharedEventsRequest{Model: model, BlockSize: blockSize, Dump: dump, AfterSequence: after}))
+		if err != nil {
+			return nil, err
+		}
+		return sharedStream{st}, nil
+	}
+}
+
+// sharedStream reads the batches out of the catalog's stream.
+type sharedStream struct {
+	*connect.ServerStreamForClient[kvbmv1.SubscribeSharedEventsResponse]
+}
+
+func (s sharedStream) Msg() *workerv1.SubscribeKvEventsResponse {
+	return s.ServerStreamForClient.Msg().GetBatch()
 }
 
 // subscription is the state of one subscription's stream.
@@ -55,7 +98,7 @@ func (f *follower) run(ctx context.Context) {
 			if progressed {
 				continue
 			}
-		case code == connect.CodeUnimplemented && f.in.cfg.OnNoEvents != nil:
+		case code == connect.CodeUnimplemented && f.in.cfg.OnNoEvents != nil && f.w.SharedModel == "":
 			if !f.approx {
 				log.Info("kv events: worker serves none, using approximate mode", "ask_again_in", f.in.cfg.NoEventsRetry)
 				f.approx = true
@@ -82,13 +125,11 @@ func (f *follower) session(ctx context.Context) (bool, error) {
 	// next == 0 means the index never saw this worker: only a dump can
 	// start it.
 	dump := f.needDump || next == 0
-	// The index keys blocks by hash alone: the prompts' token ids would be
-	// most of every Stored event's bytes.
-	req := &workerv1.SubscribeKvEventsRequest{Dump: dump, OmitTokenIds: true}
+	after := uint64(0)
 	if !dump {
-		req.AfterSequence = next - 1
+		after = next - 1
 	}
-	stream, err := f.client.SubscribeKvEvents(ctx, connect.NewRequest(req))
+	stream, err := f.open(ctx, dump, after)
 	if err != nil {
 		return false, err
 	}

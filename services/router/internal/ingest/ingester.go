@@ -11,6 +11,7 @@ import (
 
 	"connectrpc.com/connect"
 
+	"switchyard.dev/gen/switchyard/kvbm/v1/kvbmv1connect"
 	"switchyard.dev/gen/switchyard/worker/v1/workerv1connect"
 	"switchyard.dev/libs/mesh/discovery"
 	"switchyard.dev/libs/radix"
@@ -24,6 +25,11 @@ type Worker struct {
 	// Approx: the worker sends no events; the router approximates its
 	// cache from its own decisions, so nothing is followed.
 	Approx bool
+	// SharedModel, when set, makes this the shared tier of that model
+	// and block size: URL is the kvbm-controller's, whose catalog stream
+	// (SubscribeSharedEvents) is followed under ID as one holder.
+	SharedModel     string
+	SharedBlockSize uint32
 }
 
 // Config configures an Ingester.
@@ -139,7 +145,10 @@ func (in *Ingester) Sync(ctx context.Context, workers []Worker) {
 				_ = in.cfg.Index.Reset(w.ID, nil)
 				return
 			}
-			f := &follower{in: in, w: w, client: workerv1connect.NewWorkerServiceClient(in.cfg.HTTP, w.URL, in.streamOptions()...)}
+			f := &follower{in: in, w: w, open: workerSource(workerv1connect.NewWorkerServiceClient(in.cfg.HTTP, w.URL, in.streamOptions()...))}
+			if w.SharedModel != "" {
+				f.open = sharedSource(kvbmv1connect.NewKvbmControllerServiceClient(in.cfg.HTTP, w.URL, in.streamOptions()...), w.SharedModel, w.SharedBlockSize)
+			}
 			f.run(fctx)
 		}()
 	}

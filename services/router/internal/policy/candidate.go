@@ -23,6 +23,9 @@ type Candidate struct {
 	// on device and this one could copy from it (prefix pull); 0 when it
 	// cannot pull. Only blocks beyond Depth[kvtier.External] count.
 	PeerDepth int
+	// Weights, when set, are this worker's own tier credits (derived from
+	// its measured load times); nil uses the policy's.
+	Weights *TierWeights
 
 	// Overlap is the tier-weighted overlap credit, in blocks.
 	Overlap float64

@@ -42,7 +42,11 @@ func (s costScorer) Score(r *Request, cs []Candidate, scores []float64) {
 	maxCost := 0.0
 	for i := range cs {
 		c := &cs[i]
-		c.Overlap = s.weights.Credit(c.Depth) + s.pull*float64(max(c.PeerDepth-c.Depth[kvtier.External], 0))
+		w := &s.weights
+		if c.Weights != nil {
+			w = c.Weights
+		}
+		c.Overlap = w.Credit(c.Depth) + s.pull*float64(max(c.PeerDepth-c.Depth[kvtier.External], 0))
 		credit := c.Overlap
 		if !s.overlap {
 			credit = 0

@@ -78,7 +78,7 @@ func (r *Router) Decide(ctx context.Context, req *routerv1.RouteRequest) (*route
 		// (it computes that token for its logits).
 		src = findPrefixSource(mp, &s.match, preq.Exclude, (len(req.GetTokenIds())-1)/mp.blockSize)
 	}
-	dec, err := r.pick(r.profiles[mode], &preq, s, mp.decode, mp.decodeIDs, mp.decodePos, src.depth)
+	dec, err := r.pick(r.profiles[mode], &preq, s, mp.decode, mp.decodeIDs, mp.decodePos, mp.shared, src.depth)
 	if err != nil {
 		return nil, r.pickError(err, preq.WorkerID, pools.known)
 	}
@@ -102,11 +102,15 @@ func (r *Router) Decide(ctx context.Context, req *routerv1.RouteRequest) (*route
 	}
 	chosen := *dec.worker()
 	// Pulled blocks are copied, not computed: no prefill load.
-	prefillID, prefillCredit := "", r.cfg.Params.Weights.Credit(chosen.Depth)+float64(pulled)
+	weights := &r.cfg.Params.Weights
+	if chosen.Weights != nil {
+		weights = chosen.Weights
+	}
+	prefillID, prefillCredit := "", weights.Credit(chosen.Depth)+float64(pulled)
 	uncached := len(req.GetTokenIds()) - chosen.Depth[kvtier.Device]*mp.blockSize
 	if len(mp.prefill) > 0 && uncached > r.cfg.DisaggThresholdTokens {
 		preqP := policy.Request{Blocks: len(hashes)}
-		pd, err := r.pick(r.prefill, &preqP, s, mp.prefill, mp.prefillID, mp.prefillAt, 0)
+		pd, err := r.pick(r.prefill, &preqP, s, mp.prefill, mp.prefillID, mp.prefillAt, mp.shared, 0)
 		if err == nil {
 			p := pd.worker()
 			prefillID, prefillCredit = p.ID, p.Overlap
@@ -123,21 +127,34 @@ func (r *Router) Decide(ctx context.Context, req *routerv1.RouteRequest) (*route
 }
 
 // pick builds the candidates of one pool and runs profile over them.
-// peerDepth is the prefix a pull-capable candidate could copy from a peer
+// sharedHolder is the model's shared tier in the index. peerDepth is the prefix a pull-capable candidate could copy from a peer
 // (0: none).
-func (r *Router) pick(profile *policy.Profile, preq *policy.Request, s *scratch, ws []Worker, ids []string, pos map[string]int, peerDepth int) (decision, error) {
+func (r *Router) pick(profile *policy.Profile, preq *policy.Request, s *scratch, ws []Worker, ids []string, pos map[string]int, sharedHolder string, peerDepth int) (decision, error) {
 	s.loads = r.loads.Get(ids, s.loads)
 	s.cands = s.cands[:0]
 	for i, w := range ws {
-		c := policy.Candidate{ID: w.ID, PrefillBlocks: s.loads[i].Prefill, DecodeBlocks: s.loads[i].Decode}
+		c := policy.Candidate{ID: w.ID, PrefillBlocks: s.loads[i].Prefill, DecodeBlocks: s.loads[i].Decode, Weights: w.Weights}
 		if w.Pull {
 			c.PeerDepth = peerDepth
 		}
 		s.cands = append(s.cands, c)
 	}
+	shared := 0
 	for _, m := range s.match.Workers {
 		if i, ok := pos[m.Worker]; ok {
 			s.cands[i].Depth = m.Depth
+		} else if m.Worker == sharedHolder {
+			shared = m.Depth[kvtier.External]
+		}
+	}
+	if shared > 0 {
+		// Every worker can load the shared tier's prefix. Where a worker
+		// holds a longer prefix across its own tiers it keeps it; a prefix
+		// that alternates between its tiers and the store is counted only
+		// as far as either alone reaches.
+		for i := range s.cands {
+			d := &s.cands[i].Depth
+			d[kvtier.External] = max(d[kvtier.External], shared)
 		}
 	}
 	s.cands = exclude(s.cands, preq.Exclude)

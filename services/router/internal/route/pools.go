@@ -2,9 +2,35 @@ package route
 
 import (
 	"strconv"
+	"time"
 
+	"switchyard.dev/libs/kvtier"
 	"switchyard.dev/libs/mesh/discovery"
+	"switchyard.dev/services/router/internal/policy"
 )
+
+// DerivedCredit returns the tier credits of a worker from the load times
+// it measured and published (discovery.MetaKVLoadNanos) against its
+// measured prefill time per block (MetaKVPrefillBlockNanos; without it,
+// prefillBlock): a block in a tier counts for the share of its prefill
+// that loading it saves (policy.DeriveTierWeights). Tiers it measured
+// nothing for keep fallback's weights; nil when it published no times,
+// or malformed ones (logged by nobody: the fixed weights then apply).
+func DerivedCredit(in discovery.Instance, prefillBlock time.Duration, fallback policy.TierWeights) *policy.TierWeights {
+	v, ok := in.Meta[discovery.MetaKVLoadNanos]
+	if !ok {
+		return nil
+	}
+	load, err := kvtier.ParseTimes(v)
+	if err != nil {
+		return nil
+	}
+	if n, err := strconv.ParseInt(in.Meta[discovery.MetaKVPrefillBlockNanos], 10, 64); err == nil && n > 0 {
+		prefillBlock = time.Duration(n)
+	}
+	w := policy.DeriveTierWeights(load, prefillBlock, fallback)
+	return &w
+}
 
 // Worker is a routable worker.
 type Worker struct {
@@ -14,6 +40,16 @@ type Worker struct {
 	// names (prefix pull); Export: it has a KV transfer agent, so peers
 	// can copy from it.
 	Pull, Export bool
+	// Weights are the worker's tier credits derived from the load times
+	// it measured (nil: it published none, or derivation is off).
+	Weights *policy.TierWeights
+}
+
+// SharedHolder is the index name under which the router follows the
+// shared tier of a model and block size. Worker ids cannot hold ':', so
+// it never names a worker.
+func SharedHolder(model string, blockSize int) string {
+	return "shared:" + strconv.Itoa(blockSize) + ":" + model
 }
 
 // modelPool is the workers serving one model: immutable once published.
@@ -26,6 +62,10 @@ type Worker struct {
 // only writer, and TestBuildPoolsDerivedFields checks it.
 type modelPool struct {
 	blockSize int
+	// shared is the index holder of the model's shared tier (the
+	// kvbm-controller's catalog stream): every decode worker can load
+	// what it holds.
+	shared    string
 	decode    []Worker
 	decodeIDs []string
 	decodePos map[string]int
@@ -50,7 +90,7 @@ func (p *pools) pool(model string) *modelPool {
 // buildPools groups decode and prefill instances by model. A model's block
 // size is its workers' "block_size" meta (the first valid one wins), else
 // def.
-func buildPools(decode, prefill []discovery.Instance, def int, prevKnown map[string]bool) *pools {
+func buildPools(decode, prefill []discovery.Instance, def int, prevKnown map[string]bool, credit func(discovery.Instance) *policy.TierWeights) *pools {
 	p := &pools{models: map[string]*modelPool{}, known: map[string]bool{}}
 	for id := range prevKnown {
 		p.known[id] = true
@@ -71,19 +111,20 @@ func buildPools(decode, prefill []discovery.Instance, def int, prevKnown map[str
 		mp := get(in)
 		mp.decodePos[in.ID] = len(mp.decode)
 		mp.decode = append(mp.decode, Worker{ID: in.ID, URL: in.URL(),
-			Pull: in.Meta[discovery.MetaPrefixPull] == "1", Export: in.Meta[discovery.MetaKVTransfer] != ""})
+			Pull: in.Meta[discovery.MetaPrefixPull] == "1", Export: in.Meta[discovery.MetaKVTransfer] != "", Weights: credit(in)})
 		mp.decodeIDs = append(mp.decodeIDs, in.ID)
 	}
 	for _, in := range prefill {
 		mp := get(in)
 		mp.prefillAt[in.ID] = len(mp.prefill)
-		mp.prefill = append(mp.prefill, Worker{ID: in.ID, URL: in.URL()})
+		mp.prefill = append(mp.prefill, Worker{ID: in.ID, URL: in.URL(), Weights: credit(in)})
 		mp.prefillID = append(mp.prefillID, in.ID)
 	}
-	for _, mp := range p.models {
+	for model, mp := range p.models {
 		if mp.blockSize == 0 {
 			mp.blockSize = def
 		}
+		mp.shared = SharedHolder(model, mp.blockSize)
 	}
 	return p
 }

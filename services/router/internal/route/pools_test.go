@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"switchyard.dev/libs/mesh/discovery"
+	"switchyard.dev/services/router/internal/policy"
 )
 
 // TestBuildPoolsDerivedFields checks that each pool's ID lists and
@@ -15,7 +16,7 @@ func TestBuildPoolsDerivedFields(t *testing.T) {
 	decode := append(instances(discovery.RoleDecode, "a", "d1", "d2", "d3"), instances(discovery.RoleDecode, "b", "d4")...)
 	prefill := append(instances(discovery.RolePrefill, "b", "p1", "p2"), instances(discovery.RolePrefill, "a", "p3")...)
 	decode = append(decode, instances(discovery.RoleDecode, "a", "d5")...) // a model's workers need not be adjacent
-	p := buildPools(decode, prefill, bs, map[string]bool{"old": true})
+	p := buildPools(decode, prefill, bs, map[string]bool{"old": true}, func(discovery.Instance) *policy.TierWeights { return nil })
 	for _, model := range []string{"a", "b"} {
 		mp := p.pool(model)
 		if mp == nil {

@@ -51,6 +51,10 @@ type Config struct {
 	ExpectedOutputTokens int
 	// PrefillBlockTime estimates the prefill time of one uncached block.
 	PrefillBlockTime time.Duration
+	// FixedTierWeights keeps Params.Weights for every worker; otherwise
+	// a worker that publishes its measured tier load times is credited
+	// from them (DerivedCredit).
+	FixedTierWeights bool
 	LoadTTL          time.Duration
 	// Approx settings: "off", "auto" (workers answering Unimplemented) or
 	// "all"; routed prefixes are kept ApproxTTL, at most ApproxMaxBlocks.
@@ -123,7 +127,7 @@ func New(cfg Config) (*Router, error) {
 		}
 		r.metrics = m
 	}
-	r.pools.Store(buildPools(nil, nil, cfg.DefaultBlockSize, nil))
+	r.pools.Store(buildPools(nil, nil, cfg.DefaultBlockSize, nil, r.credit))
 	return r, nil
 }
 
@@ -137,7 +141,16 @@ func (r *Router) Loads() *load.Tracker { return r.loads }
 
 // SetWorkers publishes the current decode and prefill instances.
 func (r *Router) SetWorkers(decode, prefill []discovery.Instance) {
-	r.pools.Store(buildPools(decode, prefill, r.cfg.DefaultBlockSize, r.pools.Load().known))
+	r.pools.Store(buildPools(decode, prefill, r.cfg.DefaultBlockSize, r.pools.Load().known, r.credit))
+}
+
+// credit is a worker's tier credits: derived from its measured load
+// times unless the configuration fixes them.
+func (r *Router) credit(in discovery.Instance) *policy.TierWeights {
+	if r.cfg.FixedTierWeights {
+		return nil
+	}
+	return DerivedCredit(in, r.cfg.PrefillBlockTime, r.cfg.Params.Weights)
 }
 
 // SetApprox marks a worker as sending no KV events: the router

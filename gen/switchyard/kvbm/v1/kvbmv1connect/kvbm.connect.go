@@ -2,7 +2,8 @@
 //
 // Source: switchyard/kvbm/v1/kvbm.proto
 
-// The KV block manager controller: the fleet-wide view of KV storage tiers.
+// The KV block manager controller: the fleet-wide view of KV storage tiers,
+// and the catalog of the shared object-store tier.
 package kvbmv1connect
 
 import (
@@ -37,12 +38,28 @@ const (
 	// KvbmControllerServiceListPoolsProcedure is the fully-qualified name of the
 	// KvbmControllerService's ListPools RPC.
 	KvbmControllerServiceListPoolsProcedure = "/switchyard.kvbm.v1.KvbmControllerService/ListPools"
+	// KvbmControllerServiceReportSharedBlocksProcedure is the fully-qualified name of the
+	// KvbmControllerService's ReportSharedBlocks RPC.
+	KvbmControllerServiceReportSharedBlocksProcedure = "/switchyard.kvbm.v1.KvbmControllerService/ReportSharedBlocks"
+	// KvbmControllerServiceSubscribeSharedEventsProcedure is the fully-qualified name of the
+	// KvbmControllerService's SubscribeSharedEvents RPC.
+	KvbmControllerServiceSubscribeSharedEventsProcedure = "/switchyard.kvbm.v1.KvbmControllerService/SubscribeSharedEvents"
 )
 
 // KvbmControllerServiceClient is a client for the switchyard.kvbm.v1.KvbmControllerService service.
 type KvbmControllerServiceClient interface {
-	// ListPools returns the KV capacity each registered worker declared.
+	// ListPools returns every KV pool of the fleet, one per worker and tier,
+	// and one per namespace of the shared tier.
 	ListPools(context.Context, *connect.Request[v1.ListPoolsRequest]) (*connect.Response[v1.ListPoolsResponse], error)
+	// ReportSharedBlocks tells the catalog what a worker wrote to the shared
+	// tier and which of its blocks it read, and how fast those transfers
+	// ran. Reporting the same block twice changes nothing but its last use.
+	ReportSharedBlocks(context.Context, *connect.Request[v1.ReportSharedBlocksRequest]) (*connect.Response[v1.ReportSharedBlocksResponse], error)
+	// SubscribeSharedEvents streams one namespace of the shared tier as KV
+	// events of tier EXTERNAL, with the sequencing, resumption and dump of
+	// WorkerService.SubscribeKvEvents: a router indexes the whole store as
+	// one holder that every worker of the model can load from.
+	SubscribeSharedEvents(context.Context, *connect.Request[v1.SubscribeSharedEventsRequest]) (*connect.ServerStreamForClient[v1.SubscribeSharedEventsResponse], error)
 }
 
 // NewKvbmControllerServiceClient constructs a client for the
@@ -63,12 +80,27 @@ func NewKvbmControllerServiceClient(httpClient connect.HTTPClient, baseURL strin
 			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 			connect.WithClientOptions(opts...),
 		),
+		reportSharedBlocks: connect.NewClient[v1.ReportSharedBlocksRequest, v1.ReportSharedBlocksResponse](
+			httpClient,
+			baseURL+KvbmControllerServiceReportSharedBlocksProcedure,
+			connect.WithSchema(kvbmControllerServiceMethods.ByName("ReportSharedBlocks")),
+			connect.WithIdempotency(connect.IdempotencyIdempotent),
+			connect.WithClientOptions(opts...),
+		),
+		subscribeSharedEvents: connect.NewClient[v1.SubscribeSharedEventsRequest, v1.SubscribeSharedEventsResponse](
+			httpClient,
+			baseURL+KvbmControllerServiceSubscribeSharedEventsProcedure,
+			connect.WithSchema(kvbmControllerServiceMethods.ByName("SubscribeSharedEvents")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
 // kvbmControllerServiceClient implements KvbmControllerServiceClient.
 type kvbmControllerServiceClient struct {
-	listPools *connect.Client[v1.ListPoolsRequest, v1.ListPoolsResponse]
+	listPools             *connect.Client[v1.ListPoolsRequest, v1.ListPoolsResponse]
+	reportSharedBlocks    *connect.Client[v1.ReportSharedBlocksRequest, v1.ReportSharedBlocksResponse]
+	subscribeSharedEvents *connect.Client[v1.SubscribeSharedEventsRequest, v1.SubscribeSharedEventsResponse]
 }
 
 // ListPools calls switchyard.kvbm.v1.KvbmControllerService.ListPools.
@@ -76,11 +108,31 @@ func (c *kvbmControllerServiceClient) ListPools(ctx context.Context, req *connec
 	return c.listPools.CallUnary(ctx, req)
 }
 
+// ReportSharedBlocks calls switchyard.kvbm.v1.KvbmControllerService.ReportSharedBlocks.
+func (c *kvbmControllerServiceClient) ReportSharedBlocks(ctx context.Context, req *connect.Request[v1.ReportSharedBlocksRequest]) (*connect.Response[v1.ReportSharedBlocksResponse], error) {
+	return c.reportSharedBlocks.CallUnary(ctx, req)
+}
+
+// SubscribeSharedEvents calls switchyard.kvbm.v1.KvbmControllerService.SubscribeSharedEvents.
+func (c *kvbmControllerServiceClient) SubscribeSharedEvents(ctx context.Context, req *connect.Request[v1.SubscribeSharedEventsRequest]) (*connect.ServerStreamForClient[v1.SubscribeSharedEventsResponse], error) {
+	return c.subscribeSharedEvents.CallServerStream(ctx, req)
+}
+
 // KvbmControllerServiceHandler is an implementation of the switchyard.kvbm.v1.KvbmControllerService
 // service.
 type KvbmControllerServiceHandler interface {
-	// ListPools returns the KV capacity each registered worker declared.
+	// ListPools returns every KV pool of the fleet, one per worker and tier,
+	// and one per namespace of the shared tier.
 	ListPools(context.Context, *connect.Request[v1.ListPoolsRequest]) (*connect.Response[v1.ListPoolsResponse], error)
+	// ReportSharedBlocks tells the catalog what a worker wrote to the shared
+	// tier and which of its blocks it read, and how fast those transfers
+	// ran. Reporting the same block twice changes nothing but its last use.
+	ReportSharedBlocks(context.Context, *connect.Request[v1.ReportSharedBlocksRequest]) (*connect.Response[v1.ReportSharedBlocksResponse], error)
+	// SubscribeSharedEvents streams one namespace of the shared tier as KV
+	// events of tier EXTERNAL, with the sequencing, resumption and dump of
+	// WorkerService.SubscribeKvEvents: a router indexes the whole store as
+	// one holder that every worker of the model can load from.
+	SubscribeSharedEvents(context.Context, *connect.Request[v1.SubscribeSharedEventsRequest], *connect.ServerStream[v1.SubscribeSharedEventsResponse]) error
 }
 
 // NewKvbmControllerServiceHandler builds an HTTP handler from the service implementation. It
@@ -97,10 +149,27 @@ func NewKvbmControllerServiceHandler(svc KvbmControllerServiceHandler, opts ...c
 		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 		connect.WithHandlerOptions(opts...),
 	)
+	kvbmControllerServiceReportSharedBlocksHandler := connect.NewUnaryHandler(
+		KvbmControllerServiceReportSharedBlocksProcedure,
+		svc.ReportSharedBlocks,
+		connect.WithSchema(kvbmControllerServiceMethods.ByName("ReportSharedBlocks")),
+		connect.WithIdempotency(connect.IdempotencyIdempotent),
+		connect.WithHandlerOptions(opts...),
+	)
+	kvbmControllerServiceSubscribeSharedEventsHandler := connect.NewServerStreamHandler(
+		KvbmControllerServiceSubscribeSharedEventsProcedure,
+		svc.SubscribeSharedEvents,
+		connect.WithSchema(kvbmControllerServiceMethods.ByName("SubscribeSharedEvents")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/switchyard.kvbm.v1.KvbmControllerService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case KvbmControllerServiceListPoolsProcedure:
 			kvbmControllerServiceListPoolsHandler.ServeHTTP(w, r)
+		case KvbmControllerServiceReportSharedBlocksProcedure:
+			kvbmControllerServiceReportSharedBlocksHandler.ServeHTTP(w, r)
+		case KvbmControllerServiceSubscribeSharedEventsProcedure:
+			kvbmControllerServiceSubscribeSharedEventsHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -112,4 +181,12 @@ type UnimplementedKvbmControllerServiceHandler struct{}
 
 func (UnimplementedKvbmControllerServiceHandler) ListPools(context.Context, *connect.Request[v1.ListPoolsRequest]) (*connect.Response[v1.ListPoolsResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("switchyard.kvbm.v1.KvbmControllerService.ListPools is not implemented"))
+}
+
+func (UnimplementedKvbmControllerServiceHandler) ReportSharedBlocks(context.Context, *connect.Request[v1.ReportSharedBlocksRequest]) (*connect.Response[v1.ReportSharedBlocksResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("switchyard.kvbm.v1.KvbmControllerService.ReportSharedBlocks is not implemented"))
+}
+
+func (UnimplementedKvbmControllerServiceHandler) SubscribeSharedEvents(context.Context, *connect.Request[v1.SubscribeSharedEventsRequest], *connect.ServerStream[v1.SubscribeSharedEventsResponse]) error {
+	return connect.NewError(connect.CodeUnimplemented, errors.New("switchyard.kvbm.v1.KvbmControllerService.SubscribeSharedEvents is not implemented"))
 }
