@@ -20,7 +20,10 @@ var DefaultPreference = []string{"ucx", "tcp", "local"}
 // Config configures an Agent.
 type Config struct {
 	Name     string           // unique among peers; published in metadata
-	Backends []BackendFactory // at least one
+	Backends []BackendFactory // at least one, unless Storage has one
+	// Storage are the backends for the agent's own storage (RegisterStorage),
+	// at most one a SegKind; never advertised to peers.
+	Storage []StorageFactory
 	// Preference orders backend names when picking one per peer; nil means
 	// DefaultPreference. Backends not listed are tried last, by name.
 	Preference []string
@@ -32,6 +35,7 @@ type Agent struct {
 	name     string
 	log      *slog.Logger
 	backends []Backend // in preference order
+	storage  []StorageBackend
 	regions  *regionTable
 	notifs   notifQueue
 	// epoch names this run in metadata; gen counts (de)registrations, so
@@ -56,7 +60,7 @@ func NewAgent(cfg Config) (*Agent, error) {
 	if cfg.Name == "" || len(cfg.Name) > metadata.MaxNameLen {
 		return nil, fmt.Errorf("nixl: agent name length %d out of range", len(cfg.Name))
 	}
-	if len(cfg.Backends) == 0 {
+	if len(cfg.Backends) == 0 && len(cfg.Storage) == 0 {
 		return nil, errors.New("nixl: no backends configured")
 	}
 	log := cfg.Logger
@@ -80,6 +84,16 @@ func NewAgent(cfg Config) (*Agent, error) {
 		a.backends = append(a.backends, b)
 	}
 	sortBackends(a.backends, cfg.Preference)
+	for _, f := range cfg.Storage {
+		b, err := f(env)
+		if err == nil && a.storageFor(b.Kind()) != nil {
+			err = errors.Join(fmt.Errorf("two storage backends for %v", b.Kind()), b.Close())
+		}
+		if err != nil {
+			return nil, errors.Join(fmt.Errorf("nixl: agent %s: %w", cfg.Name, err), a.closeBackends())
+		}
+		a.storage = append(a.storage, b)
+	}
 	return a, nil
 }
 
@@ -139,6 +153,9 @@ func (a *Agent) RegisterMemory(mem []byte) (RegionID, error) {
 // again waits for the accesses still in flight. Peers learn of it through
 // fresh metadata; until then their accesses fail with ErrUnknownRegion.
 func (a *Agent) DeregisterMemory(ctx context.Context, id RegionID) error {
+	if seg, ok := a.regions.segment(id); ok && seg != nil {
+		return fmt.Errorf("%w: region %d is storage: DeregisterStorage", ErrUnknownRegion, id)
+	}
 	removed, err := a.regions.remove(ctx, id)
 	if err != nil || !removed {
 		return err // !removed: a concurrent call finished it
@@ -212,6 +229,11 @@ func (a *Agent) Close() error {
 func (a *Agent) closeBackends() error {
 	var errs []error
 	for _, b := range a.backends {
+		if err := b.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", b.Name(), err))
+		}
+	}
+	for _, b := range a.storage {
 		if err := b.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", b.Name(), err))
 		}

@@ -22,6 +22,11 @@
 //     the in-process backend finds peers through a registry value the caller
 //     passes in, so any number of agents can live in one test process.
 //
+// Storage (files, objects) is registered as segments with RegisterStorage
+// and served by StorageBackend implementations (segment.go): a transfer
+// to storage names the agent itself as its peer, moves bytes between the
+// agent's memory and its storage, and never involves another agent.
+//
 // Backends implement the Backend and Conn interfaces in backend.go; the
 // agent picks one per peer from what both sides advertise, in the order of
 // Config.Preference (ucx, tcp, local by default).

@@ -74,7 +74,9 @@ func (a *Agent) Invalidate(name string) {
 }
 
 // Post validates req and starts it. Validation errors are returned here;
-// errors after that are reported on the handle.
+// errors after that are reported on the handle. A request whose Peer is
+// the agent's own name moves bytes between its memory and its storage
+// (RegisterStorage).
 func (a *Agent) Post(req XferRequest) (*Xfer, error) {
 	if req.Op != Read && req.Op != Write {
 		return nil, fmt.Errorf("nixl: invalid op %v", req.Op)
@@ -91,6 +93,9 @@ func (a *Agent) Post(req XferRequest) (*Xfer, error) {
 	a.mu.Unlock()
 	if closed {
 		return nil, ErrClosed
+	}
+	if req.Peer == a.name {
+		return a.postStorage(req)
 	}
 	if !ok {
 		return nil, fmt.Errorf("%w: %q", ErrUnknownPeer, req.Peer)

@@ -9,8 +9,10 @@ import (
 	"switchyard.dev/libs/nixl/metadata"
 )
 
-// regionTable owns the agent's registered regions and counts the accesses
-// in flight on each, so deregistration can wait for them.
+// regionTable owns the agent's registered regions, memory and storage in
+// one id space, and counts the accesses in flight on each, so
+// deregistration can wait for them. Storage regions are the agent's own:
+// Acquire (what serves peers) and snapshot (what metadata lists) skip them.
 type regionTable struct {
 	mu      sync.Mutex
 	next    RegionID
@@ -20,6 +22,7 @@ type regionTable struct {
 
 type region struct {
 	mem   []byte
+	seg   Segment // nil for memory
 	keys  []metadata.Key
 	refs  int
 	dying bool
@@ -38,21 +41,71 @@ func (t *regionTable) add(mem []byte) RegionID {
 	return id
 }
 
+// reserve takes an id for a storage region that its backend registers
+// before insert makes it visible.
+func (t *regionTable) reserve() RegionID {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	id := t.next
+	t.next++
+	return id
+}
+
+func (t *regionTable) insert(id RegionID, seg Segment) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.m[id] = &region{seg: seg}
+}
+
 // Acquire implements RegionAccess.
 func (t *regionTable) Acquire(id RegionID, off, n uint64) ([]byte, func(), error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	r, ok := t.m[id]
+	if !ok || r.dying || r.seg != nil {
+		return nil, nil, fmt.Errorf("%w: %d", ErrUnknownRegion, id)
+	}
+	if !inRange(off, n, uint64(len(r.mem))) {
+		return nil, nil, fmt.Errorf("%w: region %d [%d,+%d) of %d", ErrOutOfRange, id, off, n, len(r.mem))
+	}
+	return r.mem[off : off+n : off+n], t.hold(r), nil
+}
+
+// acquireStorage is Acquire for a storage region: it checks the range and
+// holds the region until release, and returns its segment.
+func (t *regionTable) acquireStorage(id RegionID, off, n uint64) (Segment, func(), error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	r, ok := t.m[id]
 	if !ok || r.dying {
 		return nil, nil, fmt.Errorf("%w: %d", ErrUnknownRegion, id)
 	}
-	if !inRange(off, n, uint64(len(r.mem))) {
-		return nil, nil, fmt.Errorf("%w: region %d [%d,+%d) of %d", ErrOutOfRange, id, off, n, len(r.mem))
+	if r.seg == nil {
+		return nil, nil, fmt.Errorf("%w: region %d is memory, not storage", ErrUnknownRegion, id)
 	}
+	if !inRange(off, n, r.seg.Size()) {
+		return nil, nil, fmt.Errorf("%w: %v region %d [%d,+%d) of %d", ErrOutOfRange, r.seg.Kind(), id, off, n, r.seg.Size())
+	}
+	return r.seg, t.hold(r), nil
+}
+
+// hold counts an access to r (under t.mu) and returns its release.
+func (t *regionTable) hold(r *region) func() {
 	r.refs++
 	var once sync.Once
-	release := func() { once.Do(func() { t.release(r) }) }
-	return r.mem[off : off+n : off+n], release, nil
+	return func() { once.Do(func() { t.release(r) }) }
+}
+
+// segment returns id's segment: nil and true for a memory region, false
+// if there is no such region.
+func (t *regionTable) segment(id RegionID) (Segment, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	r, ok := t.m[id]
+	if !ok {
+		return nil, false
+	}
+	return r.seg, true
 }
 
 func (t *regionTable) release(r *region) {
@@ -110,7 +163,7 @@ func (t *regionTable) snapshot() []metadata.Region {
 	defer t.mu.Unlock()
 	out := make([]metadata.Region, 0, len(t.m))
 	for id, r := range t.m {
-		if !r.dying {
+		if !r.dying && r.seg == nil {
 			out = append(out, metadata.Region{ID: uint32(id), Len: uint64(len(r.mem)), Keys: r.keys})
 		}
 	}

@@ -38,12 +38,16 @@ type Desc struct {
 // XferRequest describes one transfer. Local[i] pairs with Remote[i]; the
 // two lists must have the same length and each pair the same Len.
 type XferRequest struct {
-	Op     Op
-	Peer   string // remote agent name, loaded with LoadRemoteMetadata
+	Op Op
+	// Peer is the remote agent's name, loaded with LoadRemoteMetadata, or
+	// the agent's own name for a transfer between its memory (Local) and
+	// its storage regions (Remote): Read loads storage into memory, Write
+	// stores memory.
+	Peer   string
 	Local  []Desc
 	Remote []Desc
 	// Notif, when non-nil, is delivered to the peer once the transfer has
-	// completed successfully.
+	// completed successfully (storage transfers take none).
 	Notif []byte
 }
 

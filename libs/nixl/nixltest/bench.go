@@ -12,8 +12,9 @@ import (
 // BenchSizes are the transfer sizes every backend is measured at.
 var BenchSizes = []int{64 << 10, 1 << 20, 16 << 20}
 
-// benchDepth transfers are kept in flight for bandwidth.
-const benchDepth = 4
+// BenchDepth transfers are kept in flight for bandwidth (and raw
+// baselines keep as many calls in flight, RawWindow).
+const BenchDepth = 4
 
 // PerftestWindow is the depth of the Perftest benchmarks: transfers kept in
 // flight, as ucx_perftest keeps sends outstanding. (perfcompare.sh leaves
@@ -23,13 +24,13 @@ const benchDepth = 4
 const PerftestWindow = 10
 
 // Bench runs the bandwidth and latency benchmarks: WRITE of one descriptor
-// per transfer. Bandwidth keeps benchDepth transfers in flight; latency
+// per transfer. Bandwidth keeps BenchDepth transfers in flight; latency
 // runs one at a time, so ns/op is the post-to-completion time; Perftest
 // repeats ucx_perftest's pattern (PerftestWindow in flight, one buffer)
 // for scripts/perfcompare.sh.
 func Bench(b *testing.B, setup Setup) {
 	for _, size := range BenchSizes {
-		b.Run(fmt.Sprintf("Bandwidth/%s", SizeName(size)), func(b *testing.B) { benchWrite(b, setup, size, benchDepth, false) })
+		b.Run(fmt.Sprintf("Bandwidth/%s", SizeName(size)), func(b *testing.B) { benchWrite(b, setup, size, BenchDepth, false) })
 	}
 	for _, size := range BenchSizes {
 		b.Run(fmt.Sprintf("Latency/%s", SizeName(size)), func(b *testing.B) { benchWrite(b, setup, size, 1, false) })
