@@ -10,6 +10,7 @@ import (
 
 	"switchyard.dev/libs/engine/kvcache"
 	"switchyard.dev/libs/engine/kvevent"
+	"switchyard.dev/libs/engine/sched"
 	"switchyard.dev/libs/kvbm"
 	"switchyard.dev/libs/kvhash"
 	"switchyard.dev/libs/kvtier"
@@ -91,6 +92,7 @@ type tiers struct {
 	inflight  int                             // blocks handed to the offloader, not yet done
 	staging   []byte                          // the offloader's copy of a block bound for a slow tier
 	recompute float64                         // EWMA of a block's prefill time; 0: not measured
+	replanned int64                           // requests whose onboarding was planned again at admission
 }
 
 func (e *Engine) openTiers(cfgs []TierConfig, blockBytes int) error {
@@ -120,6 +122,7 @@ func (e *Engine) openTiers(cfgs []TierConfig, blockBytes int) error {
 	}
 	e.kv.TrackCommitted()
 	e.tiers = ts
+	e.sched.SetAdmitHook(e.replan)
 	return nil
 }
 
@@ -327,18 +330,57 @@ func (e *Engine) onboard(ctx context.Context, r *Request) {
 		e.mu.Unlock()
 		return
 	}
+	ready := e.startOnboard(ctx, segs, hashes, pinned, end, r.Prompt)
+	e.mu.Unlock()
+	if ready != nil {
+		r.Ready = ready
+	}
+}
+
+// replan is the scheduler's admission hook: a request reaching admission
+// is planned again, since its prefix may have reached a lower tier since
+// it was submitted (another request computed it while this one queued,
+// here or, for the shared tier, on another worker). If more of it can be
+// loaded than the arena holds now, it keeps its place while that is
+// copied in; e.mu held.
+func (e *Engine) replan(q *sched.Seq, cached int) <-chan struct{} {
+	bs := e.cfg.BlockSize
+	n := (q.PromptLen - 1) / bs
+	if n <= cached {
+		return nil
+	}
+	hashes := q.BlockHashes(bs)[:n]
+	if _, end := e.tiers.plan(hashes, cached); end == cached {
+		return nil
+	}
+	pinned := e.kv.Pin(hashes)
+	segs, end := e.tiers.plan(hashes, len(pinned))
+	if end == len(pinned) {
+		e.kv.Release(regionIDs(pinned))
+		return nil
+	}
+	e.tiers.replanned++
+	// The request's context is not the scheduler's to hold: a cancelled
+	// request's load runs out (bounded by the tiers' deadlines) and its
+	// blocks stay cached for others.
+	return e.startOnboard(context.Background(), segs, hashes, pinned, end, q.Tokens[:q.PromptLen])
+}
+
+// startOnboard reserves arena blocks for hashes[len(pinned):end] and
+// copies segs into them on a goroutine, returning the channel that
+// closes when they are committed (nil, with pinned released, when the
+// arena has no room: the request prefills). pinned holds the cached
+// prefix in the arena until then; e.mu held.
+func (e *Engine) startOnboard(ctx context.Context, segs []segment, hashes []uint64, pinned []kvcache.Region, end int, prompt []uint32) chan struct{} {
+	ts, bs, k := e.tiers, e.cfg.BlockSize, len(pinned)
 	regs, err := e.kv.AllocateForImport(end - k)
 	if err != nil { // no room now: prefill as usual
 		e.kv.Release(regionIDs(pinned))
 		e.flushEvents()
-		e.mu.Unlock()
-		return
+		return nil
 	}
 	e.flushEvents() // blocks the allocation evicted
-	e.mu.Unlock()
 	ready := make(chan struct{})
-	r.Ready = ready
-	prompt := r.Prompt
 	ts.busy.Add(1)
 	go func() {
 		defer ts.busy.Done()
@@ -365,6 +407,7 @@ func (e *Engine) onboard(ctx context.Context, r *Request) {
 		e.flushEvents()
 		e.signal()
 	}()
+	return ready
 }
 
 // plan finds, from block k on, the runs of hashes the lower tiers hold,

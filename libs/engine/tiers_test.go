@@ -326,3 +326,65 @@ func TestTierSharedAcrossEngines(t *testing.T) {
 		t.Errorf("%d blocks onboarded from the store; want %d", n, full/16)
 	}
 }
+
+// Onboarding is planned again when a request reaches admission: a prompt
+// queued behind another, before any tier held its prefix, loads
+// the blocks another engine wrote to the shared store while it waited,
+// byte-identical, with the whole prefix counted as cached.
+func TestTierReplannedAtAdmission(t *testing.T) {
+	t.Parallel()
+	gw := deptest.StartVersityGW(t)
+	raw := s3.New(s3.Options{Region: "us-east-1", BaseEndpoint: aws.String(gw.Endpoint), UsePathStyle: true,
+		Credentials: credentials.NewStaticCredentialsProvider(gw.AccessKey, gw.SecretKey, "")})
+	if _, err := raw.CreateBucket(t.Context(), &s3.CreateBucketInput{Bucket: aws.String("kv-replan")}); err != nil {
+		t.Fatal(err)
+	}
+	var readerTier *s3tier.Tier
+	shared := func(keep **s3tier.Tier) TierConfig {
+		return TierConfig{Open: func(bb int, on kvbm.OnChange) (kvbm.Tier, error) {
+			st, err := s3tier.Open(context.Background(), s3tier.Config{Endpoint: gw.Endpoint, Bucket: "kv-replan", AccessKey: gw.AccessKey, SecretKey: gw.SecretKey,
+				Namespace: "stories260K", BlockSize: 16, BlockBytes: bb, Blocks: 1024, OnChange: on, Refresh: -1})
+			if keep != nil {
+				*keep = st
+			}
+			return st, err
+		}}
+	}
+	a := prompt(120, 21)
+	req := Request{Prompt: a, Stop: StopParams{MaxTokens: 16, IgnoreEOS: true}}
+	ref := run(t, start(t, Config{BlockSize: 16}, stories(t)), req)
+
+	cfg := tinyG1(shared(&readerTier))
+	cfg.NumBlocks = 64
+	reader := start(t, cfg, stories(t))
+	// A head of the queue held in its place (as a prefix pull holds it)
+	// keeps the request behind it waiting, first come, first served.
+	hold := make(chan struct{})
+	head, err := reader.Submit(t.Context(), Request{Prompt: prompt(20, 22), Stop: StopParams{MaxTokens: 4, IgnoreEOS: true}, Ready: hold})
+	if err != nil {
+		t.Fatal(err)
+	}
+	queued, err := reader.Submit(t.Context(), req) // nothing to onboard yet
+	if err != nil {
+		t.Fatal(err)
+	}
+	writer := start(t, tinyG1(shared(nil)), stories(t))
+	run(t, writer, req)
+	waitFor(t, "offloads to the store", writer.offloadsDone)
+	if err := readerTier.Refresh(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	close(hold)
+	collect(t, head)
+	got := collect(t, queued)
+	full := (len(a) - 1) / 16 * 16
+	if !sameTokens(got.tokens, ref.tokens) || got.final.Usage.CachedPromptTokens != full {
+		t.Fatalf("queued request: %v (cached %d), want %v (cached %d)", got.tokens, got.final.Usage.CachedPromptTokens, ref.tokens, full)
+	}
+	reader.mu.Lock()
+	replanned := reader.tiers.replanned
+	reader.mu.Unlock()
+	if replanned != 1 || onboarded(reader, kvtier.External) != int64(full/16) {
+		t.Fatalf("replanned %d, onboarded %d from the store; want 1 and %d", replanned, onboarded(reader, kvtier.External), full/16)
+	}
+}

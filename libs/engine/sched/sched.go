@@ -99,7 +99,21 @@ type Scheduler struct {
 	step    uint64 // Schedule calls so far
 	stats   Stats
 	cands   []cand // scratch of scheduleShortest
+	onAdmit AdmitHook
 }
+
+// AdmitHook is called once for each sequence when it reaches admission
+// (first in line, the running cap leaving room), with the prompt blocks
+// the cache holds for it then. A non-nil channel holds the sequence in
+// its place, as Seq.Ready does, until it closes: the hook is copying in
+// blocks the sequence's prefix found since it was queued (another
+// request computed them meanwhile, or they reached a lower tier), and
+// they are prefix-cache hits when it is admitted. Called with the
+// scheduler's caller's lock held; it must not block.
+type AdmitHook func(q *Seq, cached int) <-chan struct{}
+
+// SetAdmitHook installs h (nil: none).
+func (s *Scheduler) SetAdmitHook(h AdmitHook) { s.onAdmit = h }
 
 // New returns a scheduler allocating from kv.
 func New(cfg Config, kv *kvcache.Manager) (*Scheduler, error) {
@@ -450,6 +464,13 @@ func (s *Scheduler) admitOne(p *Plan, q *Seq, budget, limit int) (int, bool) {
 	bs := s.kv.BlockSize()
 	hashes := q.matchableHashes(bs)
 	matched, evictable := s.kv.Probe(hashes)
+	if s.onAdmit != nil && !q.admitHooked {
+		q.admitHooked = true
+		if ready := s.onAdmit(q, matched); ready != nil {
+			q.Ready = ready
+			return 0, false
+		}
+	}
 	hit := matched * bs
 	chunk := capChunk(len(q.Tokens)-hit, budget, limit)
 	need := ceilDiv(hit+chunk, bs) - matched

@@ -545,3 +545,37 @@ func TestFCFSByArrival(t *testing.T) {
 		})
 	}
 }
+
+// TestAdmitHook: the hook sees each sequence once, when it reaches
+// admission, with the blocks cached for it then; a channel it returns
+// holds the sequence in its place until closed, after which it is
+// admitted without the hook being asked again.
+func TestAdmitHook(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, 64, Config{MaxBatchTokens: 16, MaxRunning: 8})
+	calls := map[uint64]int{}
+	ready := make(chan struct{})
+	h.s.SetAdmitHook(func(q *Seq, cached int) <-chan struct{} {
+		calls[q.ID]++
+		if cached != 0 {
+			t.Errorf("sequence %d: %d blocks cached; want 0", q.ID, cached)
+		}
+		if q.ID == 1 {
+			return ready
+		}
+		return nil
+	})
+	h.s.Add(distinct(seq(1, 8, 0), 100))
+	h.s.Add(distinct(seq(2, 4, 0), 200))
+	if got := ids(h.step()); len(got) != 0 {
+		t.Fatalf("planned %v while the head's blocks load; want nothing (first come, first served)", got)
+	}
+	close(ready)
+	if got := ids(h.step()); !slices.Equal(got, []uint64{1, 2}) {
+		t.Fatalf("planned %v after the load; want 1 then 2", got)
+	}
+	h.step()
+	if calls[1] != 1 || calls[2] != 1 {
+		t.Fatalf("hook calls %v; want one a sequence", calls)
+	}
+}

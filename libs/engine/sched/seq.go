@@ -25,6 +25,8 @@ type Seq struct {
 	// (docs/benchmarks/2026-12-01-routing-prefix-pull.md). Under
 	// OrderShortest it is simply not a candidate until Ready closes.
 	Ready <-chan struct{}
+	// admitHooked: the scheduler's AdmitHook has seen the sequence.
+	admitHooked bool
 	// Arrived orders sequences of equal priority first come, first served
 	// (Unix nanoseconds; 0 for all: the order of Add). The engine sets it
 	// to the request's arrival in the serving system (the router's

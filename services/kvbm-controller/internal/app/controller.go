@@ -216,9 +216,8 @@ func (c *controller) SubscribeSharedEvents(ctx context.Context, req *connect.Req
 	}
 }
 
-// stored is one Stored event of shared blocks. The blocks are unrelated
-// as far as the catalog knows (object keys carry no parent), so each is
-// sent as its own chain's start; the router keys blocks by hash alone.
+// stored is one Stored event of shared blocks, sent without a parent:
+// object keys carry none, and the router keys blocks by hash alone.
 func stored(hashes []uint64) *workerv1.KvEvent {
 	return &workerv1.KvEvent{Event: &workerv1.KvEvent_Stored{Stored: &workerv1.KvBlocksStored{
 		BlockHashes: hashes, Tier: commonv1.StorageTier_STORAGE_TIER_EXTERNAL}}}

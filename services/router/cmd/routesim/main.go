@@ -70,6 +70,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	diskBlocks := fs.Int("disk-blocks", 0, "workers: KV blocks in a disk tier below the pool (0: none)")
 	sharedBlocks := fs.Int("shared-blocks", 0, "KV blocks in one object-store tier shared by every worker (0: none)")
 	fs.BoolVar(&cfg.FixedTierWeights, "fixed-tier-weights", false, "router: credit lower-tier blocks with the fixed default weights instead of deriving them from load against recompute time")
+	fs.BoolVar(&cfg.NoReplan, "no-replan", false, "workers: plan onboarding from lower tiers only when a request arrives, not again when it reaches admission")
 	profile := fs.String("tier-profile", "h100", "load times of the tiers: h100 (host 25 GB/s, NVMe 6 GB/s, 2 MiB blocks) or local (this project's test machine, measured)")
 	csvPath := fs.String("csv", "", "also write every request's outcome, mode by mode, to this CSV file")
 	if err := fs.Parse(args); err != nil {

@@ -73,6 +73,9 @@ type Config struct {
 	ExpectedOutputTokens int
 	LoadTTL              time.Duration
 	Seed                 uint64 // seeds the router's tie-breaks
+	// NoReplan plans onboarding only when a request arrives, as engines
+	// did before planning it again at admission (for comparison).
+	NoReplan bool
 	// PullBlockTime is how long copying one KV block from a peer takes
 	// (prefix pull, on when Params.PrefixPullWeight > 0: every worker
 	// publishes a transfer agent). Default 84 µs: a 16-token block of
@@ -280,6 +283,10 @@ func newReplay(cfg Config) (*replay, error) {
 		}
 		if len(w.tiers) > 0 {
 			core.KV.TrackCommitted()
+			if !cfg.NoReplan {
+				wi := i
+				w.sched.SetAdmitHook(func(q *sched.Seq, _ int) <-chan struct{} { return s.onboard(q, wi) })
+			}
 		}
 		s.workers = append(s.workers, w)
 		insts[i] = discovery.Instance{ID: name, Role: discovery.RoleDecode, Model: model,
@@ -363,8 +370,8 @@ func (s *replay) arrive(ctx context.Context) error {
 		}
 	}
 	if seq.Ready == nil { // no pull: load what the worker's own tiers hold
-		if err := s.startOnboard(seq, wi); err != nil {
-			return fmt.Errorf("routesim: request %d: %w", i, err)
+		if ready := s.onboard(seq, wi); ready != nil {
+			seq.Ready = ready
 		}
 	}
 	w.sched.Add(seq)

@@ -132,9 +132,11 @@ func (s *replay) recomputeBlockTime() time.Duration {
 	return s.cfg.Timing.StepTime(&b) * time.Duration(bs) / time.Duration(budget)
 }
 
-// startOnboard starts loading the blocks of seq's prompt that follow its
-// cached prefix on worker dst from that worker's tiers.
-func (s *replay) startOnboard(seq *sched.Seq, dst int) error {
+// onboard starts loading the blocks of seq's prompt that follow its
+// cached prefix on worker dst from that worker's tiers, as the engine
+// does when a request arrives and again when it reaches admission. It
+// returns the channel that closes when they land (nil: nothing to load).
+func (s *replay) onboard(seq *sched.Seq, dst int) <-chan struct{} {
 	w := s.workers[dst]
 	if len(w.tiers) == 0 {
 		return nil
@@ -177,23 +179,22 @@ func (s *replay) startOnboard(seq *sched.Seq, dst int) error {
 	}
 	var err error
 	if p.dstPins, err = dk.Acquire(hashes[:k]); err != nil {
-		return fmt.Errorf("pinning the worker's blocks: %w", err)
+		return nil // Probe just found them: unreachable
 	}
 	regs, err := dk.AllocateForImport(got)
 	if err != nil { // no room to load into: prefill, as the engine does
 		dk.Release(p.dstPins)
-		return nil //nolint:nilerr // not a failure: the request prefills
+		return nil
 	}
 	for _, r := range regs {
 		p.blocks = append(p.blocks, r.Block)
 	}
 	p.duration = took
-	seq.Ready = p.ready
 	o := &s.res.Requests[p.id-1]
 	for t, c := range from {
 		s.res.Onboarded[t] += c
-		o.Onboarded[t] = c
+		o.Onboarded[t] += c
 	}
 	heap.Push(&s.events, event{at: s.now + p.duration, worker: dst, land: p})
-	return nil
+	return p.ready
 }
