@@ -3,6 +3,7 @@ package worker
 import (
 	"context"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -124,7 +125,8 @@ func (r *sharedReporter) giveBack(req *kvbmv1.ReportSharedBlocksRequest) {
 	}
 }
 
-// run sends the reports to the first kvbm-controller in discovery until
+// run sends the reports to the first kvbm-controller (by id) in
+// discovery that keeps the shared tier's catalog, until
 // ctx ends, and once more after (the last news of a draining worker).
 func (r *sharedReporter) run(ctx context.Context, reg discovery.Registry, hc connect.HTTPClient, opts ...connect.ClientOption) {
 	var (
@@ -137,11 +139,13 @@ func (r *sharedReporter) run(ctx context.Context, reg discovery.Registry, hc con
 			_ = discovery.WatchRole(ctx, reg, r.log, discovery.RoleKVBMController, func(ins []discovery.Instance) {
 				mu.Lock()
 				defer mu.Unlock()
-				if len(ins) == 0 {
+				// The first controller keeping a catalog, as routers pick it.
+				i := slices.IndexFunc(ins, func(in discovery.Instance) bool { return in.Meta[discovery.MetaSharedTier] == "1" })
+				if i < 0 {
 					target, url = nil, ""
 					return
 				}
-				if u := ins[0].URL(); u != url {
+				if u := ins[i].URL(); u != url {
 					target, url = kvbmv1connect.NewKvbmControllerServiceClient(hc, u, opts...), u
 				}
 			})
