@@ -74,16 +74,7 @@ func (b *Backend) plan(pairs []nixl.Pair) ([]op, error) {
 }
 
 func (b *Backend) run(req *nixl.Request, ops []op) error {
-	halt := func() error {
-		select {
-		case <-b.stop:
-			return nixl.ErrClosed
-		case <-req.Canceled:
-			return nixl.ErrCanceled
-		default:
-			return nil
-		}
-	}
+	halt := fanout.Halt(b.stop, req.Canceled)
 	return fanout.Run(len(ops), b.cfg.Depth, halt, func(i int) error {
 		o := &ops[i]
 		if err := o.do(req.Op == nixl.Write); err != nil {

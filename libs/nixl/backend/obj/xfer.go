@@ -83,16 +83,7 @@ func (b *Backend) run(req *nixl.Request, calls []call) error {
 		case <-ctx.Done():
 		}
 	}()
-	halt := func() error {
-		select {
-		case <-b.ctx.Done():
-			return nixl.ErrClosed
-		case <-req.Canceled:
-			return nixl.ErrCanceled
-		default:
-			return nil
-		}
-	}
+	halt := fanout.Halt(b.ctx.Done(), req.Canceled)
 	return fanout.Run(len(calls), b.cfg.Depth, halt, func(i int) error {
 		c := &calls[i]
 		var err error

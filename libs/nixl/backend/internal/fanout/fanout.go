@@ -5,6 +5,8 @@
 package fanout
 
 import (
+	"switchyard.dev/libs/nixl"
+
 	"sync"
 	"sync/atomic"
 )
@@ -55,4 +57,20 @@ func Run(n, depth int, halt func() error, do func(i int) error) error {
 		return first
 	}
 	return haltErr
+}
+
+// Halt is the halt of a backend's transfer: nixl.ErrClosed once closed
+// is closed (the backend is closing), nixl.ErrCanceled once canceled is
+// (the caller cancelled the transfer), else nil.
+func Halt(closed, canceled <-chan struct{}) func() error {
+	return func() error {
+		select {
+		case <-closed:
+			return nixl.ErrClosed
+		case <-canceled:
+			return nixl.ErrCanceled
+		default:
+			return nil
+		}
+	}
 }
