@@ -64,6 +64,11 @@ func Spec(version string) service.Spec {
 					return err
 				}
 				c.cat = cat
+				reg, err := registerMetrics(rt.Telemetry.Meter, cat)
+				if err != nil {
+					return err
+				}
+				context.AfterFunc(ctx, func() { _ = reg.Unregister() })
 				go cat.Run(ctx)
 				rt.Server.UpdateInstance(func(in *discovery.Instance) {
 					if in.Meta == nil {

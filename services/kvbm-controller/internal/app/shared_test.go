@@ -3,7 +3,9 @@ package app
 import (
 	"context"
 	"flag"
+	"io"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -187,6 +189,17 @@ func TestSharedTierRPCs(t *testing.T) {
 	if p.GetInstanceId() != "kvbm-t" || p.GetTier() != commonv1.StorageTier_STORAGE_TIER_EXTERNAL || p.GetUsedBlocks() != 2 ||
 		p.GetUsedBytes() != 2200 || p.GetBlockSize() != 16 || p.GetWriteBytesPerSecond() != 2.2e6 {
 		t.Fatalf("shared pool %v", p)
+	}
+	mres, err := http.Get(r.URL() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(mres.Body)
+	mres.Body.Close()
+	for _, want := range []string{`switchyard_kvbm_shared_blocks{block_bytes="1000",block_size="16",namespace="org%2Fmodel"`, "switchyard_kvbm_shared_listings"} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
 	}
 }
 
