@@ -1,14 +1,10 @@
 package route
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
-	"log/slog"
-	"maps"
 	"slices"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -171,62 +167,6 @@ func TestBurstAndRelease(t *testing.T) {
 	}
 }
 
-// Without KV events the router remembers what it routed where.
-func TestApproximate(t *testing.T) {
-	t.Parallel()
-	r := newRouter(t, func(c *Config) { c.Approx = "auto" })
-	r.SetWorkers(instances(discovery.RoleDecode, "m", "a", "b", "c"), nil)
-	for _, id := range []string{"a", "b", "c"} {
-		_ = r.cfg.Index.AddWorker(id)
-		r.SetApprox(id)
-	}
-	prompt := tokens(64, 7)
-	first, err := r.Decide(t.Context(), &routerv1.RouteRequest{RequestId: "x", Model: "m", TokenIds: prompt})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := r.Release(t.Context(), connect.NewRequest(&routerv1.ReleaseRequest{RequestId: "x"})); err != nil {
-		t.Fatal(err)
-	}
-	again, err := r.Decide(t.Context(), &routerv1.RouteRequest{RequestId: "y", Model: "m", TokenIds: prompt})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if first.GetDecode().GetInstanceId() != again.GetDecode().GetInstanceId() {
-		t.Fatalf("same prompt went to %s then %s", first.GetDecode().GetInstanceId(), again.GetDecode().GetInstanceId())
-	}
-}
-
-// Marking a worker approximate drops what the index held for it (a
-// snapshot's approximation no tracker here could expire); clearing it
-// stops approximating: routed prefixes are no longer inserted.
-func TestApproxLifecycle(t *testing.T) {
-	t.Parallel()
-	ix := radix.New()
-	r := newRouter(t, func(c *Config) { c.Approx = "auto"; c.Index = ix })
-	r.SetWorkers(instances(discovery.RoleDecode, "m", "a"), nil)
-	prompt := tokens(64, 7)
-	cache(t, ix, "a", prompt, kvtier.Device) // as restored from a snapshot
-	r.SetApprox("a")
-	if st := ix.Dump()["a"]; len(st.Blocks) != 0 {
-		t.Fatalf("%d restored blocks kept after SetApprox", len(st.Blocks))
-	}
-	if _, err := r.Decide(t.Context(), &routerv1.RouteRequest{RequestId: "x", Model: "m", TokenIds: prompt}); err != nil {
-		t.Fatal(err)
-	}
-	routed := len(ix.Dump()["a"].Blocks)
-	if routed == 0 {
-		t.Fatal("the routed prefix was not approximated")
-	}
-	r.ClearApprox("a")
-	if _, err := r.Decide(t.Context(), &routerv1.RouteRequest{RequestId: "y", Model: "m", TokenIds: tokens(64, 9)}); err != nil {
-		t.Fatal(err)
-	}
-	if n := len(ix.Dump()["a"].Blocks); n != routed {
-		t.Fatalf("%d blocks after ClearApprox and another decision, want %d (no more inserts)", n, routed)
-	}
-}
-
 func TestApplyPeer(t *testing.T) {
 	t.Parallel()
 	r := newRouter(t, nil)
@@ -278,39 +218,6 @@ func TestExcludeInstanceIDs(t *testing.T) {
 				t.Fatalf("excluding every worker: %v, %v; want the exclusion ignored", res, err)
 			}
 		})
-	}
-}
-
-// TestDecisionDebugLog: at debug level every decision is logged with each
-// candidate's depth, load and cost (what one reads when the hit ratio is
-// low); at info level nothing is.
-func TestDecisionDebugLog(t *testing.T) {
-	t.Parallel()
-	for _, level := range []slog.Level{slog.LevelDebug, slog.LevelInfo} {
-		var buf bytes.Buffer
-		ix := radix.New()
-		r := newRouter(t, func(c *Config) {
-			c.Index = ix
-			c.Logger = slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: level}))
-		})
-		r.SetWorkers(instances(discovery.RoleDecode, "m", "w1", "w2"), nil)
-		prompt := tokens(32, 1)
-		cache(t, ix, "w2", prompt, kvtier.Device)
-		if _, err := r.Decide(t.Context(), &routerv1.RouteRequest{Model: "m", TokenIds: prompt, RequestId: "req-1"}); err != nil {
-			t.Fatal(err)
-		}
-		got := buf.String()
-		if level == slog.LevelInfo {
-			if got != "" {
-				t.Errorf("info level logged %q", got)
-			}
-			continue
-		}
-		for _, want := range []string{"msg=route", "request_id=req-1", "chosen=w2", "w2:depth=8,", "w1:depth=0,"} {
-			if !strings.Contains(got, want) {
-				t.Errorf("debug log %q lacks %q", got, want)
-			}
-		}
 	}
 }
 
@@ -383,34 +290,6 @@ func TestOmitCandidates(t *testing.T) {
 	}
 }
 
-// The decision log names the decode pick and its candidates even when a
-// prefill worker is picked too (both picks share the pooled candidates).
-func TestDecisionDebugLogDisaggregated(t *testing.T) {
-	t.Parallel()
-	var buf bytes.Buffer
-	ix := radix.New()
-	r := newRouter(t, func(c *Config) {
-		c.Index = ix
-		c.Logger = slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	})
-	r.SetWorkers(instances(discovery.RoleDecode, "m", "w1"), instances(discovery.RolePrefill, "m", "p1", "p2"))
-	prompt := tokens(1024, 1)
-	cache(t, ix, "p2", prompt, kvtier.Host)
-	res, err := r.Decide(t.Context(), &routerv1.RouteRequest{Model: "m", TokenIds: prompt, RequestId: "req-1"})
-	if err != nil || res.GetPrefill().GetInstanceId() != "p2" {
-		t.Fatalf("decided %v, %v; want a prefill worker", res, err)
-	}
-	got := buf.String()
-	for _, want := range []string{"chosen=w1", "w1:depth=0,"} {
-		if !strings.Contains(got, want) {
-			t.Errorf("debug log %q lacks %q", got, want)
-		}
-	}
-	if strings.Contains(got, "p1:") || strings.Contains(got, "p2:") {
-		t.Errorf("debug log %q lists prefill candidates as decode ones", got)
-	}
-}
-
 // Report applies a batch as the single calls would, prefill-done ids
 // first, and checks the whole batch before applying any of it.
 func TestReport(t *testing.T) {
@@ -463,117 +342,6 @@ func TestReport(t *testing.T) {
 	}
 }
 
-// pullers are decode instances that publish KV transfer agents and pull
-// prefixes; exporters only publish agents (-disagg=off).
-func pullers(model string, ids ...string) []discovery.Instance {
-	ins := exporters(model, ids...)
-	for i := range ins {
-		ins[i].Meta[discovery.MetaPrefixPull] = "1"
-	}
-	return ins
-}
-
-func exporters(model string, ids ...string) []discovery.Instance {
-	ins := instances(discovery.RoleDecode, model, ids...)
-	for i := range ins {
-		ins[i].Meta[discovery.MetaKVTransfer] = "agent-" + ins[i].ID
-	}
-	return ins
-}
-
-// TestPrefixSource: in kv mode, a request whose prefix holder is loaded
-// goes to an idle worker that copies the prefix from it (prefix_source),
-// where it would otherwise queue on the holder: when either side has no
-// transfer agent, or prefix pull is off. No source is named when the
-// chosen worker holds the prefix, or in a mode that ignores the cache.
-func TestPrefixSource(t *testing.T) {
-	t.Parallel()
-	prompt := tokens(64, 1) // 16 blocks
-	busy := func(t *testing.T, r *Router) {
-		t.Helper()
-		// Predicted load on the holder h: an unrelated prompt routed there.
-		if _, err := r.Decide(t.Context(), &routerv1.RouteRequest{RequestId: "load", Model: "m", TokenIds: tokens(400, 9), Hints: &commonv1.Hints{WorkerId: "h"}}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	tests := []struct {
-		name    string
-		workers []discovery.Instance
-		mut     func(*Config)
-		load    bool
-		decode  string
-		source  string
-		blocks  uint32
-	}{
-		{"busy holder: pull to the idle worker", pullers("m", "h", "w"), nil, true, "w", "h", 15},
-		{"idle holder serves it", pullers("m", "h", "w"), nil, false, "h", "", 0},
-		// Without a pull, recomputing 15 blocks costs more than waiting.
-		{"holder has no agent", append(instances(discovery.RoleDecode, "m", "h"), pullers("m", "w")...), nil, true, "h", "", 0},
-		{"idle worker has no agent", append(pullers("m", "h"), instances(discovery.RoleDecode, "m", "w")...), nil, true, "h", "", 0},
-		{"idle worker does not pull (-disagg=off)", append(pullers("m", "h"), exporters("m", "w")...), nil, true, "h", "", 0},
-		{"holder only exports (-disagg=off)", append(exporters("m", "h"), pullers("m", "w")...), nil, true, "w", "h", 15},
-		{"pull off", pullers("m", "h", "w"), func(c *Config) { c.Params.PrefixPullWeight = 0 }, true, "h", "", 0},
-		{"round-robin", pullers("m", "h", "w"), func(c *Config) { c.Mode = policy.ModeRoundRobin }, false, "h", "", 0},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			r := newRouter(t, tt.mut)
-			r.SetWorkers(tt.workers, nil)
-			cache(t, r.cfg.Index, "h", prompt[:60], kvtier.Device) // 15 blocks
-			if tt.load {
-				busy(t, r)
-			}
-			res, err := r.Decide(t.Context(), &routerv1.RouteRequest{Model: "m", TokenIds: prompt})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if res.GetDecode().GetInstanceId() != tt.decode || res.GetPrefixSource().GetInstanceId() != tt.source || res.GetPrefixSourceBlocks() != tt.blocks {
-				t.Fatalf("decode %q, source %q with %d blocks; want %q, %q with %d; candidates %v", res.GetDecode().GetInstanceId(),
-					res.GetPrefixSource().GetInstanceId(), res.GetPrefixSourceBlocks(), tt.decode, tt.source, tt.blocks, res.GetCandidates())
-			}
-			if tt.source != "" && res.GetPrefixSource().GetAddress() == "" {
-				t.Fatal("prefix source without an address")
-			}
-		})
-	}
-}
-
-// TestPrefixSourceLimits: a source holding the whole prompt is named for
-// all its blocks but the last (which the worker computes for its logits),
-// and a migrating request is never told to pull from a worker it excludes.
-func TestPrefixSourceLimits(t *testing.T) {
-	t.Parallel()
-	prompt := tokens(64, 1) // 16 blocks, the last one holding the last token
-	for _, tc := range []struct {
-		name    string
-		exclude []string
-		source  string
-		blocks  uint32
-	}{
-		{"whole prompt cached", nil, "h", 15},
-		{"holder excluded", []string{"h"}, "", 0},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			r := newRouter(t, nil)
-			r.SetWorkers(pullers("m", "h", "w"), nil)
-			cache(t, r.cfg.Index, "h", prompt, kvtier.Device)
-			if _, err := r.Decide(t.Context(), &routerv1.RouteRequest{RequestId: "load", Model: "m", TokenIds: tokens(400, 9), Hints: &commonv1.Hints{WorkerId: "h"}}); err != nil {
-				t.Fatal(err)
-			}
-			res, err := r.Decide(t.Context(), &routerv1.RouteRequest{Model: "m", TokenIds: prompt, ExcludeInstanceIds: tc.exclude})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if res.GetDecode().GetInstanceId() != "w" || res.GetPrefixSource().GetInstanceId() != tc.source || res.GetPrefixSourceBlocks() != tc.blocks {
-				t.Fatalf("decode %q, source %q with %d blocks; want w, %q with %d", res.GetDecode().GetInstanceId(),
-					res.GetPrefixSource().GetInstanceId(), res.GetPrefixSourceBlocks(), tc.source, tc.blocks)
-			}
-		})
-	}
-}
-
 // TestDecisionTime: every decision carries when it was made, the order a
 // worker serves the requests routed to it in.
 func TestDecisionTime(t *testing.T) {
@@ -587,73 +355,5 @@ func TestDecisionTime(t *testing.T) {
 	}
 	if res.GetDecidedUnixNanos() != at.UnixNano() {
 		t.Fatalf("decided_unix_nanos %d, want %d", res.GetDecidedUnixNanos(), at.UnixNano())
-	}
-}
-
-// The shared tier is one holder in the index, and every worker of its
-// model is credited with what it holds: a worker holding a longer prefix
-// of its own keeps it, the others count the shared prefix; the shared
-// holder of another model or block size counts for nobody.
-func TestSharedHolder(t *testing.T) {
-	t.Parallel()
-	r := newRouter(t, nil)
-	r.SetWorkers(instances(discovery.RoleDecode, "m", "w1", "w2", "w3"), nil)
-	ix := r.cfg.Index
-	prompt := tokens(40, 3) // 10 blocks
-	cache(t, ix, SharedHolder("m", bs), prompt[:6*bs], kvtier.External)
-	cache(t, ix, SharedHolder("other", bs), prompt, kvtier.External)
-	cache(t, ix, SharedHolder("m", 2*bs), prompt, kvtier.External)
-	cache(t, ix, "w2", prompt[:8*bs], kvtier.Host)
-	res, err := r.Decide(t.Context(), &routerv1.RouteRequest{Model: "m", TokenIds: prompt})
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := map[string]uint32{}
-	for _, c := range res.GetCandidates() {
-		got[c.GetInstanceId()] = c.GetOverlapBlocks()
-	}
-	if want := map[string]uint32{"w1": 6, "w2": 8, "w3": 6}; !maps.Equal(got, want) {
-		t.Fatalf("overlaps %v; want %v", got, want)
-	}
-	if res.GetDecode().GetInstanceId() != "w2" {
-		t.Fatalf("routed to %s; want w2, which holds the longest prefix", res.GetDecode().GetInstanceId())
-	}
-}
-
-// Each worker's tier credit comes from the load times it measured: a
-// disk that loads a block in a tenth of its prefill beats a host tier
-// that loads slower than a prefill; with fixed weights the host wins.
-func TestDerivedCredit(t *testing.T) {
-	t.Parallel()
-	prompt := tokens(40, 4) // 10 blocks
-	workers := instances(discovery.RoleDecode, "m", "w1", "w2")
-	workers[0].Meta[discovery.MetaKVLoadNanos] = "disk=10000"
-	workers[0].Meta[discovery.MetaKVPrefillBlockNanos] = "100000"
-	workers[1].Meta[discovery.MetaKVLoadNanos] = "host=200000"
-	workers[1].Meta[discovery.MetaKVPrefillBlockNanos] = "100000"
-	for _, tt := range []struct {
-		fixed bool
-		want  string
-	}{{false, "w1"}, {true, "w2"}} {
-		r := newRouter(t, func(c *Config) { c.FixedTierWeights = tt.fixed })
-		r.SetWorkers(workers, nil)
-		cache(t, r.cfg.Index, "w1", prompt, kvtier.Disk)
-		cache(t, r.cfg.Index, "w2", prompt, kvtier.Host)
-		res, err := r.Decide(t.Context(), &routerv1.RouteRequest{Model: "m", TokenIds: prompt})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := res.GetDecode().GetInstanceId(); got != tt.want {
-			t.Errorf("fixed %t: routed to %s, want %s; candidates %v", tt.fixed, got, tt.want, res.GetCandidates())
-		}
-	}
-	w := DerivedCredit(workers[0], time.Millisecond, policy.DefaultTierWeights())
-	if w == nil || w[kvtier.Disk] != 0.9 || w[kvtier.Host] != policy.DefaultTierWeights()[kvtier.Host] {
-		t.Fatalf("derived %v", w)
-	}
-	bad := instances(discovery.RoleDecode, "m", "w3")[0]
-	bad.Meta[discovery.MetaKVLoadNanos] = "host=fast"
-	if DerivedCredit(bad, time.Millisecond, policy.DefaultTierWeights()) != nil {
-		t.Fatal("malformed load times derived credits")
 	}
 }
