@@ -254,6 +254,7 @@ func (e *Engine) offload(ctx context.Context, ib kvcache.CommittedBlock) {
 	off := ib.ID * ts.bb
 	data := ts.arena[off : off+ts.bb]
 	m := kvbm.Meta{Hash: ib.Hash, Parent: ib.Parent, Tokens: ib.Tokens}
+	staged := false // the block is in ts.staging (committed blocks do not change)
 	for _, lt := range ts.list {
 		if lt.t.Prefix([]uint64{ib.Hash}) == 1 {
 			continue
@@ -271,11 +272,12 @@ func (e *Engine) offload(ctx context.Context, ib kvcache.CommittedBlock) {
 		switch {
 		case cached && lt.t.Kind() == kvtier.Host:
 			stored, err = lt.t.Put(ctx, m, data)
-		case cached:
+		case cached && !staged:
 			if ts.staging == nil {
 				ts.staging = make([]byte, ts.bb)
 			}
 			copy(ts.staging, data)
+			staged = true
 		}
 		e.mu.Unlock()
 		if !cached {
@@ -324,7 +326,9 @@ func (e *Engine) onboard(ctx context.Context, r *Request) {
 	e.mu.Lock()
 	pinned := e.kv.Pin(hashes)
 	k := len(pinned)
-	segs, end := ts.plan(hashes, k)
+	// What is passed over here is counted at admission, where the
+	// request is planned again (replan).
+	segs, end, _ := ts.plan(hashes, k)
 	if end == k {
 		e.kv.Release(regionIDs(pinned))
 		e.mu.Unlock()
@@ -350,11 +354,16 @@ func (e *Engine) replan(q *sched.Seq, cached int) <-chan struct{} {
 		return nil
 	}
 	hashes := q.BlockHashes(bs)[:n]
-	if _, end := e.tiers.plan(hashes, cached); end == cached {
+	segs, end, skipped := e.tiers.plan(hashes, cached)
+	if end == cached {
+		e.tiers.countRecompute(skipped)
 		return nil
 	}
 	pinned := e.kv.Pin(hashes)
-	segs, end := e.tiers.plan(hashes, len(pinned))
+	if k := len(pinned); k != cached { // the scheduler probed its own matchable blocks: plan from what is pinned
+		segs, end, skipped = e.tiers.plan(hashes, k)
+	}
+	e.tiers.countRecompute(skipped)
 	if end == len(pinned) {
 		e.kv.Release(regionIDs(pinned))
 		return nil
@@ -413,18 +422,17 @@ func (e *Engine) startOnboard(ctx context.Context, segs []segment, hashes []uint
 // plan finds, from block k on, the runs of hashes the lower tiers hold,
 // fastest tier first at each point, stopping where no tier holds the next
 // block or where the tier holding it loads slower than a recompute; e.mu
-// held (for the recompute estimate).
-func (ts *tiers) plan(hashes []uint64, k int) ([]segment, int) {
-	var segs []segment
+// held (for the recompute estimate). skipped counts, by tier, the blocks
+// passed over as slower to load than to recompute: the caller whose
+// decision is final records them (countRecompute), once.
+func (ts *tiers) plan(hashes []uint64, k int) (segs []segment, end int, skipped [kvtier.Count]int64) {
 	pos := k
 	for pos < len(hashes) {
 		var seg *segment
 		for _, lt := range ts.list {
 			if m := lt.t.Prefix(hashes[pos:]); m > 0 {
 				if !ts.worthLoading(lt) {
-					ts.mu.Lock()
-					lt.recompute += int64(m)
-					ts.mu.Unlock()
+					skipped[lt.t.Kind()] += int64(m)
 					continue
 				}
 				seg = &segment{lt: lt, from: pos, to: pos + m}
@@ -437,7 +445,16 @@ func (ts *tiers) plan(hashes []uint64, k int) ([]segment, int) {
 		segs = append(segs, *seg)
 		pos = seg.to
 	}
-	return segs, pos
+	return segs, pos, skipped
+}
+
+// countRecompute records plan's skipped blocks.
+func (ts *tiers) countRecompute(skipped [kvtier.Count]int64) {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	for _, lt := range ts.list {
+		lt.recompute += skipped[lt.t.Kind()]
+	}
 }
 
 // worthLoading reports whether a block of lt loads faster than it is

@@ -313,11 +313,14 @@ func (c *Config) validateTiers() error {
 		return fmt.Errorf("-kv-s3-blocks=%d: want 1 to %d", c.S3Blocks, MaxNumBlocks)
 	case c.S3WriteMBps < 0:
 		return fmt.Errorf("-kv-s3-write-mbps=%d: must not be negative", c.S3WriteMBps)
-	case (c.HostBlocks > 0 || c.DiskBlocks > 0 || c.S3Bucket != "") && c.Executor == ExecutorSim && c.SimKVBytes == 0:
+	case c.hasTiers() && c.Executor == ExecutorSim && c.SimKVBytes == 0:
 		return errors.New("-kv-host-blocks/-kv-disk-blocks/-kv-s3-bucket: a sim worker has no KV bytes to keep; set -sim-kv-bytes-per-token")
 	}
 	return nil
 }
+
+// hasTiers reports whether the worker keeps KV tiers below its arena.
+func (c *Config) hasTiers() bool { return c.HostBlocks > 0 || c.DiskBlocks > 0 || c.S3Bucket != "" }
 
 // Tiers returns the engine's KV tiers below the arena, fastest first.
 func (c *Config) Tiers() []engine.TierConfig { return c.tiers(nil) }

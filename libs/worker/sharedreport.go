@@ -5,12 +5,14 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"connectrpc.com/connect"
 
 	kvbmv1 "switchyard.dev/gen/switchyard/kvbm/v1"
 	"switchyard.dev/gen/switchyard/kvbm/v1/kvbmv1connect"
+	"switchyard.dev/libs/mesh/client"
 	"switchyard.dev/libs/mesh/discovery"
 )
 
@@ -50,13 +52,15 @@ func (r *sharedReporter) size() int {
 	return len(r.pending.Written) + len(r.pending.Read) + len(r.pending.Gone)
 }
 
-// room drops the oldest news once the batch is full; r.mu held.
+// room drops the older half of each kind of news while the batch is
+// full; r.mu held.
 func (r *sharedReporter) room() {
-	if r.size() < maxPendingReport {
-		return
+	for r.size() >= maxPendingReport {
+		p := &r.pending
+		p.Written = slices.Delete(p.Written, 0, (len(p.Written)+1)/2)
+		p.Read = slices.Delete(p.Read, 0, (len(p.Read)+1)/2)
+		p.Gone = slices.Delete(p.Gone, 0, (len(p.Gone)+1)/2)
 	}
-	r.pending.Read = r.pending.Read[:0]
-	r.pending.Written = append(r.pending.Written[:0], r.pending.Written[len(r.pending.Written)/2:]...)
 }
 
 // Wrote implements s3tier.Observer.
@@ -64,13 +68,13 @@ func (r *sharedReporter) Wrote(hash uint64, n int, took time.Duration, stored bo
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.room()
-	b := &kvbmv1.SharedBlock{Hash: hash}
+	// A block's object has one size whoever wrote it: a refused write
+	// names it too, though it moved no bytes.
 	if stored {
-		b.Bytes = uint64(n)
 		r.pending.WriteBytes += uint64(n)
 		r.pending.WriteNanos += uint64(took.Nanoseconds())
 	}
-	r.pending.Written = append(r.pending.Written, b)
+	r.pending.Written = append(r.pending.Written, &kvbmv1.SharedBlock{Hash: hash, Bytes: uint64(n)})
 }
 
 // Read implements s3tier.Observer.
@@ -120,49 +124,39 @@ func (r *sharedReporter) giveBack(req *kvbmv1.ReportSharedBlocksRequest) {
 	p.WriteNanos += req.WriteNanos
 	p.ReadBytes += req.ReadBytes
 	p.ReadNanos += req.ReadNanos
-	for r.size() > maxPendingReport {
-		r.room()
-	}
+	r.room()
 }
 
 // run sends the reports to the first kvbm-controller (by id) in
 // discovery that keeps the shared tier's catalog, until
 // ctx ends, and once more after (the last news of a draining worker).
 func (r *sharedReporter) run(ctx context.Context, reg discovery.Registry, hc connect.HTTPClient, opts ...connect.ClientOption) {
-	var (
-		mu     sync.Mutex
-		target kvbmv1connect.KvbmControllerServiceClient
-		url    string
-	)
+	clients := client.NewCache(hc, kvbmv1connect.NewKvbmControllerServiceClient, opts...)
+	var target atomic.Pointer[string] // the catalog's controller, nil: none
 	if reg != nil {
-		go func() {
-			_ = discovery.WatchRole(ctx, reg, r.log, discovery.RoleKVBMController, func(ins []discovery.Instance) {
-				mu.Lock()
-				defer mu.Unlock()
-				// The first controller keeping a catalog, as routers pick it.
-				i := slices.IndexFunc(ins, func(in discovery.Instance) bool { return in.Meta[discovery.MetaSharedTier] == "1" })
-				if i < 0 {
-					target, url = nil, ""
-					return
-				}
-				if u := ins[i].URL(); u != url {
-					target, url = kvbmv1connect.NewKvbmControllerServiceClient(hc, u, opts...), u
-				}
-			})
-		}()
+		err := discovery.WatchRole(ctx, reg, r.log, discovery.RoleKVBMController, func(ins []discovery.Instance) {
+			if in, ok := discovery.SharedTierController(ins); ok {
+				u := in.URL()
+				target.Store(&u)
+			} else {
+				target.Store(nil)
+			}
+		})
+		if err != nil {
+			r.log.Warn("shared tier reports: cannot watch for the kvbm-controller; not reporting", "err", err)
+		}
 	}
 	send := func(ctx context.Context) {
-		mu.Lock()
-		c := target
-		mu.Unlock()
+		u := target.Load()
 		req := r.take()
 		if req == nil {
 			return
 		}
-		if c == nil {
+		if u == nil {
 			r.giveBack(req)
 			return
 		}
+		c := clients.Get(*u)
 		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
 		if _, err := c.ReportSharedBlocks(cctx, connect.NewRequest(req)); err != nil {

@@ -16,14 +16,14 @@ func TestSharedReporterBatches(t *testing.T) {
 		t.Fatal("an empty reporter has a report")
 	}
 	r.Wrote(1, 1100, time.Millisecond, true)
-	r.Wrote(2, 1100, time.Millisecond, false) // a dedup: no bytes moved
+	r.Wrote(2, 1100, time.Millisecond, false) // a dedup: its size, no bytes moved
 	r.Read(1, 1100, 2*time.Millisecond)
 	r.Gone(9)
 	req := r.take()
 	if req.GetInstanceId() != "w0" || req.GetNamespace().GetModel() != "m" || req.GetNamespace().GetBlockSize() != 16 || req.GetNamespace().GetBlockBytes() != 1000 {
 		t.Fatalf("report %v", req)
 	}
-	if len(req.GetWritten()) != 2 || req.GetWritten()[0].GetBytes() != 1100 || req.GetWritten()[1].GetBytes() != 0 ||
+	if len(req.GetWritten()) != 2 || req.GetWritten()[0].GetBytes() != 1100 || req.GetWritten()[1].GetBytes() != 1100 ||
 		req.GetWriteBytes() != 1100 || req.GetWriteNanos() != 1e6 || req.GetReadBytes() != 1100 || len(req.GetGone()) != 1 {
 		t.Fatalf("report %v", req)
 	}
@@ -39,5 +39,12 @@ func TestSharedReporterBatches(t *testing.T) {
 	r.giveBack(again)
 	if n := r.size(); n > maxPendingReport {
 		t.Fatalf("%d blocks kept; at most %d", n, maxPendingReport)
+	}
+	// News of one kind alone is bounded too.
+	for h := range uint64(3 * maxPendingReport) {
+		r.Gone(h)
+	}
+	if n := r.size(); n > maxPendingReport || len(r.pending.Gone) == 0 {
+		t.Fatalf("%d blocks kept (%d gone); at most %d, the newest kept", n, len(r.pending.Gone), maxPendingReport)
 	}
 }

@@ -104,7 +104,7 @@ func Setup(ctx context.Context, rt *service.Runtime, cfg *Config) error {
 	rt.Server.Mount(workerv1connect.NewWorkerServiceHandler(h, rt.Server.HandlerOptions()...))
 	mi := eng.ModelInfo()
 	publish(ctx, rt, cfg, mi, inv, tr)
-	if len(cfg.Tiers()) > 0 {
+	if cfg.hasTiers() {
 		go publishTierTimes(ctx, eng, rt.Server.PublishMeta, log)
 	}
 

@@ -16,6 +16,9 @@ const Root = "switchyard-kv/v1/"
 // so any model name makes one key segment.
 func Namespace(model string) string { return url.PathEscape(model) }
 
+// Model is the model a namespace names: Namespace's inverse.
+func Model(namespace string) (string, error) { return url.PathUnescape(namespace) }
+
 // Key names one block's object: its namespace, block geometry and chained
 // hash.
 type Key struct {

@@ -259,23 +259,24 @@ func (t *Tier) Put(ctx context.Context, m kvbm.Meta, data []byte) (bool, error) 
 	}
 	defer cancel()
 	hdr := kvbm.AppendHeader(nil, m, data)
-	body := newBlockBody(hdr, data)
+	body, size := newPutBody(hdr, data), len(hdr)+len(data)
+	defer body.seal()
 	start := time.Now()
 	_, err = t.client.PutObject(cctx, &s3.PutObjectInput{
 		Bucket: aws.String(t.cfg.Bucket), Key: aws.String(t.key(m.Hash)),
-		Body: body, ContentLength: aws.Int64(body.Size()),
+		Body: body, ContentLength: aws.Int64(int64(size)),
 		IfNoneMatch: aws.String("*"),
 	})
 	switch {
 	case err == nil:
 		t.brk.ok()
 		t.idx.publish(m, len(data), true)
-		t.observeWrote(m.Hash, int(body.Size()), time.Since(start), true)
+		t.observeWrote(m.Hash, size, time.Since(start), true)
 		return true, nil
 	case preconditionFailed(err): // another writer was first: the same bytes are there
 		t.brk.ok()
 		t.idx.publish(m, 0, false)
-		t.observeWrote(m.Hash, int(body.Size()), time.Since(start), false)
+		t.observeWrote(m.Hash, size, time.Since(start), false)
 		return false, nil
 	default:
 		t.brk.fail()

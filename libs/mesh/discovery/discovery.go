@@ -168,6 +168,19 @@ var ErrNotFound = errors.New("discovery: instance not found")
 // process already holds the id (two processes given the same -id).
 var ErrIDTaken = errors.New("discovery: instance id taken by a live instance")
 
+// SharedTierController returns the kvbm-controller that owns the shared
+// tier's catalog: the first of ins (sorted by ID, as Watch delivers
+// them) that publishes MetaSharedTier. Routers follow its stream and
+// workers report to it.
+func SharedTierController(ins []Instance) (Instance, bool) {
+	for _, in := range ins {
+		if in.Meta[MetaSharedTier] == "1" {
+			return in, true
+		}
+	}
+	return Instance{}, false
+}
+
 // SortInstances orders instances by ID, the order Watch delivers.
 func SortInstances(ins []Instance) {
 	slices.SortFunc(ins, func(a, b Instance) int { return strings.Compare(a.ID, b.ID) })

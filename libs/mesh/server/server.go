@@ -222,15 +222,21 @@ func (s *Server) Serve(ctx context.Context) error {
 
 	var reg discovery.Registration
 	if s.cfg.Registry != nil {
+		// Under metaMu: a PublishMeta between the snapshot registered and
+		// s.reg would otherwise reach neither.
+		s.metaMu.Lock()
 		r, err := s.cfg.Registry.Register(context.WithoutCancel(ctx), s.Instance())
+		if err == nil {
+			s.mu.Lock()
+			s.reg = r
+			s.mu.Unlock()
+		}
+		s.metaMu.Unlock()
 		if err != nil {
 			_ = hs.Close()
 			return fmt.Errorf("register %s: %w", s.cfg.Instance.ID, err)
 		}
 		reg = r
-		s.mu.Lock()
-		s.reg = r
-		s.mu.Unlock()
 	}
 	s.cfg.Logger.Info("serving", "role", s.cfg.Instance.Role, "id", s.cfg.Instance.ID, "addr", s.ln.Addr().String(), "version", s.cfg.Instance.Version)
 

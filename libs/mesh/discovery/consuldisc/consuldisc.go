@@ -123,16 +123,10 @@ func (r *Registry) instanceID(serviceID string) string {
 func (r *Registry) agentService(in discovery.Instance, checkID, owner string) (*api.AgentServiceRegistration, error) {
 	host, portStr, _ := net.SplitHostPort(in.Address)
 	port, _ := strconv.Atoi(portStr)
-	meta := maps.Clone(in.Meta)
-	if meta == nil {
-		meta = map[string]string{}
+	meta, err := serviceMeta(in.Meta, in.Role, in.Model, in.Version, owner)
+	if err != nil {
+		return nil, err
 	}
-	for k := range meta {
-		if !validMetaKey(k) {
-			return nil, fmt.Errorf("consuldisc: meta key %q: want [A-Za-z0-9_-]{1,128}", k)
-		}
-	}
-	meta[metaRole], meta[metaModel], meta[metaVersion], meta[metaOwner] = in.Role, in.Model, in.Version, owner
 	return &api.AgentServiceRegistration{
 		ID:      r.serviceID(in.ID),
 		Name:    r.serviceName(in.Role),
@@ -148,6 +142,22 @@ func (r *Registry) agentService(in discovery.Instance, checkID, owner string) (*
 			DeregisterCriticalServiceAfter: r.cfg.DeregisterCriticalAfter.String(),
 		},
 	}, nil
+}
+
+// serviceMeta is the agent service's meta: the instance's own, checked,
+// and the keys that carry the Instance fields Consul has no place for.
+func serviceMeta(own map[string]string, role, model, version, owner string) (map[string]string, error) {
+	meta := maps.Clone(own)
+	if meta == nil {
+		meta = map[string]string{}
+	}
+	for k := range meta {
+		if !validMetaKey(k) {
+			return nil, fmt.Errorf("consuldisc: meta key %q: want [A-Za-z0-9_-]{1,128}", k)
+		}
+	}
+	meta[metaRole], meta[metaModel], meta[metaVersion], meta[metaOwner] = role, model, version, owner
+	return meta, nil
 }
 
 func validMetaKey(k string) bool {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"sync"
 	"time"
 
@@ -150,25 +149,18 @@ func (g *registration) SetHealth(ctx context.Context, h discovery.Health) error 
 // replaces a service registered under the same id), keeping the keys
 // that carry the instance's own fields.
 func (g *registration) SetMeta(ctx context.Context, meta map[string]string) error {
-	next := maps.Clone(meta)
-	if next == nil {
-		next = map[string]string{}
-	}
-	for k := range next {
-		if !validMetaKey(k) {
-			return fmt.Errorf("consuldisc: meta key %q: want [A-Za-z0-9_-]{1,128}", k)
-		}
-	}
 	g.opMu.Lock()
 	defer g.opMu.Unlock()
-	g.mu.Lock()
-	if g.gone {
-		g.mu.Unlock()
+	if _, gone := g.state(); gone {
 		return discovery.ErrNotFound
 	}
-	g.mu.Unlock()
-	for _, k := range []string{metaRole, metaModel, metaVersion, metaOwner} {
-		next[k] = g.svc.Meta[k]
+	cur := g.svc.Meta
+	next, err := serviceMeta(meta, cur[metaRole], cur[metaModel], cur[metaVersion], cur[metaOwner])
+	if err != nil {
+		return err
+	}
+	if !g.ours(ctx) {
+		return fmt.Errorf("consuldisc: set meta: %w", discovery.ErrIDTaken)
 	}
 	g.svc.Meta = next
 	return g.register(ctx)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/url"
 	"strconv"
 	"time"
 
@@ -58,7 +57,7 @@ func (c *controller) ListPools(ctx context.Context, req *connect.Request[kvbmv1.
 	}
 	if c.cat != nil {
 		for _, p := range c.cat.Pools() {
-			m, err := url.PathUnescape(p.Namespace)
+			m, err := s3tier.Model(p.Namespace)
 			if err != nil || (model != "" && m != model) {
 				continue
 			}
@@ -85,7 +84,7 @@ func workerPools(in discovery.Instance, role string) []*kvbmv1.Pool {
 		blocks, _ := strconv.ParseUint(v, 10, 64)
 		out = append(out, &kvbmv1.Pool{
 			InstanceId: in.ID, Role: role, Model: in.Model,
-			Tier: t.tier, BlockSize: uint32(bs), CapacityBytes: 0, CapacityBlocks: blocks,
+			Tier: t.tier, BlockSize: uint32(bs), CapacityBlocks: blocks,
 		})
 	}
 	return out
@@ -126,7 +125,7 @@ func (c *controller) ReportSharedBlocks(ctx context.Context, req *connect.Reques
 	for _, w := range m.GetWritten() {
 		r.Written = append(r.Written, catalog.Written{Hash: w.GetHash(), Bytes: int64(min(w.GetBytes(), maxTotal))})
 	}
-	if err := c.cat.Apply(ctx, r); err != nil {
+	if err := c.cat.Apply(r); err != nil {
 		return nil, connect.NewError(connect.CodeInvalidArgument, err)
 	}
 	return connect.NewResponse(&kvbmv1.ReportSharedBlocksResponse{}), nil
@@ -197,6 +196,8 @@ func (c *controller) SubscribeSharedEvents(ctx context.Context, req *connect.Req
 			return connect.NewError(connect.CodeOutOfRange, fmt.Errorf("%w; resubscribe with dump=true", err))
 		case err != nil && isClosed(c.stopped):
 			return connect.NewError(connect.CodeUnavailable, errors.New("kvbm-controller shutting down"))
+		case errors.Is(err, context.DeadlineExceeded):
+			return connect.NewError(connect.CodeDeadlineExceeded, err)
 		case err != nil:
 			return connect.NewError(connect.CodeCanceled, err)
 		}

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"io"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -20,6 +21,7 @@ import (
 	"switchyard.dev/libs/kvbm/s3tier"
 	"switchyard.dev/libs/mesh/deptest"
 	"switchyard.dev/libs/mesh/meshtest"
+	"switchyard.dev/libs/mesh/service"
 )
 
 func TestByteSize(t *testing.T) {
@@ -94,6 +96,12 @@ func TestSharedTierRPCs(t *testing.T) {
 	}
 	if _, err := raw.CreateBucket(t.Context(), &s3.CreateBucketInput{Bucket: aws.String("switchyard-kv")}); err != nil {
 		t.Fatal(err)
+	}
+	var stderr strings.Builder
+	code := service.Run(t.Context(), Spec("v0.0.0-test"), service.Env{Args: []string{"-listen", "127.0.0.1:0", "-discovery", "none",
+		"-s3-endpoint", gw.Endpoint, "-s3-bucket", "no-such-bucket"}, Stdout: io.Discard, Stderr: &stderr, Getenv: os.Getenv})
+	if code == 0 || !strings.Contains(stderr.String(), "-s3-bucket") || !strings.Contains(stderr.String(), "no such bucket") {
+		t.Fatalf("start-up with a missing bucket: exit %d, %q; want a failure naming -s3-bucket", code, stderr.String())
 	}
 	r := meshtest.Start(t, Spec("v0.0.0-test"), "-listen", "127.0.0.1:0", "-discovery", "none", "-id", "kvbm-t",
 		"-s3-endpoint", gw.Endpoint, "-s3-bucket", "switchyard-kv")

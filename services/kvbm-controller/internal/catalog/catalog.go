@@ -84,6 +84,7 @@ type Catalog struct {
 	// LRU's order (by last use, the most recent first), which eviction
 	// and the TTL rely on.
 	unsorted bool
+	kick     chan struct{} // a report took the store past its budget
 	stats    Stats
 }
 
@@ -124,7 +125,7 @@ type Pool struct {
 // Stats counts the catalog's work.
 type Stats struct {
 	Objects, Bytes  int64
-	Evicted         int64 // objects deleted for the budget or the TTL
+	Evicted         int64 // objects deleted from the store for the budget or the TTL
 	DeleteFailures  int64
 	Listings        int64
 	ListingFailures int64
@@ -146,19 +147,24 @@ func New(cfg Config) *Catalog {
 		cfg.Now = time.Now
 	}
 	return &Catalog{cfg: cfg, entries: map[s3tier.Key]*entry{}, lru: list.New(),
-		streams: map[Stream]*stream{}, pools: map[poolKey]*Pool{}}
+		streams: map[Stream]*stream{}, pools: map[poolKey]*Pool{}, kick: make(chan struct{}, 1)}
 }
 
-// Run reconciles with the store every Reconcile period and applies the
-// TTL, until ctx ends. The first listing has been done by the caller
-// (Reconcile) so that a store that cannot be listed fails start-up.
+// Run reconciles with the store every Reconcile period, and applies the
+// budget when a report took the store past it and the TTL, until ctx
+// ends. The first listing has been done by the caller (Reconcile) so
+// that a store that cannot be listed fails start-up.
 func (c *Catalog) Run(ctx context.Context) {
 	tick := time.NewTicker(c.cfg.Reconcile)
 	defer tick.Stop()
 	// The TTL is checked more often than the store is listed: an expired
 	// object need not wait for the next listing.
-	ttl := time.NewTicker(max(min(c.cfg.Reconcile, c.cfg.TTL/4), time.Second))
-	defer ttl.Stop()
+	var expire <-chan time.Time
+	if c.cfg.TTL > 0 {
+		ttl := time.NewTicker(max(min(c.cfg.Reconcile, c.cfg.TTL/4), time.Second))
+		defer ttl.Stop()
+		expire = ttl.C
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -167,7 +173,9 @@ func (c *Catalog) Run(ctx context.Context) {
 			if err := c.Reconcile(ctx); err != nil && ctx.Err() == nil {
 				c.cfg.Logger.Warn("kvbm catalog: listing the store failed; retrying at the next period", "err", err, "in", c.cfg.Reconcile)
 			}
-		case <-ttl.C:
+		case <-expire:
+			c.evict(ctx)
+		case <-c.kick:
 			c.evict(ctx)
 		}
 	}
@@ -231,9 +239,6 @@ func (c *Catalog) learn(found []*entry, gen uint64, b *batch) {
 	for _, f := range found {
 		if e, ok := c.entries[f.key]; ok {
 			e.seen = gen
-			if e.bytes == 0 && f.bytes > 0 { // a report of a dedup names no size
-				c.resizeLocked(e, f.bytes)
-			}
 			continue
 		}
 		f.seen, f.added = gen, now
@@ -247,8 +252,8 @@ func (c *Catalog) learn(found []*entry, gen uint64, b *batch) {
 type Report struct {
 	Namespace             string
 	BlockSize, BlockBytes int
-	// Written blocks with their object sizes (0: unknown, the store had
-	// it already).
+	// Written blocks with their object sizes (also those the store had
+	// already: a block's object has one size).
 	Written []Written
 	Read    []uint64 // loaded: used now
 	Gone    []uint64 // missing or corrupt in the store
@@ -266,8 +271,9 @@ type Written struct {
 // ErrBadReport is returned for a report the catalog cannot take.
 var ErrBadReport = errors.New("kvbm catalog: bad report")
 
-// Apply takes a worker's report; then the budget is applied.
-func (c *Catalog) Apply(ctx context.Context, r Report) error {
+// Apply takes a worker's report. The budget is applied after, by Run:
+// a report does not wait for the store's deletes.
+func (c *Catalog) Apply(r Report) error {
 	base := s3tier.Key{Namespace: r.Namespace, BlockSize: r.BlockSize, BlockBytes: r.BlockBytes}
 	if _, err := s3tier.ParseKey(base.String()); err != nil {
 		return fmt.Errorf("%w: namespace %q, block size %d, block bytes %d", ErrBadReport, r.Namespace, r.BlockSize, r.BlockBytes)
@@ -283,9 +289,6 @@ func (c *Catalog) Apply(ctx context.Context, r Report) error {
 		k.Hash = w.Hash
 		if e, ok := c.entries[k]; ok {
 			c.touchLocked(e, now)
-			if e.bytes == 0 && w.Bytes > 0 {
-				c.resizeLocked(e, w.Bytes)
-			}
 			continue
 		}
 		c.addLocked(&entry{key: k, bytes: max(w.Bytes, 0), lastUse: now, added: now, seen: c.gen}, b)
@@ -310,8 +313,14 @@ func (c *Catalog) Apply(ctx context.Context, r Report) error {
 		p.BlockLoadNanos = ewma(p.BlockLoadNanos, float64(r.ReadTime.Nanoseconds())/float64(reads))
 	}
 	c.flushLocked(b)
+	over := c.cfg.CapacityBytes > 0 && c.used > c.cfg.CapacityBytes
 	c.mu.Unlock()
-	c.evict(ctx)
+	if over {
+		select {
+		case c.kick <- struct{}{}:
+		default: // an eviction is due already
+		}
+	}
 	return nil
 }
 
@@ -386,12 +395,6 @@ func (c *Catalog) sortLocked() {
 	c.unsorted = false
 }
 
-func (c *Catalog) resizeLocked(e *entry, n int64) {
-	c.used += n - e.bytes
-	c.poolLocked(poolKey{e.key.Namespace, e.key.BlockSize, e.key.BlockBytes}).Bytes += n - e.bytes
-	e.bytes = n
-}
-
 func (c *Catalog) touchLocked(e *entry, now time.Time) {
 	if now.After(e.lastUse) {
 		e.lastUse = now
@@ -427,16 +430,20 @@ func (c *Catalog) evict(ctx context.Context) {
 		c.removeLocked(e.key, b)
 		victims = append(victims, e.key)
 	}
-	c.stats.Evicted += int64(len(victims))
 	c.flushLocked(b)
 	c.mu.Unlock()
 	for _, k := range victims {
-		if err := c.cfg.Store.Delete(ctx, k.String()); err != nil {
+		err := c.cfg.Store.Delete(ctx, k.String())
+		c.mu.Lock()
+		if err == nil {
+			c.stats.Evicted++
+		} else {
 			// Withdrawn but still stored: the next listing finds it
 			// again and the budget deletes it then.
-			c.mu.Lock()
 			c.stats.DeleteFailures++
-			c.mu.Unlock()
+		}
+		c.mu.Unlock()
+		if err != nil {
 			c.cfg.Logger.Warn("kvbm catalog: deleting an evicted object failed", "key", k.String(), "err", err)
 		}
 	}

@@ -153,19 +153,25 @@ func TestBudgetEvictsLeastRecentlyUsed(t *testing.T) {
 	for _, h := range []uint64{1, 2, 3} {
 		st.put(key("m", h), 100, clk.t)
 		clk.advance(time.Second)
-		if err := c.Apply(t.Context(), Report{Namespace: "m", BlockSize: 16, BlockBytes: 100, Written: written(h)}); err != nil {
+		if err := c.Apply(Report{Namespace: "m", BlockSize: 16, BlockBytes: 100, Written: written(h)}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	// Block 1 is read: 2 is now the least recently used.
 	clk.advance(time.Second)
-	if err := c.Apply(t.Context(), Report{Namespace: "m", BlockSize: 16, BlockBytes: 100, Read: []uint64{1}}); err != nil {
+	if err := c.Apply(Report{Namespace: "m", BlockSize: 16, BlockBytes: 100, Read: []uint64{1}}); err != nil {
 		t.Fatal(err)
 	}
 	st.put(key("m", 4), 100, clk.t)
-	if err := c.Apply(t.Context(), Report{Namespace: "m", BlockSize: 16, BlockBytes: 100, Written: written(4)}); err != nil {
+	if err := c.Apply(Report{Namespace: "m", BlockSize: 16, BlockBytes: 100, Written: written(4)}); err != nil {
 		t.Fatal(err)
 	}
+	select {
+	case <-c.kick: // Run evicts on this
+	default:
+		t.Fatal("a report past the budget did not ask for an eviction")
+	}
+	c.evict(t.Context())
 	if st.has(key("m", 2)) || !st.has(key("m", 1)) || !st.has(key("m", 3)) || !st.has(key("m", 4)) {
 		t.Fatalf("store after eviction: %v; want 1, 3, 4", st.objs)
 	}
@@ -187,11 +193,11 @@ func TestTTL(t *testing.T) {
 	for _, h := range []uint64{1, 2} {
 		st.put(key("m", h), 100, clk.t)
 	}
-	if err := c.Apply(t.Context(), Report{Namespace: "m", BlockSize: 16, BlockBytes: 100, Written: written(1, 2)}); err != nil {
+	if err := c.Apply(Report{Namespace: "m", BlockSize: 16, BlockBytes: 100, Written: written(1, 2)}); err != nil {
 		t.Fatal(err)
 	}
 	clk.advance(50 * time.Minute)
-	_ = c.Apply(t.Context(), Report{Namespace: "m", BlockSize: 16, BlockBytes: 100, Read: []uint64{2}})
+	_ = c.Apply(Report{Namespace: "m", BlockSize: 16, BlockBytes: 100, Read: []uint64{2}})
 	clk.advance(20 * time.Minute)
 	c.evict(t.Context())
 	if st.has(key("m", 1)) || !st.has(key("m", 2)) {
@@ -255,7 +261,7 @@ func TestStreamsAndGeometries(t *testing.T) {
 	f := follow(t, c, k)
 	apply := func(r Report) {
 		t.Helper()
-		if err := c.Apply(t.Context(), r); err != nil {
+		if err := c.Apply(r); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -290,7 +296,7 @@ func TestBadReports(t *testing.T) {
 		{Namespace: "m", BlockSize: 16, BlockBytes: 0},
 		{Namespace: "m", BlockSize: 16, BlockBytes: 100, ReadBytes: -1},
 	} {
-		if err := c.Apply(t.Context(), r); err == nil {
+		if err := c.Apply(r); err == nil {
 			t.Errorf("Apply(%+v) = nil; want an error", r)
 		}
 	}
@@ -325,7 +331,7 @@ func TestDeleteFailureRetriedByListing(t *testing.T) {
 func TestRates(t *testing.T) {
 	t.Parallel()
 	c := New(Config{Store: newMemStore()})
-	_ = c.Apply(t.Context(), Report{Namespace: "m", BlockSize: 16, BlockBytes: 100, Written: written(1),
+	_ = c.Apply(Report{Namespace: "m", BlockSize: 16, BlockBytes: 100, Written: written(1),
 		WriteBytes: 1000, WriteTime: time.Second, Read: []uint64{1, 1}, ReadBytes: 4000, ReadTime: 2 * time.Millisecond})
 	p := c.Pools()[0]
 	if p.WriteBytesPerSecond != 1000 || p.ReadBytesPerSecond != 2e6 || p.BlockLoadNanos != 1e6 {

@@ -2,13 +2,11 @@ package catalog
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
-	"github.com/aws/smithy-go"
 )
 
 // S3 is a Store over a bucket of an S3-compatible object store.
@@ -47,11 +45,8 @@ func (s *S3) List(ctx context.Context, prefix string, fn func(string, int64, tim
 func (s *S3) Delete(ctx context.Context, key string) error {
 	cctx, cancel := context.WithTimeout(ctx, s.timeout())
 	defer cancel()
+	// S3 answers a delete of a missing key with success.
 	_, err := s.Client.DeleteObject(cctx, &s3.DeleteObjectInput{Bucket: aws.String(s.Bucket), Key: aws.String(key)})
-	var ae smithy.APIError
-	if errors.As(err, &ae) && (ae.ErrorCode() == "NoSuchKey" || ae.ErrorCode() == "NotFound") {
-		return nil
-	}
 	if err != nil {
 		return fmt.Errorf("delete %q: %w", key, err)
 	}

@@ -55,6 +55,9 @@ func TestS3Store(t *testing.T) {
 	if len(out.Contents) != 2 || c.Stats().Objects != 2 || c.Stats().Evicted != 2 {
 		t.Fatalf("store holds %d objects, catalog %+v; want 2 each", len(out.Contents), c.Stats())
 	}
+	if err := store.Delete(t.Context(), s3tier.Root+"m/16t-1000B/ffff"); err != nil {
+		t.Fatalf("deleting a missing object: %v; want nil", err)
+	}
 	if err := (&S3{Client: client, Bucket: "no-such-bucket"}).Check(t.Context()); err == nil {
 		t.Fatal("Check of a missing bucket passed")
 	}

@@ -9,7 +9,6 @@ import (
 	"flag"
 	"io"
 	"log/slog"
-	"slices"
 	"strconv"
 	"time"
 
@@ -181,8 +180,8 @@ func followed(dec, pre, ctrl []discovery.Instance, approxAll bool) []ingest.Work
 			out = append(out, ingest.Worker{ID: in.ID, URL: in.URL(), Approx: approxAll})
 		}
 	}
-	i := slices.IndexFunc(ctrl, func(in discovery.Instance) bool { return in.Meta[discovery.MetaSharedTier] == "1" })
-	if i < 0 {
+	owner, ok := discovery.SharedTierController(ctrl)
+	if !ok {
 		return out
 	}
 	type ns struct {
@@ -198,7 +197,7 @@ func followed(dec, pre, ctrl []discovery.Instance, approxAll bool) []ingest.Work
 				continue
 			}
 			seen[k] = true
-			out = append(out, ingest.Worker{ID: route.SharedHolder(in.Model, bs), URL: ctrl[i].URL(), SharedModel: in.Model, SharedBlockSize: uint32(bs)})
+			out = append(out, ingest.Worker{ID: route.SharedHolder(in.Model, bs), URL: owner.URL(), SharedModel: in.Model, SharedBlockSize: uint32(bs)})
 		}
 	}
 	return out

@@ -87,8 +87,8 @@ type Config struct {
 	// FixedTierWeights keeps Params.Weights for the router's credit of
 	// lower-tier blocks; by default, with Tiers, each tier's weight is
 	// derived from its BlockTime against the time to recompute a block
-	// (policy.DeriveTierWeights). The live router still uses fixed
-	// weights: workers do not publish their tiers' load times yet.
+	// (policy.DeriveTierWeights), as the live router derives each
+	// worker's from the load times it publishes (route.DerivedCredit).
 	FixedTierWeights bool
 }
 
