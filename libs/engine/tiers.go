@@ -52,6 +52,7 @@ type TierMetrics struct {
 	Capacity         int
 	Offloaded        int64 // blocks written by offload
 	OverBudget       int64 // blocks offload skipped for the write budget
+	WriteBehind      int64 // blocks offload skipped: the tier's writes in flight were at their limit
 	Onboarded        int64 // blocks copied into the arena
 	OnboardBytes     int64
 	RecomputeInstead int64 // blocks held here but recomputed, loading being slower
@@ -67,13 +68,25 @@ type TierMetrics struct {
 // simply not offloaded.
 const offloadQueue = 256
 
+// writeDepth bounds the writes in flight to each tier slower than host
+// memory, and the staging buffers (one block each) they are made from.
+// Each such tier writes on a goroutine of its own, so a slow store never
+// holds back offload into a fast tier: a block that finds its slow tier
+// at the limit is not written there (WriteBehind).
+const writeDepth = 8
+
 // lowerTier is a tier with its policy and counters.
 type lowerTier struct {
 	t      kvbm.Tier
 	budget *tokenBucket
+	// A tier slower than host memory is written on its own goroutine:
+	// writes carries staged blocks to it, bufs the free staging buffers
+	// (nil until first used). Both nil for a host tier.
+	writes chan stagedBlock
+	bufs   chan []byte
 	// Guarded by tiers.mu:
-	offloaded, overBudget, onboarded, onboardBytes, recompute int64
-	loadNanos                                                 float64 // EWMA per block; 0: not measured
+	offloaded, overBudget, writeBehind, onboarded, onboardBytes, recompute int64
+	loadNanos                                                              float64 // EWMA per block; 0: not measured
 }
 
 // tiers is the engine's lower-tier state.
@@ -90,7 +103,7 @@ type tiers struct {
 	offloaded map[int]uint64                  // arena block → the hash it had when offloaded
 	backlog   []kvcache.CommittedBlock        // committed blocks not yet handed to the offloader
 	inflight  int                             // blocks handed to the offloader, not yet done
-	staging   []byte                          // the offloader's copy of a block bound for a slow tier
+	writing   int                             // blocks staged for slow tiers' writers, not yet written
 	recompute float64                         // EWMA of a block's prefill time; 0: not measured
 	replanned int64                           // requests whose onboarding was planned again at admission
 }
@@ -117,6 +130,12 @@ func (e *Engine) openTiers(cfgs []TierConfig, blockBytes int) error {
 		lt := &lowerTier{t: t}
 		if c.WriteBytesPerSecond > 0 {
 			lt.budget = newTokenBucket(c.WriteBytesPerSecond)
+		}
+		if t.Kind() != kvtier.Host {
+			lt.writes, lt.bufs = make(chan stagedBlock, writeDepth), make(chan []byte, writeDepth)
+			for range writeDepth {
+				lt.bufs <- nil
+			}
 		}
 		ts.list = append(ts.list, lt)
 	}
@@ -229,9 +248,23 @@ func (ts *tiers) heldEverywhere(hash uint64) bool {
 	return true
 }
 
-// offloader copies queued blocks down until ctx ends.
+// stagedBlock is a block copied out of the arena for a slow tier.
+type stagedBlock struct {
+	m   kvbm.Meta
+	buf []byte
+}
+
+// offloader copies queued blocks down until ctx ends, with a writer for
+// each slow tier.
 func (e *Engine) offloader(ctx context.Context) {
 	ts := e.tiers
+	var writers sync.WaitGroup
+	defer writers.Wait()
+	for _, lt := range ts.list {
+		if lt.writes != nil {
+			writers.Go(func() { e.writer(ctx, lt) })
+		}
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -242,24 +275,38 @@ func (e *Engine) offloader(ctx context.Context) {
 	}
 }
 
-// offload writes one arena block, if it is still cached, into every tier
+// offload copies one arena block, if it is still cached, into every tier
 // that lacks it and whose budget allows. The block is read under the
 // engine's lock, which the loop does not hold while the executor
 // computes, so no step waits on it and eviction cannot reuse the block
-// mid-copy: straight into a memory tier, through a staging buffer into a
-// slower one, whose write then runs without the lock. Pinning the block
-// instead would hold memory from admission and reorder the arena's LRU.
+// mid-copy: straight into a memory tier, or into a staging buffer that
+// the slower tier's writer then writes without the lock. Pinning the
+// block instead would hold memory from admission and reorder the arena's
+// LRU.
 func (e *Engine) offload(ctx context.Context, ib kvcache.CommittedBlock) {
 	ts := e.tiers
 	off := ib.ID * ts.bb
 	data := ts.arena[off : off+ts.bb]
 	m := kvbm.Meta{Hash: ib.Hash, Parent: ib.Parent, Tokens: ib.Tokens}
-	staged := false // the block is in ts.staging (committed blocks do not change)
 	for _, lt := range ts.list {
 		if lt.t.Prefix([]uint64{ib.Hash}) == 1 {
 			continue
 		}
+		var buf []byte
+		if lt.writes != nil {
+			select {
+			case buf = <-lt.bufs:
+			default:
+				ts.mu.Lock()
+				lt.writeBehind++
+				ts.mu.Unlock()
+				continue
+			}
+		}
 		if lt.budget != nil && !lt.budget.take(int64(ts.bb)) {
+			if lt.writes != nil {
+				lt.bufs <- buf
+			}
 			ts.mu.Lock()
 			lt.overBudget++
 			ts.mu.Unlock()
@@ -270,31 +317,25 @@ func (e *Engine) offload(ctx context.Context, ib kvcache.CommittedBlock) {
 		e.mu.Lock()
 		cached := e.kv.Caches(ib.ID, ib.Hash)
 		switch {
-		case cached && lt.t.Kind() == kvtier.Host:
+		case cached && lt.writes == nil:
 			stored, err = lt.t.Put(ctx, m, data)
-		case cached && !staged:
-			if ts.staging == nil {
-				ts.staging = make([]byte, ts.bb)
+		case cached:
+			if buf == nil {
+				buf = make([]byte, ts.bb)
 			}
-			copy(ts.staging, data)
-			staged = true
+			copy(buf, data)
+			ts.writing++
+			lt.writes <- stagedBlock{m, buf} // a buffer was free, so is a slot
+			buf = nil
 		}
 		e.mu.Unlock()
 		if !cached {
+			if lt.writes != nil {
+				lt.bufs <- buf
+			}
 			break // evicted before its turn
 		}
-		if lt.t.Kind() != kvtier.Host {
-			stored, err = lt.t.Put(ctx, m, ts.staging)
-		}
-		if err != nil {
-			e.log.Debug("kv offload failed", "tier", lt.t.Kind(), "err", err)
-			continue
-		}
-		if stored {
-			ts.mu.Lock()
-			lt.offloaded++
-			ts.mu.Unlock()
-		}
+		e.countOffload(lt, stored, err)
 	}
 	e.mu.Lock()
 	ts.inflight--
@@ -302,6 +343,38 @@ func (e *Engine) offload(ctx context.Context, ib kvcache.CommittedBlock) {
 	e.flushEvents()
 	e.mu.Unlock()
 	e.signal() // a request may be waiting for the block's memory
+}
+
+// writer writes the blocks staged for slow tier lt until ctx ends.
+func (e *Engine) writer(ctx context.Context, lt *lowerTier) {
+	ts := e.tiers
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case b := <-lt.writes:
+			stored, err := lt.t.Put(ctx, b.m, b.buf)
+			lt.bufs <- b.buf
+			e.countOffload(lt, stored, err)
+			e.mu.Lock()
+			ts.writing--
+			e.flushEvents() // the tier's Stored
+			e.mu.Unlock()
+		}
+	}
+}
+
+// countOffload counts one write into lt.
+func (e *Engine) countOffload(lt *lowerTier, stored bool, err error) {
+	if err != nil {
+		e.log.Debug("kv offload failed", "tier", lt.t.Kind(), "err", err)
+		return
+	}
+	if stored {
+		e.tiers.mu.Lock()
+		lt.offloaded++
+		e.tiers.mu.Unlock()
+	}
 }
 
 // segment is a run of a prompt's blocks to load from one tier.
@@ -518,7 +591,7 @@ func (ts *tiers) metrics() []TierMetrics {
 		ts.mu.Lock()
 		out = append(out, TierMetrics{
 			Tier: lt.t.Kind(), Blocks: s.Blocks, Capacity: s.Capacity,
-			Offloaded: lt.offloaded, OverBudget: lt.overBudget, Onboarded: lt.onboarded, OnboardBytes: lt.onboardBytes,
+			Offloaded: lt.offloaded, OverBudget: lt.overBudget, WriteBehind: lt.writeBehind, Onboarded: lt.onboarded, OnboardBytes: lt.onboardBytes,
 			RecomputeInstead: lt.recompute, Corrupt: int64(s.Corrupt), LoadNanosPerBlk: int64(lt.loadNanos),
 			RecomputeNanosPerBlk: int64(ts.recompute),
 		})
@@ -574,5 +647,5 @@ func (b *tokenBucket) take(n int64) bool {
 func (e *Engine) offloadsDone() bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return e.tiers == nil || (e.tiers.inflight == 0 && len(e.tiers.backlog) == 0)
+	return e.tiers == nil || (e.tiers.inflight == 0 && e.tiers.writing == 0 && len(e.tiers.backlog) == 0)
 }

@@ -40,6 +40,7 @@ type engineInstruments struct {
 	tierBlocks, tierCapacity                       metric.Int64ObservableGauge
 	tierOffloaded, tierOnboarded, tierOnboardBytes metric.Int64ObservableCounter
 	tierRecompute, tierCorrupt, tierOverBudget     metric.Int64ObservableCounter
+	tierWriteBehind                                metric.Int64ObservableCounter
 	tierLoadTime                                   metric.Float64ObservableGauge
 }
 
@@ -127,6 +128,7 @@ func newEngineInstruments(m metric.Meter) (*engineInstruments, error) {
 	i.tierRecompute = counter("switchyard.worker.kv.tier.recompute_instead", "{block}", "Blocks held in the tier but recomputed, loading them being slower.")
 	i.tierCorrupt = counter("switchyard.worker.kv.tier.corrupt", "{block}", "Blocks dropped for failing their checksum.")
 	i.tierOverBudget = counter("switchyard.worker.kv.tier.over_budget", "{block}", "Blocks not offloaded into the tier for its write budget.")
+	i.tierWriteBehind = counter("switchyard.worker.kv.tier.write_behind", "{block}", "Blocks not offloaded into the tier because its writes in flight were at their limit.")
 	i.tierLoadTime = fgauge("switchyard.worker.kv.tier.load.time", "s", "Measured time to load one block from the tier (moving average).")
 	return &i, errors.Join(errs...)
 }
@@ -136,7 +138,7 @@ func (i *engineInstruments) all() []metric.Observable {
 		i.running, i.waiting, i.kvUsed, i.kvTotal, i.kvUsage, i.stepTime, i.tokensPerSec,
 		i.prompt, i.prefixHit, i.generated, i.preempted, i.steps,
 		i.tierBlocks, i.tierCapacity, i.tierOffloaded, i.tierOnboarded, i.tierOnboardBytes,
-		i.tierRecompute, i.tierCorrupt, i.tierOverBudget, i.tierLoadTime,
+		i.tierRecompute, i.tierCorrupt, i.tierOverBudget, i.tierWriteBehind, i.tierLoadTime,
 	}
 }
 
@@ -163,6 +165,7 @@ func (i *engineInstruments) observe(o metric.Observer, s engine.Metrics) {
 		o.ObserveInt64(i.tierRecompute, t.RecomputeInstead, tier)
 		o.ObserveInt64(i.tierCorrupt, t.Corrupt, tier)
 		o.ObserveInt64(i.tierOverBudget, t.OverBudget, tier)
+		o.ObserveInt64(i.tierWriteBehind, t.WriteBehind, tier)
 		o.ObserveFloat64(i.tierLoadTime, float64(t.LoadNanosPerBlk)/1e9, tier)
 	}
 }
