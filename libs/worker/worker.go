@@ -181,6 +181,9 @@ func publish(ctx context.Context, rt *service.Runtime, cfg *Config, mi engine.Mo
 	if cfg.DiskBlocks > 0 {
 		meta[discovery.MetaKVDiskBlocks] = strconv.Itoa(cfg.DiskBlocks)
 	}
+	if cfg.S3Bucket != "" {
+		meta[discovery.MetaKVSharedBlocks] = strconv.Itoa(cfg.S3Blocks)
+	}
 	if tr != nil {
 		meta[MetaKVTransfer] = tr.agent.Endpoints()
 		if cfg.Disagg != disagg.ModeOff {

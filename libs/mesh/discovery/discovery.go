@@ -49,6 +49,10 @@ const (
 	// worker's KV tiers below its pool (libs/kvbm), when it has them.
 	MetaKVHostBlocks = "kv_host_blocks"
 	MetaKVDiskBlocks = "kv_disk_blocks"
+	// MetaKVSharedBlocks is set on a worker that loads from the shared
+	// object-store tier: how many of its blocks it keeps track of. The
+	// router credits the shared tier only to such workers.
+	MetaKVSharedBlocks = "kv_shared_blocks"
 	// MetaKVLoadNanos is a worker's measured time to load one block from
 	// each of its lower tiers (kvtier.Times: "host=84000,disk=350000"),
 	// and MetaKVPrefillBlockNanos its measured time to prefill one: the

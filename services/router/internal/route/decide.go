@@ -148,11 +148,14 @@ func (r *Router) pick(profile *policy.Profile, preq *policy.Request, s *scratch,
 		}
 	}
 	if shared > 0 {
-		// Every worker can load the shared tier's prefix. Where a worker
-		// holds a longer prefix across its own tiers it keeps it; a prefix
-		// that alternates between its tiers and the store is counted only
-		// as far as either alone reaches.
+		// Every worker with the shared tier can load its prefix. Where a
+		// worker holds a longer prefix across its own tiers it keeps it; a
+		// prefix that alternates between its tiers and the store is
+		// counted only as far as either alone reaches.
 		for i := range s.cands {
+			if !ws[i].Shared {
+				continue
+			}
 			d := &s.cands[i].Depth
 			d[kvtier.External] = max(d[kvtier.External], shared)
 		}

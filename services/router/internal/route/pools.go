@@ -40,6 +40,8 @@ type Worker struct {
 	// names (prefix pull); Export: it has a KV transfer agent, so peers
 	// can copy from it.
 	Pull, Export bool
+	// Shared: the worker loads from the model's shared tier.
+	Shared bool
 	// Weights are the worker's tier credits derived from the load times
 	// it measured (nil: it published none, or derivation is off).
 	Weights *policy.TierWeights
@@ -111,13 +113,14 @@ func buildPools(decode, prefill []discovery.Instance, def int, prevKnown map[str
 		mp := get(in)
 		mp.decodePos[in.ID] = len(mp.decode)
 		mp.decode = append(mp.decode, Worker{ID: in.ID, URL: in.URL(),
-			Pull: in.Meta[discovery.MetaPrefixPull] == "1", Export: in.Meta[discovery.MetaKVTransfer] != "", Weights: credit(in)})
+			Pull: in.Meta[discovery.MetaPrefixPull] == "1", Export: in.Meta[discovery.MetaKVTransfer] != "",
+			Shared: in.Meta[discovery.MetaKVSharedBlocks] != "", Weights: credit(in)})
 		mp.decodeIDs = append(mp.decodeIDs, in.ID)
 	}
 	for _, in := range prefill {
 		mp := get(in)
 		mp.prefillAt[in.ID] = len(mp.prefill)
-		mp.prefill = append(mp.prefill, Worker{ID: in.ID, URL: in.URL(), Weights: credit(in)})
+		mp.prefill = append(mp.prefill, Worker{ID: in.ID, URL: in.URL(), Shared: in.Meta[discovery.MetaKVSharedBlocks] != "", Weights: credit(in)})
 		mp.prefillID = append(mp.prefillID, in.ID)
 	}
 	for model, mp := range p.models {

@@ -12,13 +12,17 @@ import (
 )
 
 // The shared tier is one holder in the index, and every worker of its
-// model is credited with what it holds: a worker holding a longer prefix
+// model that loads from it is credited with what it holds: a worker holding a longer prefix
 // of its own keeps it, the others count the shared prefix; the shared
 // holder of another model or block size counts for nobody.
 func TestSharedHolder(t *testing.T) {
 	t.Parallel()
 	r := newRouter(t, nil)
-	r.SetWorkers(instances(discovery.RoleDecode, "m", "w1", "w2", "w3"), nil)
+	workers := instances(discovery.RoleDecode, "m", "w1", "w2", "w3", "w4")
+	for _, w := range workers[:3] {
+		w.Meta[discovery.MetaKVSharedBlocks] = "1000"
+	}
+	r.SetWorkers(workers, nil) // w4 has no shared tier
 	ix := r.cfg.Index
 	prompt := tokens(40, 3) // 10 blocks
 	cache(t, ix, SharedHolder("m", bs), prompt[:6*bs], kvtier.External)
@@ -33,7 +37,7 @@ func TestSharedHolder(t *testing.T) {
 	for _, c := range res.GetCandidates() {
 		got[c.GetInstanceId()] = c.GetOverlapBlocks()
 	}
-	if want := map[string]uint32{"w1": 6, "w2": 8, "w3": 6}; !maps.Equal(got, want) {
+	if want := map[string]uint32{"w1": 6, "w2": 8, "w3": 6, "w4": 0}; !maps.Equal(got, want) {
 		t.Fatalf("overlaps %v; want %v", got, want)
 	}
 	if res.GetDecode().GetInstanceId() != "w2" {

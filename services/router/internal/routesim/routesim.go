@@ -221,13 +221,15 @@ type replay struct {
 	index   *radix.Index
 	workers []*worker
 	pos     map[string]int // worker name → index in workers
-	events  eventQueue
-	now     time.Duration
-	epoch   time.Time
-	pull    func() (Request, bool)
-	pending *Request // the next arrival, not yet routed
-	res     Result
-	revs    []radix.Event // scratch
+	// sharedHolder is the index holder of the shared tier (none: "").
+	sharedHolder string
+	events       eventQueue
+	now          time.Duration
+	epoch        time.Time
+	pull         func() (Request, bool)
+	pending      *Request // the next arrival, not yet routed
+	res          Result
+	revs         []radix.Event // scratch
 	// recompute is the time to prefill one block, which a tier's load
 	// time must beat (tiers.go).
 	recompute   time.Duration
@@ -261,6 +263,7 @@ func newReplay(cfg Config) (*replay, error) {
 			shared[j] = newSimTier(t)
 		}
 	}
+
 	insts := make([]discovery.Instance, cfg.Workers)
 	for i := range cfg.Workers {
 		name := "sim-" + strconv.Itoa(i)
@@ -291,9 +294,20 @@ func newReplay(cfg Config) (*replay, error) {
 		s.workers = append(s.workers, w)
 		insts[i] = discovery.Instance{ID: name, Role: discovery.RoleDecode, Model: model,
 			Meta: map[string]string{discovery.MetaBlockSize: strconv.Itoa(core.Config.BlockSize)}}
+		for _, t := range cfg.Tiers {
+			if t.Shared {
+				insts[i].Meta[discovery.MetaKVSharedBlocks] = strconv.Itoa(t.Blocks)
+			}
+		}
 		if cfg.Params.PrefixPullWeight > 0 {
 			insts[i].Meta[discovery.MetaKVTransfer] = name
 			insts[i].Meta[discovery.MetaPrefixPull] = "1"
+		}
+	}
+	if len(shared) > 0 {
+		s.sharedHolder = route.SharedHolder(model, s.workers[0].kv.BlockSize())
+		if err := s.index.AddWorker(s.sharedHolder); err != nil {
+			return nil, fmt.Errorf("routesim: %w", err)
 		}
 	}
 	s.recompute = s.recomputeBlockTime()

@@ -115,10 +115,10 @@ func (s *replay) offload(w *worker) error {
 	if len(shared) == 0 {
 		return nil
 	}
-	for _, o := range s.workers { // every worker can load a shared block
-		if err := s.index.Apply(o.name, shared...); err != nil {
-			return fmt.Errorf("routesim: worker %s shared tier events: %w", o.name, err)
-		}
+	// The store is one holder every worker can load from, as the
+	// kvbm-controller's catalog stream makes it for the live router.
+	if err := s.index.Apply(s.sharedHolder, shared...); err != nil {
+		return fmt.Errorf("routesim: shared tier events: %w", err)
 	}
 	return nil
 }
