@@ -2,6 +2,7 @@ package s3tier
 
 import (
 	"bytes"
+	"errors"
 	"io"
 	"testing"
 )
@@ -21,7 +22,7 @@ func TestBlockBody(t *testing.T) {
 		for {
 			n, err := b.Read(buf)
 			got = append(got, buf[:n]...)
-			if err == io.EOF {
+			if errors.Is(err, io.EOF) {
 				break
 			}
 			if err != nil {
@@ -34,7 +35,7 @@ func TestBlockBody(t *testing.T) {
 	}
 	for off := range len(want) + 1 {
 		got := make([]byte, len(want)-off)
-		if n, err := (blockBody{hdr, data}).ReadAt(got, int64(off)); n != len(got) || (err != nil && err != io.EOF) || !bytes.Equal(got, want[off:]) {
+		if n, err := (blockBody{hdr, data}).ReadAt(got, int64(off)); n != len(got) || (err != nil && !errors.Is(err, io.EOF)) || !bytes.Equal(got, want[off:]) {
 			t.Errorf("ReadAt %d: %d %v %q, want %q", off, n, err, got, want[off:])
 		}
 	}
