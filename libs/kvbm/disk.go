@@ -10,7 +10,9 @@ import (
 	"golang.org/x/sys/unix"
 
 	"switchyard.dev/libs/kvtier"
+	"switchyard.dev/libs/nixl"
 	"switchyard.dev/libs/nixl/arena"
+	"switchyard.dev/libs/nixl/backend/file"
 )
 
 // DiskConfig sizes a local-disk tier.
@@ -39,6 +41,11 @@ func roundUp(n, to int) int { return (n + to - 1) / to * to }
 // written in one aligned write, with O_DIRECT where the filesystem allows
 // it (the page cache would only duplicate what the host tier holds).
 //
+// The tier moves blocks through a libs/nixl agent of its own with the
+// file storage backend: the slot buffers are its registered memory and
+// the slab its registered file, so a block goes to and from the disk by
+// the same descriptor API as every other KV transfer.
+//
 // A block is advertised once its write returned. Nothing is fsynced: a
 // cache needs no durability, only the certainty that what it serves is
 // what was written, which the checksums give. When the tier opens on an
@@ -51,10 +58,15 @@ type Disk struct {
 	path      string
 	headerLen int // bytes reserved for a header at each slot's start
 	slotLen   int
-	bufs      chan []byte // IODepth aligned slot buffers
+	bufs      chan int // free slot buffers, by index into bufArena
 	bufArena  *arena.Arena
+	agent     *nixl.Agent
+	mem, slab nixl.RegionID // bufArena and the slab, registered with agent
 	*store
 }
+
+// agentName names the tier's agent; its transfers are to itself.
+const agentName = "kvbm-disk"
 
 // OpenDisk opens (or creates) the tier's slab in cfg.Dir, preallocating
 // its full size, so a disk without room fails here, with the directory
@@ -92,9 +104,13 @@ func OpenDisk(cfg DiskConfig) (*Disk, error) {
 		_ = d.f.Close()
 		return nil, fmt.Errorf("kvbm: disk tier: %w", err)
 	}
-	d.bufArena, d.bufs = bufs, make(chan []byte, cfg.IODepth)
+	d.bufArena, d.bufs = bufs, make(chan int, cfg.IODepth)
 	for i := range cfg.IODepth {
-		d.bufs <- bufs.Bytes()[i*d.slotLen : (i+1)*d.slotLen]
+		d.bufs <- i
+	}
+	if err := d.openAgent(); err != nil {
+		_ = d.Close()
+		return nil, err
 	}
 	if err := d.recover(); err != nil {
 		_ = d.Close()
@@ -121,12 +137,13 @@ func (d *Disk) open() error {
 		_ = f.Close()
 		return fmt.Errorf("kvbm: disk tier: %s is in use by another tier (%w): give each worker its own directory", d.path, err)
 	}
-	err = unix.Fallocate(int(f.Fd()), 0, 0, size)
-	if errors.Is(err, unix.EOPNOTSUPP) { // no preallocation here: at least check the room
-		var st unix.Statfs_t
-		if serr := unix.Fstatfs(int(f.Fd()), &st); serr == nil && uint64(size) > st.Bavail*uint64(st.Bsize) {
-			err = fmt.Errorf("%d bytes free: %w", st.Bavail*uint64(st.Bsize), unix.ENOSPC)
-		} else {
+	// The room is checked first: a preallocation the disk cannot hold
+	// may take all of its free space before it fails, and other writers
+	// on the disk would see it full meanwhile.
+	err = roomFor(f, size)
+	if err == nil {
+		err = unix.Fallocate(int(f.Fd()), 0, 0, size)
+		if errors.Is(err, unix.EOPNOTSUPP) { // no preallocation here: the room was checked
 			err = nil
 		}
 	}
@@ -142,13 +159,71 @@ func (d *Disk) open() error {
 	return nil
 }
 
+// openAgent registers the slot buffers and the slab with an agent of the
+// tier's own. The slab's descriptor keeps the O_DIRECT it was opened
+// with, and the buffers and slots are aligned for it.
+func (d *Disk) openAgent() error {
+	a, err := nixl.NewAgent(nixl.Config{Name: agentName, Storage: []nixl.StorageFactory{file.New(file.Config{Depth: 2})}})
+	if err != nil {
+		return fmt.Errorf("kvbm: disk tier: %w", err)
+	}
+	d.agent = a
+	if d.mem, err = a.RegisterMemory(d.bufArena.Bytes()); err != nil {
+		return fmt.Errorf("kvbm: disk tier: %w", err)
+	}
+	if d.slab, err = a.RegisterStorage(nixl.FileSegment{File: d.f, Len: uint64(d.cfg.Blocks) * uint64(d.slotLen)}); err != nil {
+		return fmt.Errorf("kvbm: disk tier: %w", err)
+	}
+	return nil
+}
+
+// buf is slot buffer b.
+func (d *Disk) buf(b int) []byte { return d.bufArena.Bytes()[b*d.slotLen : (b+1)*d.slotLen] }
+
+// transfer moves the first n bytes of slot buffer b to (Write) or from
+// (Read) slot i. It returns only once the backend no longer touches the
+// buffer, so the buffer can go back to the pool whatever the outcome.
+func (d *Disk) transfer(ctx context.Context, op nixl.Op, b int, i int32, n int) error {
+	x, err := d.agent.Post(nixl.XferRequest{Op: op, Peer: agentName,
+		Local:  []nixl.Desc{{Region: d.mem, Offset: uint64(b * d.slotLen), Len: uint64(n)}},
+		Remote: []nixl.Desc{{Region: d.slab, Offset: uint64(d.offset(i)), Len: uint64(n)}}})
+	if err != nil {
+		return err
+	}
+	select {
+	case <-x.Done():
+	case <-ctx.Done():
+		x.Cancel()
+		<-x.Done()
+	}
+	return x.Err()
+}
+
+// roomFor reports ENOSPC unless the file system holding f has room for
+// f to take size bytes, counting what f holds already.
+func roomFor(f *os.File, size int64) error {
+	var st unix.Statfs_t
+	var fst unix.Stat_t
+	if err := unix.Fstatfs(int(f.Fd()), &st); err != nil {
+		return nil // cannot tell: the preallocation decides
+	}
+	held := int64(0)
+	if err := unix.Fstat(int(f.Fd()), &fst); err == nil {
+		held = fst.Blocks * 512
+	}
+	if free := int64(st.Bavail) * st.Bsize; size-held > free {
+		return fmt.Errorf("%d bytes free: %w", free, unix.ENOSPC)
+	}
+	return nil
+}
+
 // recover re-advertises the blocks whose headers check out.
 func (d *Disk) recover() error {
-	buf := <-d.bufs
-	defer func() { d.bufs <- buf }()
-	hdr := buf[:d.headerLen]
+	b := <-d.bufs
+	defer func() { d.bufs <- b }()
+	hdr := d.buf(b)[:d.headerLen]
 	for i := range d.cfg.Blocks {
-		if _, err := d.f.ReadAt(hdr, d.offset(int32(i))); err != nil {
+		if err := d.transfer(context.Background(), nixl.Read, b, int32(i), d.headerLen); err != nil {
 			return fmt.Errorf("kvbm: disk tier: reading slot %d of %s: %w", i, d.path, err)
 		}
 		h, err := decodeHeader(hdr)
@@ -165,12 +240,12 @@ func (d *Disk) offset(i int32) int64 { return int64(i) * int64(d.slotLen) }
 // BlockBytes is the size of a block.
 func (d *Disk) BlockBytes() int { return d.cfg.BlockBytes }
 
-func (d *Disk) buffer(ctx context.Context) ([]byte, error) {
+func (d *Disk) buffer(ctx context.Context) (int, error) {
 	select {
 	case b := <-d.bufs:
 		return b, nil
 	case <-ctx.Done():
-		return nil, ctx.Err()
+		return 0, ctx.Err()
 	}
 }
 
@@ -183,19 +258,20 @@ func (d *Disk) Put(ctx context.Context, m Meta, data []byte) (bool, error) {
 	if len(m.Tokens) > d.cfg.MaxTokens {
 		return false, fmt.Errorf("kvbm: disk put %#x: %d tokens, at most %d", m.Hash, len(m.Tokens), d.cfg.MaxTokens)
 	}
-	buf, err := d.buffer(ctx)
+	b, err := d.buffer(ctx)
 	if err != nil {
 		return false, err
 	}
-	defer func() { d.bufs <- buf }()
+	defer func() { d.bufs <- b }()
 	i, ok, err := d.beginPut(m)
 	if !ok {
 		return false, err
 	}
+	buf := d.buf(b)
 	clear(buf[:d.headerLen])
 	appendHeader(buf[:0], m, len(data), checksum(data))
 	copy(buf[d.headerLen:], data)
-	_, werr := d.f.WriteAt(buf, d.offset(i))
+	werr := d.transfer(ctx, nixl.Write, b, i, d.slotLen)
 	d.endPut(i, m, len(data), werr)
 	if werr != nil {
 		return false, fmt.Errorf("kvbm: disk put %#x: %w", m.Hash, werr)
@@ -208,16 +284,17 @@ func (d *Disk) Get(ctx context.Context, hash uint64, dst []byte) (Meta, error) {
 	if len(dst) != d.cfg.BlockBytes {
 		return Meta{}, fmt.Errorf("kvbm: disk get %#x: %d bytes, want %d", hash, len(dst), d.cfg.BlockBytes)
 	}
-	buf, err := d.buffer(ctx)
+	b, err := d.buffer(ctx)
 	if err != nil {
 		return Meta{}, err
 	}
-	defer func() { d.bufs <- buf }()
+	defer func() { d.bufs <- b }()
 	i, _, err := d.beginGet(hash)
 	if err != nil {
 		return Meta{}, err
 	}
-	_, rerr := d.f.ReadAt(buf, d.offset(i))
+	buf := d.buf(b)
+	rerr := d.transfer(ctx, nixl.Read, b, i, d.slotLen)
 	var m Meta
 	var data []byte
 	if rerr == nil {
@@ -256,7 +333,11 @@ func (d *Disk) Close() error {
 	if d.store != nil && !d.shut() {
 		return nil
 	}
-	err := d.f.Close()
+	var err error
+	if d.agent != nil {
+		err = d.agent.Close() // after the I/O in progress; releases its registrations
+	}
+	err = errors.Join(err, d.f.Close())
 	if d.bufArena != nil {
 		err = errors.Join(err, d.bufArena.Close())
 	}
