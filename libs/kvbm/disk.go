@@ -203,16 +203,15 @@ func (d *Disk) transfer(ctx context.Context, op nixl.Op, b int, i int32, n int) 
 // f to take size bytes, counting what f holds already.
 func roomFor(f *os.File, size int64) error {
 	var st unix.Statfs_t
-	var fst unix.Stat_t
-	if err := unix.Fstatfs(int(f.Fd()), &st); err != nil {
-		return nil // cannot tell: the preallocation decides
-	}
-	held := int64(0)
-	if err := unix.Fstat(int(f.Fd()), &fst); err == nil {
-		held = fst.Blocks * 512
-	}
-	if free := int64(st.Bavail) * st.Bsize; size-held > free {
-		return fmt.Errorf("%d bytes free: %w", free, unix.ENOSPC)
+	if unix.Fstatfs(int(f.Fd()), &st) == nil { // else the preallocation decides
+		held := int64(0)
+		var fst unix.Stat_t
+		if unix.Fstat(int(f.Fd()), &fst) == nil {
+			held = fst.Blocks * 512
+		}
+		if free := int64(st.Bavail) * st.Bsize; size-held > free {
+			return fmt.Errorf("%d bytes free: %w", free, unix.ENOSPC)
+		}
 	}
 	return nil
 }

@@ -70,6 +70,11 @@ func Spec(version string) service.Spec {
 				}
 				context.AfterFunc(ctx, func() { _ = reg.Unregister() })
 				go cat.Run(ctx)
+				if rt.Registry != nil {
+					if err := watchOwner(ctx, rt, cat); err != nil {
+						return err
+					}
+				}
 				rt.Server.UpdateInstance(func(in *discovery.Instance) {
 					if in.Meta == nil {
 						in.Meta = map[string]string{}
@@ -81,6 +86,18 @@ func Spec(version string) service.Spec {
 			return nil
 		},
 	}
+}
+
+// watchOwner keeps the catalog a standby while another kvbm-controller
+// owns the shared tier (discovery.SharedTierController: the one routers
+// follow and workers report to). Until this one is listed it stands by.
+func watchOwner(ctx context.Context, rt *service.Runtime, cat *catalog.Catalog) error {
+	self := rt.Server.Instance().ID
+	cat.SetStandby(true)
+	return discovery.WatchRole(ctx, rt.Registry, rt.Logger, discovery.RoleKVBMController, func(ins []discovery.Instance) {
+		owner, ok := discovery.SharedTierController(ins)
+		cat.SetStandby(!ok || owner.ID != self)
+	})
 }
 
 // openCatalog checks the bucket and lists it, so that a wrong endpoint,

@@ -85,7 +85,9 @@ type Catalog struct {
 	// and the TTL rely on.
 	unsorted bool
 	kick     chan struct{} // a report took the store past its budget
-	stats    Stats
+	// standby: another controller owns the store's eviction (SetStandby).
+	standby bool
+	stats   Stats
 }
 
 type entry struct {
@@ -417,6 +419,10 @@ func (c *Catalog) evict(ctx context.Context) {
 	b := newBatch()
 	var victims []s3tier.Key
 	c.mu.Lock()
+	if c.standby {
+		c.mu.Unlock()
+		return
+	}
 	expired := time.Time{}
 	if c.cfg.TTL > 0 {
 		expired = c.cfg.Now().Add(-c.cfg.TTL)
@@ -526,6 +532,22 @@ func (c *Catalog) Pools() []Pool {
 		return a.BlockBytes - b.BlockBytes
 	})
 	return out
+}
+
+// SetStandby makes the catalog stop (true) or resume (false) deleting
+// from the store. Only the controller that routers follow and workers
+// report to sees the store's use: another one, given the same bucket,
+// lists it but must not evict by write times alone.
+func (c *Catalog) SetStandby(standby bool) {
+	c.mu.Lock()
+	c.standby = standby
+	c.mu.Unlock()
+	if !standby {
+		select {
+		case c.kick <- struct{}{}: // apply what was deferred
+		default:
+		}
+	}
 }
 
 // Stats returns the catalog's counters.

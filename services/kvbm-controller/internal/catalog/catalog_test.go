@@ -338,3 +338,27 @@ func TestRates(t *testing.T) {
 		t.Fatalf("pool %+v", p)
 	}
 }
+
+// A standby catalog keeps listing and taking reports but deletes
+// nothing; once it owns the store, what it deferred is applied.
+func TestStandbyDoesNotEvict(t *testing.T) {
+	t.Parallel()
+	st := newMemStore()
+	c := New(Config{Store: st, CapacityBytes: 100})
+	c.SetStandby(true)
+	for _, h := range []uint64{1, 2} {
+		st.put(key("m", h), 100, time.Unix(int64(h), 0))
+	}
+	if err := c.Reconcile(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if len(st.deletes) != 0 || c.Stats().Objects != 2 {
+		t.Fatalf("a standby deleted %v (catalog %+v)", st.deletes, c.Stats())
+	}
+	c.SetStandby(false)
+	<-c.kick
+	c.evict(t.Context())
+	if st.has(key("m", 1)) || !st.has(key("m", 2)) {
+		t.Fatalf("store %v; want the older block evicted", st.objs)
+	}
+}
