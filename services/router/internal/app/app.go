@@ -9,7 +9,6 @@ import (
 	"flag"
 	"io"
 	"log/slog"
-	"strconv"
 	"time"
 
 	"switchyard.dev/gen/switchyard/router/v1/routerv1connect"
@@ -164,16 +163,16 @@ func watchWorkers(ctx context.Context, reg discovery.Registry, log *slog.Logger,
 		dec, pre := latest[discovery.RoleDecode], latest[discovery.RolePrefill]
 		router.SetWorkers(dec, pre)
 		if len(latest) == len(roles) { // WatchRoles never calls after ctx ends
-			in.Sync(ctx, followed(dec, pre, latest[discovery.RoleKVBMController], approxAll))
+			in.Sync(ctx, followed(dec, pre, latest[discovery.RoleKVBMController], router.SharedNamespaces(), approxAll))
 		}
 	})
 }
 
 // followed lists what the index follows: every worker, and for every
-// model's block size the shared tier, from the first kvbm-controller (by
-// id) that keeps its catalog. One controller owns the catalog; a second
-// one is a standby the router turns to when the first leaves.
-func followed(dec, pre, ctrl []discovery.Instance, approxAll bool) []ingest.Worker {
+// model, at the block size its pool routes with, the shared tier, from
+// the kvbm-controller that owns its catalog (a second one stands by,
+// and the router turns to it when the first leaves).
+func followed(dec, pre, ctrl []discovery.Instance, shared []route.SharedNamespace, approxAll bool) []ingest.Worker {
 	var out []ingest.Worker
 	for _, ins := range [][]discovery.Instance{dec, pre} {
 		for _, in := range ins {
@@ -184,21 +183,9 @@ func followed(dec, pre, ctrl []discovery.Instance, approxAll bool) []ingest.Work
 	if !ok {
 		return out
 	}
-	type ns struct {
-		model string
-		bs    int
-	}
-	seen := map[ns]bool{}
-	for _, ins := range [][]discovery.Instance{dec, pre} {
-		for _, in := range ins {
-			bs, err := strconv.Atoi(in.Meta[discovery.MetaBlockSize])
-			k := ns{in.Model, bs}
-			if err != nil || bs <= 0 || in.Model == "" || seen[k] {
-				continue
-			}
-			seen[k] = true
-			out = append(out, ingest.Worker{ID: route.SharedHolder(in.Model, bs), URL: owner.URL(), SharedModel: in.Model, SharedBlockSize: uint32(bs)})
-		}
+	for _, ns := range shared {
+		out = append(out, ingest.Worker{ID: route.SharedHolder(ns.Model, ns.BlockSize), URL: owner.URL(),
+			SharedModel: ns.Model, SharedBlockSize: uint32(ns.BlockSize)})
 	}
 	return out
 }

@@ -1,7 +1,9 @@
 package route
 
 import (
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"switchyard.dev/libs/kvtier"
@@ -52,6 +54,27 @@ type Worker struct {
 // it never names a worker.
 func SharedHolder(model string, blockSize int) string {
 	return "shared:" + strconv.Itoa(blockSize) + ":" + model
+}
+
+// SharedNamespace is a model and the block size its pool routes with:
+// what the router follows of the shared tier, under SharedHolder.
+type SharedNamespace struct {
+	Model     string
+	BlockSize int
+}
+
+// SharedNamespaces lists the models of the workers set last, with the
+// block sizes their pools use (the holders decisions look up), sorted.
+func (r *Router) SharedNamespaces() []SharedNamespace {
+	p := r.pools.Load()
+	out := make([]SharedNamespace, 0, len(p.models))
+	for model, mp := range p.models {
+		if model != "" {
+			out = append(out, SharedNamespace{Model: model, BlockSize: mp.blockSize})
+		}
+	}
+	slices.SortFunc(out, func(a, b SharedNamespace) int { return strings.Compare(a.Model, b.Model) })
+	return out
 }
 
 // modelPool is the workers serving one model: immutable once published.

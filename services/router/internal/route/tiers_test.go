@@ -2,6 +2,7 @@ package route
 
 import (
 	"maps"
+	"slices"
 	"testing"
 	"time"
 
@@ -80,5 +81,19 @@ func TestDerivedCredit(t *testing.T) {
 	bad.Meta[discovery.MetaKVLoadNanos] = "host=fast"
 	if DerivedCredit(bad, time.Millisecond, policy.DefaultTierWeights()) != nil {
 		t.Fatal("malformed load times derived credits")
+	}
+}
+
+// The shared tier is followed at the block size each model's pool routes
+// with: its workers' block_size, else the router's default.
+func TestSharedNamespaces(t *testing.T) {
+	t.Parallel()
+	r := newRouter(t, func(c *Config) { c.DefaultBlockSize = 2 * bs })
+	noSize := instances(discovery.RoleDecode, "b", "w2")
+	delete(noSize[0].Meta, discovery.MetaBlockSize)
+	r.SetWorkers(append(instances(discovery.RoleDecode, "a", "w1"), noSize...), nil)
+	want := []SharedNamespace{{"a", bs}, {"b", r.cfg.DefaultBlockSize}}
+	if got := r.SharedNamespaces(); !slices.Equal(got, want) {
+		t.Fatalf("namespaces %v; want %v", got, want)
 	}
 }
