@@ -93,6 +93,7 @@ require (
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20260928230214-8a89bd6388cc // indirect
 	google.golang.org/grpc v1.85.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
+	switchyard.dev/libs/nixl/backend/obj v0.0.0 // indirect
 	switchyard.dev/libs/sharedtest v0.0.0
 )
 
@@ -108,3 +109,5 @@ replace switchyard.dev/libs/kvbm => ../libs/kvbm
 replace switchyard.dev/libs/kvtier => ../libs/kvtier
 
 replace switchyard.dev/libs/nixl => ../libs/nixl
+
+replace switchyard.dev/libs/nixl/backend/obj => ../libs/nixl/backend/obj

@@ -103,6 +103,7 @@ require (
 	switchyard.dev/libs/kvhash v0.0.0 // indirect
 	switchyard.dev/libs/kvtier v0.0.0 // indirect
 	switchyard.dev/libs/nixl v0.0.0 // indirect
+	switchyard.dev/libs/nixl/backend/obj v0.0.0 // indirect
 	switchyard.dev/libs/radix v0.0.0 // indirect
 	switchyard.dev/libs/vllmevents v0.0.0 // indirect
 	switchyard.dev/libs/worker v0.0.0 // indirect
@@ -141,3 +142,5 @@ replace switchyard.dev/services/prefill => ../../services/prefill
 replace switchyard.dev/services/router => ../../services/router
 
 replace switchyard.dev/libs/kvbm => ../../libs/kvbm
+
+replace switchyard.dev/libs/nixl/backend/obj => ../../libs/nixl/backend/obj

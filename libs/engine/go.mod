@@ -39,6 +39,7 @@ require (
 	switchyard.dev/libs/kvbm v0.0.0
 	switchyard.dev/libs/kvtier v0.0.0
 	switchyard.dev/libs/mesh v0.0.0
+	switchyard.dev/libs/nixl/backend/obj v0.0.0 // indirect
 	switchyard.dev/libs/sharedtest v0.0.0
 )
 
@@ -53,3 +54,5 @@ replace switchyard.dev/libs/sharedtest => ../sharedtest
 replace switchyard.dev/libs/kvbm => ../kvbm
 
 replace switchyard.dev/libs/mesh => ../mesh
+
+replace switchyard.dev/libs/nixl/backend/obj => ../nixl/backend/obj

@@ -127,6 +127,17 @@ func (e *Engine) openTiers(cfgs []TierConfig, blockBytes int) error {
 			}
 			return fmt.Errorf("engine: KV tier: %w", err)
 		}
+		// A tier that moves blocks the nixl way reads them straight into
+		// the arena once it is registered with it.
+		if r, ok := t.(kvbm.Registrar); ok {
+			if err := r.RegisterMemory(ts.arena); err != nil {
+				_ = t.Close()
+				for _, lt := range ts.list {
+					_ = lt.t.Close()
+				}
+				return fmt.Errorf("engine: KV tier %v: %w", t.Kind(), err)
+			}
+		}
 		lt := &lowerTier{t: t}
 		if c.WriteBytesPerSecond > 0 {
 			lt.budget = newTokenBucket(c.WriteBytesPerSecond)

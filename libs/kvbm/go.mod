@@ -31,6 +31,7 @@ require (
 	github.com/aws/aws-sdk-go-v2/service/sso v1.39.5 // indirect
 	github.com/aws/aws-sdk-go-v2/service/ssooidc v1.44.5 // indirect
 	github.com/aws/aws-sdk-go-v2/service/sts v1.52.0 // indirect
+	switchyard.dev/libs/nixl/backend/obj v0.0.0
 )
 
 replace (
@@ -39,3 +40,5 @@ replace (
 )
 
 replace switchyard.dev/libs/mesh => ../mesh
+
+replace switchyard.dev/libs/nixl/backend/obj => ../nixl/backend/obj

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
-	"io"
 )
 
 // A block that leaves host memory (a disk slot, an object) is a header and
@@ -131,76 +130,26 @@ func DecodeBlock(b []byte) (Meta, []byte, error) {
 	if err != nil {
 		return Meta{}, nil, fmt.Errorf("%w: %w", ErrCorrupt, err)
 	}
-	data := b[h.size:]
-	if len(data) != h.dataLen {
-		return Meta{}, nil, fmt.Errorf("%w: %d data bytes, header says %d", ErrCorrupt, len(data), h.dataLen)
-	}
-	if sum := checksum(data); sum != h.dataSum {
-		return Meta{}, nil, fmt.Errorf("%w: data checksum %#08x, header says %#08x", ErrCorrupt, sum, h.dataSum)
-	}
-	return h.meta, data, nil
+	m, err := CheckBlock(b[:h.size], b[h.size:])
+	return m, b[h.size:], err
 }
 
-// ReadBlock reads an encoded block from r, its data straight into dst,
-// which must be as long as the block's data: a block coming off the
-// network is copied once, not gathered into a buffer first. size is the
-// encoding's length when the reader knows it (an object's Content-Length),
-// else -1. It fails with ErrCorrupt when the header, the length or the
-// data's checksum is wrong, and otherwise with r's error (io.ErrUnexpectedEOF
-// when r ends before the size it announced); dst's contents are then
-// undefined.
-func ReadBlock(r io.Reader, size int64, dst []byte) (Meta, error) {
-	short := func(err error) error {
-		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-			if size < 0 { // the encoding itself ends early
-				return fmt.Errorf("%w: %w: truncated", ErrCorrupt, errHeader)
-			}
-			return io.ErrUnexpectedEOF
-		}
-		return err
-	}
-	if size >= 0 && size < int64(HeaderLen(0)) {
-		return Meta{}, fmt.Errorf("%w: %w: %d bytes, want at least %d", ErrCorrupt, errHeader, size, HeaderLen(0))
-	}
-	var fixed [headerFixed]byte
-	if _, err := io.ReadFull(r, fixed[:]); err != nil {
-		return Meta{}, short(err)
-	}
-	n := binary.LittleEndian.Uint32(fixed[32:])
-	switch {
-	case string(fixed[:4]) != headerMagic:
-		return Meta{}, fmt.Errorf("%w: %w: magic %q", ErrCorrupt, errHeader, fixed[:4])
-	case n > MaxHeaderTokens: // before allocating for them
-		return Meta{}, fmt.Errorf("%w: %w: %d tokens, at most %d", ErrCorrupt, errHeader, n, MaxHeaderTokens)
-	case size >= 0 && size < int64(HeaderLen(int(n))):
-		return Meta{}, fmt.Errorf("%w: %w: %d bytes for %d tokens", ErrCorrupt, errHeader, size, n)
-	}
-	hdr := make([]byte, HeaderLen(int(n)))
-	copy(hdr, fixed[:])
-	if _, err := io.ReadFull(r, hdr[headerFixed:]); err != nil {
-		return Meta{}, short(err)
-	}
+// CheckBlock checks a block whose header and data were read into separate
+// buffers (a transfer that scatters an object's header into one and its
+// data straight into its destination) and returns its meta. hdr must be
+// the header exactly. It fails with ErrCorrupt as DecodeBlock does.
+func CheckBlock(hdr, data []byte) (Meta, error) {
 	h, err := decodeHeader(hdr)
-	if err != nil {
-		return Meta{}, fmt.Errorf("%w: %w", ErrCorrupt, err)
-	}
 	switch {
-	case h.dataLen != len(dst):
-		return Meta{}, fmt.Errorf("%w: %d data bytes, want %d", ErrCorrupt, h.dataLen, len(dst))
-	case size >= 0 && size != int64(h.size+h.dataLen):
-		return Meta{}, fmt.Errorf("%w: %d bytes, header says %d", ErrCorrupt, size, h.size+h.dataLen)
+	case err != nil:
+		return Meta{}, fmt.Errorf("%w: %w", ErrCorrupt, err)
+	case h.size != len(hdr):
+		return Meta{}, fmt.Errorf("%w: a header of %d bytes in %d", ErrCorrupt, h.size, len(hdr))
+	case len(data) != h.dataLen:
+		return Meta{}, fmt.Errorf("%w: %d data bytes, header says %d", ErrCorrupt, len(data), h.dataLen)
 	}
-	if _, err := io.ReadFull(r, dst); err != nil {
-		return Meta{}, short(err)
-	}
-	if sum := checksum(dst); sum != h.dataSum {
+	if sum := checksum(data); sum != h.dataSum {
 		return Meta{}, fmt.Errorf("%w: data checksum %#08x, header says %#08x", ErrCorrupt, sum, h.dataSum)
-	}
-	if size < 0 { // nothing may follow the data
-		var extra [1]byte
-		if k, _ := io.ReadFull(r, extra[:]); k > 0 {
-			return Meta{}, fmt.Errorf("%w: data past the %d bytes the header says", ErrCorrupt, h.dataLen)
-		}
 	}
 	return h.meta, nil
 }

@@ -96,3 +96,14 @@ type Tier interface {
 	// blocks for the next open.
 	Close() error
 }
+
+// Registrar is a tier that moves blocks straight into memory registered
+// with it, as a libs/nixl agent does: the engine registers its KV arena,
+// and a Get into the arena then lands there without a staging copy. A
+// Get into memory not registered still works, through the tier's own
+// buffers.
+type Registrar interface {
+	// RegisterMemory registers mem, which must stay mapped until the tier
+	// is closed and must not be Go heap memory.
+	RegisterMemory(mem []byte) error
+}

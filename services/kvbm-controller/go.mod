@@ -6,7 +6,6 @@ require (
 	connectrpc.com/connect v1.21.1
 	github.com/aws/aws-sdk-go-v2 v1.48.0
 	github.com/aws/aws-sdk-go-v2/service/s3 v1.114.10
-	github.com/aws/smithy-go v1.28.9
 	go.opentelemetry.io/otel v1.47.0
 	go.opentelemetry.io/otel/metric v1.47.0
 	switchyard.dev/gen v0.0.0
@@ -15,6 +14,8 @@ require (
 	switchyard.dev/libs/kvtier v0.0.0
 	switchyard.dev/libs/mesh v0.0.0
 )
+
+require github.com/aws/smithy-go v1.28.9 // indirect
 
 require (
 	connectrpc.com/connect/v2 v2.0.0 // indirect
@@ -85,6 +86,7 @@ require (
 	google.golang.org/grpc v1.85.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
 	switchyard.dev/libs/nixl v0.0.0 // indirect
+	switchyard.dev/libs/nixl/backend/obj v0.0.0 // indirect
 )
 
 replace (
@@ -98,3 +100,5 @@ replace (
 	switchyard.dev/libs/nixl => ../../libs/nixl
 	switchyard.dev/libs/sharedtest => ../../libs/sharedtest
 )
+
+replace switchyard.dev/libs/nixl/backend/obj => ../../libs/nixl/backend/obj

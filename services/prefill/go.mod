@@ -97,6 +97,7 @@ require (
 	switchyard.dev/libs/kvhash v0.0.0 // indirect
 	switchyard.dev/libs/kvtier v0.0.0 // indirect
 	switchyard.dev/libs/nixl v0.0.0 // indirect
+	switchyard.dev/libs/nixl/backend/obj v0.0.0 // indirect
 )
 
 replace (
@@ -113,3 +114,5 @@ replace switchyard.dev/libs/nixl => ../../libs/nixl
 replace switchyard.dev/libs/kvtier => ../../libs/kvtier
 
 replace switchyard.dev/libs/kvbm => ../../libs/kvbm
+
+replace switchyard.dev/libs/nixl/backend/obj => ../../libs/nixl/backend/obj

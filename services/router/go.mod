@@ -102,6 +102,7 @@ require (
 	switchyard.dev/libs/kvbm v0.0.0 // indirect
 	switchyard.dev/libs/kvhash v0.0.0
 	switchyard.dev/libs/kvtier v0.0.0
+	switchyard.dev/libs/nixl/backend/obj v0.0.0 // indirect
 	switchyard.dev/libs/radix v0.0.0
 	switchyard.dev/libs/sharedtest v0.0.0
 	switchyard.dev/libs/vllmevents v0.0.0
@@ -134,3 +135,5 @@ replace switchyard.dev/libs/kvbm => ../../libs/kvbm
 replace switchyard.dev/libs/worker => ../../libs/worker
 
 replace switchyard.dev/libs/cuda => ../../libs/cuda
+
+replace switchyard.dev/libs/nixl/backend/obj => ../../libs/nixl/backend/obj

@@ -14,6 +14,7 @@ import (
 
 	"switchyard.dev/libs/kvbm"
 	"switchyard.dev/libs/mesh/deptest"
+	"switchyard.dev/libs/nixl/arena"
 )
 
 // Block sizes: 64 KiB, and 2 MiB (a 16-token block of Llama-3-8B in fp16),
@@ -54,7 +55,16 @@ func BenchmarkTier(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
-			dst := make([]byte, size)
+			// Into registered memory, as the engine reads into its arena.
+			mem, err := arena.Map(size)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { _ = mem.Close() })
+			if err := tier.RegisterMemory(mem.Bytes()); err != nil {
+				b.Fatal(err)
+			}
+			dst := mem.Bytes()
 			b.SetBytes(int64(size))
 			i := 0
 			for b.Loop() {

@@ -17,10 +17,17 @@ type index struct {
 	mu      sync.Mutex
 	cap     int
 	on      kvbm.OnChange
-	order   *list.List // of kvbm.Meta, front the most recent
+	order   *list.List // of entry, front the most recent
 	where   map[uint64]*list.Element
 	pending map[uint64]bool
 	st      kvbm.Stats
+}
+
+// entry is a block the store holds and the size of its object (header
+// and data): a read asks for exactly that many bytes.
+type entry struct {
+	meta kvbm.Meta
+	size int
 }
 
 func newIndex(capacity int, on kvbm.OnChange) *index {
@@ -64,8 +71,9 @@ func (x *index) readFailed() {
 	x.mu.Unlock()
 }
 
-// publish records block m as in the store (written by us when wrote).
-func (x *index) publish(m kvbm.Meta, n int, wrote bool) {
+// publish records block m, an object of size bytes, as in the store
+// (written by us when wrote, n bytes of data).
+func (x *index) publish(m kvbm.Meta, size, n int, wrote bool) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	delete(x.pending, m.Hash)
@@ -76,44 +84,50 @@ func (x *index) publish(m kvbm.Meta, n int, wrote bool) {
 		x.st.Dedups++
 	}
 	m.Tokens = slices.Clone(m.Tokens)
-	x.addLocked(m)
+	x.addLocked(entry{meta: m, size: size})
 }
 
-// learn records a block found by listing.
-func (x *index) learn(hash uint64) {
+// learn records a block found by listing, an object of size bytes.
+func (x *index) learn(hash uint64, size int) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	if _, ok := x.where[hash]; ok {
+	if e, ok := x.where[hash]; ok {
+		e.Value = entry{meta: e.Value.(entry).meta, size: size} // the store's word on its size
 		return
 	}
-	x.addLocked(kvbm.Meta{Hash: hash})
+	x.addLocked(entry{meta: kvbm.Meta{Hash: hash}, size: size})
 }
 
-func (x *index) addLocked(m kvbm.Meta) {
-	if e, ok := x.where[m.Hash]; ok {
-		if len(m.Tokens) > 0 { // a fuller meta than the listing gave
-			e.Value = m
+func (x *index) addLocked(en entry) {
+	if e, ok := x.where[en.meta.Hash]; ok {
+		if len(en.meta.Tokens) > 0 { // a fuller meta than the listing gave
+			e.Value = en
 		}
 		x.order.MoveToFront(e)
 		return
 	}
 	if x.order.Len() >= x.cap {
 		old := x.order.Back()
-		om := old.Value.(kvbm.Meta)
+		om := old.Value.(entry).meta
 		x.order.Remove(old)
 		delete(x.where, om.Hash)
 		x.st.Evictions++
 		x.emit(kvbm.Removed, om)
 	}
-	x.where[m.Hash] = x.order.PushFront(m)
-	x.emit(kvbm.Stored, m)
+	x.where[en.meta.Hash] = x.order.PushFront(en)
+	x.emit(kvbm.Stored, en.meta)
 }
 
-func (x *index) has(hash uint64) bool {
+// size returns the size of block hash's object; false if the block is
+// not known to be in the store.
+func (x *index) size(hash uint64) (int, bool) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	_, ok := x.where[hash]
-	return ok
+	e, ok := x.where[hash]
+	if !ok {
+		return 0, false
+	}
+	return e.Value.(entry).size, true
 }
 
 func (x *index) miss() {
@@ -143,7 +157,7 @@ func (x *index) drop(hash uint64, corrupt bool) {
 	if !ok {
 		return
 	}
-	m := e.Value.(kvbm.Meta)
+	m := e.Value.(entry).meta
 	x.order.Remove(e)
 	delete(x.where, hash)
 	x.emit(kvbm.Removed, m)
@@ -165,7 +179,7 @@ func (x *index) blocks() []kvbm.Meta {
 	defer x.mu.Unlock()
 	out := make([]kvbm.Meta, 0, x.order.Len())
 	for e := x.order.Front(); e != nil; e = e.Next() {
-		out = append(out, e.Value.(kvbm.Meta))
+		out = append(out, e.Value.(entry).meta)
 	}
 	return out
 }

@@ -12,6 +12,14 @@
 // discarded, deleted from the store, and reported as kvbm.ErrCorrupt,
 // and the caller recomputes.
 //
+// The tier moves blocks through a libs/nixl agent of its own with the obj
+// storage backend: a block is encoded into one of the tier's staging
+// buffers (its registered memory), and each object is registered by its
+// key for the one transfer that writes or reads it whole, so a block goes
+// to and from the store by the same descriptor API as every other KV
+// transfer. Listing, probing and deleting are not transfers: the tier
+// makes those calls itself, on the client it shares with the backend.
+//
 // What the tier advertises is what it knows is in the store: the blocks
 // it wrote or found written, those it found when it listed the namespace (at open, then
 // every Refresh period). The knowledge is bounded by
@@ -31,6 +39,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/config"
@@ -39,6 +48,9 @@ import (
 
 	"switchyard.dev/libs/kvbm"
 	"switchyard.dev/libs/kvtier"
+	"switchyard.dev/libs/nixl"
+	"switchyard.dev/libs/nixl/arena"
+	"switchyard.dev/libs/nixl/backend/obj"
 )
 
 // Config opens an object-store tier.
@@ -65,6 +77,9 @@ type Config struct {
 	OnChange         kvbm.OnChange
 	// HTTPClient is the client to the store (default a fresh one).
 	HTTPClient *http.Client
+	// Depth is how many blocks move to or from the store at once, each
+	// through a staging buffer of its own (default 16).
+	Depth int
 	// Observe, when set, is told of each block the tier wrote, found
 	// written, read or found gone, outside the tier's lock: a worker
 	// reports them to the kvbm-controller's catalog of the store.
@@ -87,14 +102,21 @@ type Observer interface {
 
 // Tier is the object-store tier.
 type Tier struct {
-	cfg    Config
-	client *s3.Client
-	prefix string
-	idx    *index
-	brk    breaker
-	stop   context.CancelFunc
-	done   chan struct{}
-	closed atomic.Bool
+	cfg     Config
+	client  *s3.Client
+	agent   *nixl.Agent
+	staging *arena.Arena
+	mem     nixl.RegionID // staging, registered with agent
+	slotLen int           // bytes a staging buffer: the largest object
+	bufs    chan int      // free staging buffers
+	regMu   sync.RWMutex
+	regs    []registered // the caller's memory (kvbm.Registrar)
+	prefix  string
+	idx     *index
+	brk     breaker
+	stop    context.CancelFunc
+	done    chan struct{}
+	closed  atomic.Bool
 }
 
 // Open connects to the store and checks the bucket, so that a wrong
@@ -117,13 +139,145 @@ func Open(ctx context.Context, cfg Config) (*Tier, error) {
 	if _, err := client.HeadBucket(hctx, &s3.HeadBucketInput{Bucket: aws.String(cfg.Bucket)}); err != nil {
 		return nil, fmt.Errorf("kvbm: object tier: %w", Explain(cfg.Bucket, cfg.Endpoint, err))
 	}
+	if err := t.openAgent(); err != nil {
+		t.release()
+		return nil, err
+	}
 	if err := t.list(ctx); err != nil {
+		t.release()
 		return nil, fmt.Errorf("kvbm: object tier: listing %q: %w", t.prefix, err)
 	}
 	lctx, stop := context.WithCancel(context.Background())
 	t.stop = stop
 	go t.refresher(lctx)
 	return t, nil
+}
+
+// agentName names the tier's agent; its transfers are to itself.
+const agentName = "kvbm-object"
+
+// openAgent maps the staging buffers and registers them with an agent of
+// the tier's own, whose obj backend calls the store through t.client.
+func (t *Tier) openAgent() error {
+	t.slotLen = kvbm.HeaderLen(t.cfg.BlockSize) + t.cfg.BlockBytes
+	staging, err := arena.Map(t.cfg.Depth * t.slotLen)
+	if err != nil {
+		return fmt.Errorf("kvbm: object tier: %w", err)
+	}
+	t.staging, t.bufs = staging, make(chan int, t.cfg.Depth)
+	for i := range t.cfg.Depth {
+		t.bufs <- i
+	}
+	a, err := nixl.NewAgent(nixl.Config{Name: agentName, Storage: []nixl.StorageFactory{obj.New(obj.Config{
+		Client: t.client, Bucket: t.cfg.Bucket, Timeout: t.cfg.Timeout, Depth: 1, PartSize: t.slotLen, NoOverwrite: true,
+	})}})
+	if err != nil {
+		return fmt.Errorf("kvbm: object tier: %w", err)
+	}
+	t.agent = a
+	if t.mem, err = a.RegisterMemory(staging.Bytes()); err != nil {
+		return fmt.Errorf("kvbm: object tier: %w", err)
+	}
+	return nil
+}
+
+// release closes the agent (once its transfers ended) and unmaps the
+// staging buffers.
+func (t *Tier) release() error {
+	var err error
+	if t.agent != nil {
+		err = t.agent.Close()
+		t.agent = nil
+	}
+	if t.staging != nil {
+		err = errors.Join(err, t.staging.Close())
+		t.staging = nil
+	}
+	return err
+}
+
+func (t *Tier) buf(b int) []byte { return t.staging.Bytes()[b*t.slotLen : (b+1)*t.slotLen] }
+
+func (t *Tier) buffer(ctx context.Context) (int, error) {
+	select {
+	case b := <-t.bufs:
+		return b, nil
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
+}
+
+// staged is the descriptor of the first n bytes of staging buffer b.
+func (t *Tier) staged(b, n int) nixl.Desc {
+	return nixl.Desc{Region: t.mem, Offset: uint64(b * t.slotLen), Len: uint64(n)}
+}
+
+// transfer moves the object of block hash, whole, to (Write) or from
+// (Read) local, the descriptors of its bytes in order. It returns only
+// once the backend no longer touches them.
+func (t *Tier) transfer(ctx context.Context, op nixl.Op, hash uint64, local ...nixl.Desc) error {
+	n := uint64(0)
+	for _, d := range local {
+		n += d.Len
+	}
+	id, err := t.agent.RegisterStorage(nixl.ObjectSegment{Key: t.key(hash), Len: n})
+	if err != nil {
+		return err
+	}
+	defer func() { _ = t.agent.DeregisterStorage(context.Background(), id) }()
+	remote, off := make([]nixl.Desc, len(local)), uint64(0)
+	for i, d := range local {
+		remote[i] = nixl.Desc{Region: id, Offset: off, Len: d.Len}
+		off += d.Len
+	}
+	x, err := t.agent.Post(nixl.XferRequest{Op: op, Peer: agentName, Local: local, Remote: remote})
+	if err != nil {
+		return err
+	}
+	select {
+	case <-x.Done():
+	case <-ctx.Done():
+		x.Cancel()
+		<-x.Done()
+	}
+	return x.Err()
+}
+
+// registered is memory registered with the tier's agent.
+type registered struct {
+	mem []byte
+	id  nixl.RegionID
+}
+
+// RegisterMemory implements kvbm.Registrar: a Get into mem reads a
+// block's data straight into it, its header into a staging buffer, in
+// one scattered GET.
+func (t *Tier) RegisterMemory(mem []byte) error {
+	if t.closed.Load() {
+		return kvbm.ErrClosed
+	}
+	id, err := t.agent.RegisterMemory(mem)
+	if err != nil {
+		return fmt.Errorf("kvbm: object tier: %w", err)
+	}
+	t.regMu.Lock()
+	t.regs = append(t.regs, registered{mem: mem, id: id})
+	t.regMu.Unlock()
+	return nil
+}
+
+// registeredAt returns the descriptor of dst in registered memory.
+func (t *Tier) registeredAt(dst []byte) (nixl.Desc, bool) {
+	p := uintptr(unsafe.Pointer(unsafe.SliceData(dst)))
+	t.regMu.RLock()
+	defer t.regMu.RUnlock()
+	for _, r := range t.regs {
+		base := uintptr(unsafe.Pointer(unsafe.SliceData(r.mem)))
+		if p >= base && p+uintptr(len(dst)) <= base+uintptr(len(r.mem)) {
+			return nixl.Desc{Region: r.id, Offset: uint64(p - base), Len: uint64(len(dst))}, true
+		}
+	}
+	return nixl.Desc{}, false
 }
 
 // ClientConfig is how to reach a store.
@@ -188,6 +342,9 @@ func (c *Config) validate() error {
 	if c.Refresh == 0 {
 		c.Refresh = 10 * time.Second
 	}
+	if c.Depth <= 0 {
+		c.Depth = 16
+	}
 	switch {
 	case c.Bucket == "":
 		return errors.New("kvbm: object tier: no bucket")
@@ -195,6 +352,8 @@ func (c *Config) validate() error {
 		return fmt.Errorf("kvbm: object tier: namespace %q: want a non-empty name without '/' or spaces (path-escape it)", c.Namespace)
 	case c.BlockSize <= 0 || c.BlockBytes <= 0 || c.Blocks <= 0:
 		return fmt.Errorf("kvbm: object tier: block size %d, %d bytes, %d blocks: all must be positive", c.BlockSize, c.BlockBytes, c.Blocks)
+	case c.BlockSize > kvbm.MaxHeaderTokens:
+		return fmt.Errorf("kvbm: object tier: block size %d: at most %d tokens", c.BlockSize, kvbm.MaxHeaderTokens)
 	case (c.AccessKey == "") != (c.SecretKey == ""):
 		return errors.New("kvbm: object tier: an access key needs its secret key, and the reverse")
 	}
@@ -258,24 +417,26 @@ func (t *Tier) Put(ctx context.Context, m kvbm.Meta, data []byte) (bool, error) 
 		return false, err
 	}
 	defer cancel()
-	hdr := kvbm.AppendHeader(nil, m, data)
-	body, size := newPutBody(hdr, data), len(hdr)+len(data)
-	defer body.seal()
+	b, err := t.buffer(cctx)
+	if err != nil {
+		t.idx.abandon(m.Hash)
+		return false, err
+	}
+	defer func() { t.bufs <- b }()
+	buf := t.buf(b)
+	hdr := kvbm.AppendHeader(buf[:0], m, data)
+	size := len(hdr) + copy(buf[len(hdr):], data)
 	start := time.Now()
-	_, err = t.client.PutObject(cctx, &s3.PutObjectInput{
-		Bucket: aws.String(t.cfg.Bucket), Key: aws.String(t.key(m.Hash)),
-		Body: body, ContentLength: aws.Int64(int64(size)),
-		IfNoneMatch: aws.String("*"),
-	})
+	err = t.transfer(cctx, nixl.Write, m.Hash, t.staged(b, size))
 	switch {
 	case err == nil:
 		t.brk.ok()
-		t.idx.publish(m, len(data), true)
+		t.idx.publish(m, size, len(data), true)
 		t.observeWrote(m.Hash, size, time.Since(start), true)
 		return true, nil
-	case preconditionFailed(err): // another writer was first: the same bytes are there
+	case errors.Is(err, obj.ErrExists): // another writer was first: the same bytes are there
 		t.brk.ok()
-		t.idx.publish(m, 0, false)
+		t.idx.publish(m, size, 0, false)
 		t.observeWrote(m.Hash, size, time.Since(start), false)
 		return false, nil
 	default:
@@ -283,11 +444,6 @@ func (t *Tier) Put(ctx context.Context, m kvbm.Meta, data []byte) (bool, error) 
 		t.idx.abandon(m.Hash)
 		return false, fmt.Errorf("kvbm: object put %#x: %w", m.Hash, err)
 	}
-}
-
-func preconditionFailed(err error) bool {
-	var ae smithy.APIError
-	return errors.As(err, &ae) && (ae.ErrorCode() == "PreconditionFailed" || ae.ErrorCode() == "412")
 }
 
 // Get reads block hash and checks it (see kvbm.Tier).
@@ -298,7 +454,8 @@ func (t *Tier) Get(ctx context.Context, hash uint64, dst []byte) (kvbm.Meta, err
 	if t.closed.Load() {
 		return kvbm.Meta{}, kvbm.ErrClosed
 	}
-	if !t.idx.has(hash) {
+	size, ok := t.idx.size(hash)
+	if !ok {
 		t.idx.miss()
 		return kvbm.Meta{}, kvbm.ErrNotFound
 	}
@@ -308,49 +465,66 @@ func (t *Tier) Get(ctx context.Context, hash uint64, dst []byte) (kvbm.Meta, err
 		return kvbm.Meta{}, err
 	}
 	defer cancel()
-	start := time.Now()
-	out, err := t.client.GetObject(cctx, &s3.GetObjectInput{Bucket: aws.String(t.cfg.Bucket), Key: aws.String(t.key(hash))})
+	if size < kvbm.HeaderLen(0)+len(dst) || size > t.slotLen {
+		return kvbm.Meta{}, t.corrupt(hash, fmt.Errorf("%w: an object of %d bytes", kvbm.ErrCorrupt, size))
+	}
+	b, err := t.buffer(cctx)
 	if err != nil {
-		var ae smithy.APIError
-		if errors.As(err, &ae) && (ae.ErrorCode() == "NoSuchKey" || ae.ErrorCode() == "NotFound") {
-			t.brk.ok()
-			t.idx.drop(hash, false) // deleted from the store: no longer there
-			t.observeGone(hash)
-			return kvbm.Meta{}, kvbm.ErrNotFound
-		}
-		t.brk.fail()
-		t.idx.readFailed()
-		return kvbm.Meta{}, fmt.Errorf("kvbm: object get %#x: %w", hash, err)
+		return kvbm.Meta{}, err
 	}
-	// The data goes from the response straight into dst: gathering the
-	// object into a buffer first cost a growing buffer's copies and a
-	// copy more, and halved the read bandwidth.
-	size := int64(-1)
-	if out.ContentLength != nil {
-		size = *out.ContentLength
+	defer func() { t.bufs <- b }()
+	// The data goes straight into dst when it is registered memory, the
+	// header into the staging buffer; else both into the staging buffer.
+	hl := size - len(dst)
+	local := []nixl.Desc{t.staged(b, size)}
+	if d, ok := t.registeredAt(dst); ok {
+		local = []nixl.Desc{t.staged(b, hl), d}
 	}
-	m, err := kvbm.ReadBlock(out.Body, size, dst)
-	_ = out.Body.Close()
-	if err != nil && !errors.Is(err, kvbm.ErrCorrupt) {
+	start := time.Now()
+	err = t.transfer(cctx, nixl.Read, hash, local...)
+	switch {
+	case errors.Is(err, obj.ErrNotFound): // deleted from the store: no longer there
+		t.brk.ok()
+		t.idx.drop(hash, false)
+		t.observeGone(hash)
+		return kvbm.Meta{}, kvbm.ErrNotFound
+	case errors.Is(err, nixl.ErrOutOfRange): // shorter than it was written
+		t.brk.ok()
+		return kvbm.Meta{}, t.corrupt(hash, fmt.Errorf("%w: %w", kvbm.ErrCorrupt, err))
+	case err != nil:
 		t.brk.fail()
 		t.idx.readFailed()
 		return kvbm.Meta{}, fmt.Errorf("kvbm: object get %#x: %w", hash, err)
 	}
 	t.brk.ok()
-	if err == nil && m.Hash != hash {
-		err = fmt.Errorf("%w: object holds block %#x", kvbm.ErrCorrupt, m.Hash)
+	data := dst
+	if len(local) == 1 {
+		data = t.buf(b)[hl:size]
 	}
-	if err != nil {
-		t.idx.drop(hash, true)
-		t.discard(hash)
-		t.observeGone(hash)
-		return kvbm.Meta{}, fmt.Errorf("kvbm: object get %#x: %w", hash, err)
+	m, err := kvbm.CheckBlock(t.buf(b)[:hl], data)
+	switch {
+	case err != nil:
+		return kvbm.Meta{}, t.corrupt(hash, err)
+	case m.Hash != hash:
+		return kvbm.Meta{}, t.corrupt(hash, fmt.Errorf("%w: object holds block %#x", kvbm.ErrCorrupt, m.Hash))
+	}
+	if len(local) == 1 {
+		copy(dst, data)
 	}
 	t.idx.hit(hash, len(dst))
 	if t.cfg.Observe != nil {
-		t.cfg.Observe.Read(hash, kvbm.HeaderLen(len(m.Tokens))+len(dst), time.Since(start))
+		t.cfg.Observe.Read(hash, size, time.Since(start))
 	}
 	return m, nil
+}
+
+// corrupt forgets a block whose object is not what was written, deletes
+// it so that no worker reads it again, and returns err for it.
+func (t *Tier) corrupt(hash uint64, err error) error {
+	t.idx.drop(hash, true)
+	t.discard(hash)
+	t.observeGone(hash)
+	return fmt.Errorf("kvbm: object get %#x: %w", hash, err)
 }
 
 func (t *Tier) observeWrote(hash uint64, n int, took time.Duration, stored bool) {
@@ -400,7 +574,7 @@ func (t *Tier) list(ctx context.Context) error {
 			if err != nil {
 				continue // not a block of ours
 			}
-			t.idx.learn(h)
+			t.idx.learn(h, int(aws.ToInt64(o.Size)))
 		}
 	}
 	t.brk.ok()
@@ -437,7 +611,8 @@ func (t *Tier) Stats() kvbm.Stats {
 	return s
 }
 
-// Close stops the refresher. The objects stay in the store.
+// Close stops the refresher and waits for the transfers in flight. The
+// objects stay in the store.
 func (t *Tier) Close() error {
 	if t.closed.Swap(true) {
 		return nil
@@ -447,7 +622,7 @@ func (t *Tier) Close() error {
 		<-t.done
 		t.stop = nil
 	}
-	return nil
+	return t.release()
 }
 
 // errBackingOff is returned while the breaker is open.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -20,6 +21,7 @@ import (
 	"switchyard.dev/libs/kvbm/s3tier"
 	"switchyard.dev/libs/kvbm/tiertest"
 	"switchyard.dev/libs/mesh/deptest"
+	"switchyard.dev/libs/nixl/arena"
 )
 
 // store is one real versitygw for a test and its buckets.
@@ -110,39 +112,45 @@ func TestSharedBetweenWorkers(t *testing.T) {
 	}
 }
 
-// An object whose bytes rotted in the store is discarded (deleted),
-// counted, and reported as corrupt; never served.
+// An object whose bytes rotted in the store, or that lost its end, is
+// discarded (deleted), counted, and reported as corrupt; never served.
 func TestCorruptObject(t *testing.T) {
 	t.Parallel()
 	s := startStore(t)
-	bucket := s.bucket(t)
-	tier := open(t, s.config(bucket, 8, 4096, nil))
-	if _, err := tier.Put(t.Context(), tiertest.Meta(3), tiertest.Data(3, 4096)); err != nil {
-		t.Fatal(err)
-	}
-	var path string
-	_ = filepath.WalkDir(filepath.Join(s.gw.Dir, bucket), func(p string, d os.DirEntry, err error) error {
-		if err == nil && !d.IsDir() {
-			path = p
-		}
-		return nil
-	})
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b[len(b)-1] ^= 0xff
-	if err := os.WriteFile(path, b, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := tier.Get(t.Context(), tiertest.Meta(3).Hash, make([]byte, 4096)); !errors.Is(err, kvbm.ErrCorrupt) {
-		t.Fatalf("Get of a rotted object: %v; want ErrCorrupt", err)
-	}
-	if st := tier.Stats(); st.Corrupt != 1 || tier.Prefix([]uint64{tiertest.Meta(3).Hash}) != 0 {
-		t.Fatalf("stats %+v: want one corrupt block, forgotten", st)
-	}
-	if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("the rotted object is still in the store: %v", err)
+	for name, rot := range map[string]func([]byte) []byte{
+		"a byte flipped": func(b []byte) []byte { b[len(b)-1] ^= 0xff; return b },
+		"truncated":      func(b []byte) []byte { return b[:len(b)-100] },
+	} {
+		t.Run(name, func(t *testing.T) {
+			bucket := s.bucket(t)
+			tier := open(t, s.config(bucket, 8, 4096, nil))
+			if _, err := tier.Put(t.Context(), tiertest.Meta(3), tiertest.Data(3, 4096)); err != nil {
+				t.Fatal(err)
+			}
+			var path string
+			_ = filepath.WalkDir(filepath.Join(s.gw.Dir, bucket), func(p string, d os.DirEntry, err error) error {
+				if err == nil && !d.IsDir() {
+					path = p
+				}
+				return nil
+			})
+			b, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(path, rot(b), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := tier.Get(t.Context(), tiertest.Meta(3).Hash, make([]byte, 4096)); !errors.Is(err, kvbm.ErrCorrupt) {
+				t.Fatalf("Get of a rotted object: %v; want ErrCorrupt", err)
+			}
+			if st := tier.Stats(); st.Corrupt != 1 || tier.Prefix([]uint64{tiertest.Meta(3).Hash}) != 0 {
+				t.Fatalf("stats %+v: want one corrupt block, forgotten", st)
+			}
+			if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("the rotted object is still in the store: %v", err)
+			}
+		})
 	}
 }
 
@@ -211,5 +219,59 @@ func TestOpenErrors(t *testing.T) {
 				t.Fatalf("Open: %v; want one line containing %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// A Get into memory registered with the tier reads the block's data
+// straight into it, and checks it there: a rotted object is still refused.
+func TestRegisteredMemory(t *testing.T) {
+	t.Parallel()
+	s := startStore(t)
+	bucket := s.bucket(t)
+	tier := open(t, s.config(bucket, 8, 4096, nil))
+	mem, err := arena.Map(4 * 4096)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = mem.Close() })
+	if err := tier.RegisterMemory(mem.Bytes()); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2 {
+		if _, err := tier.Put(t.Context(), tiertest.Meta(i), tiertest.Data(i, 4096)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dst := mem.Bytes()[4096 : 2*4096]
+	m, err := tier.Get(t.Context(), tiertest.Meta(1).Hash, dst)
+	if err != nil || m.Hash != tiertest.Meta(1).Hash || !bytes.Equal(dst, tiertest.Data(1, 4096)) {
+		t.Fatalf("Get into registered memory: %+v, %v; or the wrong bytes", m, err)
+	}
+	if m.Parent != tiertest.Meta(1).Parent || len(m.Tokens) != len(tiertest.Meta(1).Tokens) {
+		t.Errorf("meta %+v, want %+v", m, tiertest.Meta(1))
+	}
+	rot(t, s, bucket, tier, tiertest.Meta(0).Hash)
+	if _, err := tier.Get(t.Context(), tiertest.Meta(0).Hash, dst); !errors.Is(err, kvbm.ErrCorrupt) {
+		t.Fatalf("Get of a rotted object into registered memory: %v; want ErrCorrupt", err)
+	}
+}
+
+// rot flips the last byte of block hash's object on the store's disk.
+func rot(t *testing.T, s *store, bucket string, tier *s3tier.Tier, hash uint64) {
+	t.Helper()
+	var path string
+	_ = filepath.WalkDir(filepath.Join(s.gw.Dir, bucket), func(p string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && strings.HasSuffix(p, strconv.FormatUint(hash, 16)) {
+			path = p
+		}
+		return nil
+	})
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[len(b)-1] ^= 0xff
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
 	}
 }

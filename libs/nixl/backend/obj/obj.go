@@ -15,7 +15,10 @@
 // "stored first by someone else". A READ of a missing object fails with
 // ErrNotFound, one past the object's end with nixl.ErrOutOfRange.
 //
-// READs larger than Config.PartSize are split into ranged GETs;
+// READs larger than Config.PartSize are split into ranged GETs, and READ
+// descriptors that continue each other in one object are joined into one
+// GET scattered into their buffers (within Config.PartSize), so a block
+// read as a header and its data costs one round trip;
 // Config.Depth calls of a transfer are in flight at once, each bounded by
 // Config.Timeout, and a cancel aborts the calls in flight. The descriptors
 // of one transfer are separate objects, not one atomic write: a transfer
@@ -83,6 +86,10 @@ type Config struct {
 	NoOverwrite bool
 	// HTTPClient is the client to the store (default the SDK's).
 	HTTPClient *http.Client
+	// Client, when set, is the client to the store, configured by the
+	// caller (who may share it with calls that are not transfers, such as
+	// listings); Endpoint, Region, the keys and HTTPClient are then unused.
+	Client *s3.Client
 }
 
 func (c Config) withDefaults() (Config, error) {
@@ -101,7 +108,7 @@ func (c Config) withDefaults() (Config, error) {
 	switch {
 	case c.Bucket == "":
 		return c, errors.New("obj: no bucket")
-	case (c.AccessKey == "") != (c.SecretKey == ""):
+	case c.Client == nil && (c.AccessKey == "") != (c.SecretKey == ""):
 		return c, errors.New("obj: an access key needs its secret key, and the reverse")
 	}
 	return c, nil
@@ -115,9 +122,11 @@ func New(cfg Config) nixl.StorageFactory {
 		if err != nil {
 			return nil, err
 		}
-		client, err := newClient(cfg)
-		if err != nil {
-			return nil, err
+		client := cfg.Client
+		if client == nil {
+			if client, err = newClient(cfg); err != nil {
+				return nil, err
+			}
 		}
 		ctx, cancel := context.WithCancel(context.Background())
 		return &Backend{cfg: cfg, client: client, ctx: ctx, cancel: cancel, objs: map[nixl.RegionID]object{}}, nil

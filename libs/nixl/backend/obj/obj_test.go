@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -337,6 +338,64 @@ func TestConfig(t *testing.T) {
 	for _, seg := range []nixl.ObjectSegment{{Len: 1}, {Key: string(make([]byte, 1025)), Len: 1}} {
 		if _, err := a.RegisterStorage(seg); err == nil {
 			t.Fatalf("registered an object with a key of %d bytes", len(seg.Key))
+		}
+	}
+}
+
+// countGets counts the GETs a client sends.
+type countGets struct {
+	n    atomic.Int64
+	next http.RoundTripper
+}
+
+func (c *countGets) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.Method == http.MethodGet {
+		c.n.Add(1)
+	}
+	return c.next.RoundTrip(r)
+}
+
+// READ descriptors that continue each other in one object are one ranged
+// GET, scattered into their buffers; a gap, or the part size, starts
+// another.
+func TestScatteredRead(t *testing.T) {
+	t.Parallel()
+	s := startStore(t)
+	bucket := s.bucket(t)
+	data := bytes.Repeat([]byte("0123456789abcdef"), 1024) // 16 KiB
+	s.put(t, bucket, "kv/scatter", data)
+	gets := &countGets{next: http.DefaultTransport}
+	cfg := obj.Config{Bucket: bucket, PartSize: 12 << 10, Client: s3.New(s3.Options{Region: "us-east-1",
+		BaseEndpoint: aws.String(s.gw.Endpoint), UsePathStyle: true, HTTPClient: &http.Client{Transport: gets},
+		Credentials: credentials.NewStaticCredentialsProvider(s.gw.AccessKey, s.gw.SecretKey, "")})}
+	n := newNode(t, cfg, 64<<10)
+	id := n.object(t, "kv/scatter", len(data))
+	for _, tc := range []struct {
+		name   string
+		local  []nixl.Desc // into n.mem
+		remote []nixl.Desc
+		gets   int64
+	}{
+		{"two contiguous ranges", []nixl.Desc{{Region: n.region, Offset: 40000, Len: 100}, {Region: n.region, Offset: 0, Len: 4000}},
+			[]nixl.Desc{{Region: id, Offset: 0, Len: 100}, {Region: id, Offset: 100, Len: 4000}}, 1},
+		{"a gap", []nixl.Desc{{Region: n.region, Offset: 0, Len: 100}, {Region: n.region, Offset: 100, Len: 100}},
+			[]nixl.Desc{{Region: id, Offset: 0, Len: 100}, {Region: id, Offset: 200, Len: 100}}, 2},
+		{"past the part size", []nixl.Desc{{Region: n.region, Offset: 0, Len: 8 << 10}, {Region: n.region, Offset: 20 << 10, Len: 8 << 10}},
+			[]nixl.Desc{{Region: id, Offset: 0, Len: 8 << 10}, {Region: id, Offset: 8 << 10, Len: 8 << 10}}, 2},
+	} {
+		clear(n.mem)
+		before := gets.n.Load()
+		if err := n.post(t, nixl.Read, tc.local, tc.remote); err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if got := gets.n.Load() - before; got != tc.gets {
+			t.Errorf("%s: %d GETs, want %d", tc.name, got, tc.gets)
+		}
+		for i, l := range tc.local {
+			r := tc.remote[i]
+			if got, want := n.mem[l.Offset:l.Offset+l.Len], data[r.Offset:r.Offset+r.Len]; !bytes.Equal(got, want) {
+				t.Errorf("%s: descriptor %d read the wrong bytes", tc.name, i)
+			}
 		}
 	}
 }

@@ -16,11 +16,13 @@ import (
 	"switchyard.dev/libs/nixl/backend/internal/fanout"
 )
 
-// call is one GET of a range, or one PUT of an object.
+// call is one GET of a range, scattered into bufs in order, or one PUT
+// of an object from bufs[0].
 type call struct {
-	obj object
-	off int
-	buf []byte
+	obj  object
+	off  int
+	bufs [][]byte
+	n    int // bytes in bufs
 }
 
 // Post implements nixl.StorageBackend.
@@ -62,12 +64,21 @@ func (b *Backend) plan(req *nixl.Request) ([]call, error) {
 					ErrPartialWrite, i, p.Remote.Offset, len(p.Local), o.key, o.size)
 			}
 			written[p.Remote.Region] = true
-			calls = append(calls, call{obj: o, buf: p.Local})
+			calls = append(calls, call{obj: o, bufs: [][]byte{p.Local}, n: len(p.Local)})
 			continue
 		}
 		for done := 0; done < len(p.Local); done += b.cfg.PartSize {
 			n := min(b.cfg.PartSize, len(p.Local)-done)
-			calls = append(calls, call{obj: o, off: int(p.Remote.Offset) + done, buf: p.Local[done : done+n]})
+			off, buf := int(p.Remote.Offset)+done, p.Local[done:done+n]
+			// A range that continues the previous call's in the same object
+			// joins it: one GET scattered into both buffers (a block's
+			// header into one, its data into another) costs one round trip.
+			if k := len(calls) - 1; k >= 0 && calls[k].obj.key == o.key && calls[k].off+calls[k].n == off && calls[k].n+n <= b.cfg.PartSize {
+				calls[k].bufs = append(calls[k].bufs, buf)
+				calls[k].n += n
+				continue
+			}
+			calls = append(calls, call{obj: o, off: off, bufs: [][]byte{buf}, n: n})
 		}
 	}
 	return calls, nil
@@ -104,20 +115,22 @@ func (b *Backend) run(req *nixl.Request, calls []call) error {
 func (b *Backend) get(ctx context.Context, c *call) error {
 	ctx, cancel := context.WithTimeout(ctx, b.cfg.Timeout)
 	defer cancel()
-	rng := "bytes=" + strconv.Itoa(c.off) + "-" + strconv.Itoa(c.off+len(c.buf)-1)
+	rng := "bytes=" + strconv.Itoa(c.off) + "-" + strconv.Itoa(c.off+c.n-1)
 	out, err := b.client.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(b.cfg.Bucket), Key: aws.String(c.obj.key), Range: aws.String(rng)})
 	if err != nil {
 		return fmt.Errorf("obj: GET %q %s: %w", c.obj.key, rng, classify(err))
 	}
 	defer out.Body.Close()
-	if n := aws.ToInt64(out.ContentLength); out.ContentLength != nil && n != int64(len(c.buf)) {
+	if n := aws.ToInt64(out.ContentLength); out.ContentLength != nil && n != int64(c.n) {
 		return fmt.Errorf("obj: GET %q %s: %d bytes: %w", c.obj.key, rng, n, errShort)
 	}
-	if _, err := io.ReadFull(out.Body, c.buf); err != nil {
-		if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
-			err = errShort
+	for _, buf := range c.bufs {
+		if _, err := io.ReadFull(out.Body, buf); err != nil {
+			if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
+				err = errShort
+			}
+			return fmt.Errorf("obj: GET %q %s: %w", c.obj.key, rng, err)
 		}
-		return fmt.Errorf("obj: GET %q %s: %w", c.obj.key, rng, err)
 	}
 	return nil
 }
@@ -125,10 +138,10 @@ func (b *Backend) get(ctx context.Context, c *call) error {
 func (b *Backend) put(ctx context.Context, c *call) error {
 	ctx, cancel := context.WithTimeout(ctx, b.cfg.Timeout)
 	defer cancel()
-	body := newBody(c.buf)
+	body := newBody(c.bufs[0])
 	defer body.seal()
 	in := &s3.PutObjectInput{Bucket: aws.String(b.cfg.Bucket), Key: aws.String(c.obj.key),
-		Body: body, ContentLength: aws.Int64(int64(len(c.buf)))}
+		Body: body, ContentLength: aws.Int64(int64(c.n))}
 	if b.cfg.NoOverwrite {
 		in.IfNoneMatch = aws.String("*")
 	}
