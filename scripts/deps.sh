@@ -17,6 +17,7 @@ command -v pkg-config >/dev/null || need+=(pkg-config)
 command -v redis-server >/dev/null || need+=(redis-server)
 pkg-config --exists ucx 2>/dev/null || need+=(libucx-dev)
 command -v ucx_perftest >/dev/null || need+=(ucx-utils)
+command -v fio >/dev/null || need+=(fio) # the disk tier's baseline (libs/kvbm BenchmarkFio)
 if ((${#need[@]})); then
   echo "deps: installing ${need[*]}" >&2
   sudo=""; [ "$(id -u)" = 0 ] || sudo=sudo

@@ -2,6 +2,9 @@ package kvbm_test
 
 import (
 	"fmt"
+	"os/exec"
+	"path/filepath"
+	"strconv"
 	"testing"
 
 	"switchyard.dev/libs/kvbm"
@@ -95,6 +98,39 @@ func BenchmarkTier(b *testing.B) {
 						b.Fatal(err)
 					}
 					i++
+				}
+			})
+		}
+	}
+}
+
+// BenchmarkFio is the disk tier's baseline, measured beside it: fio
+// (Debian's package) writing and reading blocks of the tier's sizes with
+// O_DIRECT, one at a time (psync, queue depth 1, as the tier's single
+// writer and each onboarding call it), sequentially through a file of
+// benchBlocks blocks for writes and at random for reads. Skipped without
+// fio on PATH.
+func BenchmarkFio(b *testing.B) {
+	fio, err := exec.LookPath("fio")
+	if err != nil {
+		b.Skip("fio not on PATH (apt-get install fio)")
+	}
+	for _, size := range benchSizes {
+		for _, rw := range []string{"write", "randread"} {
+			b.Run(fmt.Sprintf("%dKiB/%s", size>>10, rw), func(b *testing.B) {
+				path := filepath.Join(b.TempDir(), "fio.dat")
+				args := func(rw string, n int) []string {
+					return []string{"--name=kvbm", "--filename=" + path, "--ioengine=psync", "--direct=1", "--iodepth=1",
+						"--bs=" + strconv.Itoa(size), "--size=" + strconv.Itoa(size*benchBlocks),
+						"--io_size=" + strconv.Itoa(size*n), "--rw=" + rw, "--output-format=terse"}
+				}
+				if out, err := exec.Command(fio, args("write", benchBlocks)...).CombinedOutput(); err != nil { // lay the file out
+					b.Fatalf("fio: %v: %s", err, out)
+				}
+				b.SetBytes(int64(size))
+				b.ResetTimer()
+				if out, err := exec.Command(fio, args(rw, b.N)...).CombinedOutput(); err != nil {
+					b.Fatalf("fio: %v: %s", err, out)
 				}
 			})
 		}
