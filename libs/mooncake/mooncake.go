@@ -7,6 +7,13 @@
 // Both replays of a trace read it here, so they see the same prompts:
 // loadtest (against a live mesh) and the router's routesim (on a virtual
 // clock).
+//
+// A RateProfile varies a replay's arrival rate over elapsed time (a
+// sinusoid, steps, ramps, or their product), e.g. to exercise an
+// autoscaler; a Warper maps trace time to replay time so the rate is
+// multiplied by the profile, monotonically and exactly the identity for a
+// constant 1. loadtest applies it to trace timestamps (after speed-up) and
+// to its own open-loop arrivals alike.
 package mooncake
 
 import (

@@ -7,13 +7,17 @@ import (
 
 // Replay is how records become requests when a trace is replayed: prompts
 // synthesized and capped, generations capped, arrivals offset from the
-// first record and compressed by Speed. loadtest (against a live mesh) and
-// the router's routesim (on a virtual clock) both follow it, so their
-// requests are the same.
+// first record, compressed by Speed and then warped by Rate. loadtest
+// (against a live mesh) and the router's routesim (on a virtual clock) both
+// follow it, so their requests are the same.
 type Replay struct {
 	Synth Synth
 	// Speed divides trace timestamps: 2 replays twice as fast.
 	Speed float64
+	// Rate, when set, varies the arrival rate over the replay: offsets
+	// already divided by Speed are warped so the rate is multiplied by the
+	// profile's m(t).
+	Rate *Warper
 	// MaxInputTokens and MaxOutputTokens cap prompt and generation length
 	// when positive (after block scaling).
 	MaxInputTokens  int
@@ -36,9 +40,14 @@ func (r Replay) Validate() error {
 	return nil
 }
 
-// At is rec's arrival in a replay that starts with first.
+// At is rec's arrival in a replay that starts with first; Never when Rate
+// never reaches it.
 func (r Replay) At(rec, first Record) time.Duration {
-	return time.Duration((rec.TimestampMs - first.TimestampMs) / r.Speed * float64(time.Millisecond))
+	d := time.Duration((rec.TimestampMs - first.TimestampMs) / r.Speed * float64(time.Millisecond))
+	if r.Rate != nil {
+		return r.Rate.Offset(d)
+	}
+	return d
 }
 
 // Prompt appends rec's replayed prompt to dst.

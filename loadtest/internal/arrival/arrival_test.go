@@ -4,6 +4,8 @@ import (
 	"math"
 	"testing"
 	"time"
+
+	"switchyard.dev/libs/mooncake"
 )
 
 func TestGapsStatistics(t *testing.T) {
@@ -112,6 +114,79 @@ func TestNewRejects(t *testing.T) {
 	for _, tt := range tests {
 		if _, err := New(tt.p, tt.rate, 1); err == nil {
 			t.Errorf("New(%q, %g) succeeded, want error", tt.p, tt.rate)
+		}
+	}
+}
+
+func mustWarper(t *testing.T, profile string) *mooncake.Warper {
+	t.Helper()
+	p, err := mooncake.ParseRateProfile(profile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return mooncake.NewWarper(p)
+}
+
+func TestWarpedConstant(t *testing.T) {
+	t.Parallel()
+	s, err := NewWarped(Constant, 10, 1, mustWarper(t, "step:1s,2*step:2s,0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 100 ms gaps for 1 s, 50 ms gaps for the next, then nothing.
+	var want []time.Duration
+	for i := range 11 {
+		want = append(want, time.Duration(i)*100*time.Millisecond)
+	}
+	for i := 1; i <= 20; i++ {
+		want = append(want, time.Second+time.Duration(i)*50*time.Millisecond)
+	}
+	for i, w := range want {
+		if got := s.Next(); got != w {
+			t.Fatalf("arrival %d at %v, want %v", i, got, w)
+		}
+	}
+	if got := s.Next(); got != mooncake.Never {
+		t.Fatalf("arrival after the rate drops to 0 at %v, want Never", got)
+	}
+}
+
+// TestWarpedPoissonIntensity folds 50 periods of a sinusoidal profile onto
+// one and checks each second's arrivals against rate × ∫m over it.
+func TestWarpedPoissonIntensity(t *testing.T) {
+	t.Parallel()
+	const rate, periods, period = 50.0, 50, 20 // period in s
+	s, err := NewWarped(Poisson, rate, 3, mustWarper(t, "sin:20s,0.5,1.5"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var counts [period]float64
+	for {
+		at := s.Next()
+		if at >= periods*period*time.Second {
+			break
+		}
+		counts[int(at/time.Second)%period]++
+	}
+	for bin, n := range counts {
+		// ∫ of 1 − 0.5·cos(2πt/20) over [bin, bin+1] seconds.
+		a, b := float64(bin), float64(bin+1)
+		integral := 1 - 0.5*period/(2*math.Pi)*(math.Sin(2*math.Pi*b/period)-math.Sin(2*math.Pi*a/period))
+		want := rate * periods * integral
+		if math.Abs(n-want) > 4*math.Sqrt(want) {
+			t.Errorf("second %d of the period: %g arrivals, want %.0f ± %.0f", bin, n, want, 4*math.Sqrt(want))
+		}
+	}
+}
+
+func TestWarpedKeepsDraws(t *testing.T) {
+	t.Parallel()
+	flat, _ := New(Poisson, 5, 9)
+	warped, _ := NewWarped(Poisson, 5, 9, mustWarper(t, "const:2"))
+	for i := range 100 {
+		f, w := flat.Next(), warped.Next()
+		if d := f/2 - w; d < -1 || d > 1 { // rounded to the nanosecond
+			t.Fatalf("arrival %d: %v flat, %v at double rate; want half", i, f, w)
 		}
 	}
 }

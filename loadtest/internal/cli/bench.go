@@ -24,7 +24,7 @@ import (
 func bench(ctx context.Context, cfg *Config, argv []string, stdout, stderr io.Writer, log *slog.Logger) int {
 	// Everything that can be checked offline is checked before the first
 	// byte goes to the server: flags, the whole trace, the output folder.
-	src, err := newSource(cfg)
+	src, err := newSource(cfg, log)
 	if err != nil {
 		fmt.Fprintf(stderr, "loadtest: %v\n", err)
 		return ExitUsage
@@ -99,6 +99,9 @@ func writeOutputs(cfg *Config, argv []string, res runner.Result, agg metrics.Agg
 	sum.Model, sum.URL = cfg.Model, cfg.URL
 	sum.StartedAt, sum.FinishedAt = started.UTC(), finished.UTC()
 	sum.Interrupted = res.Interrupted
+	if cfg.RateProfile != "" {
+		sum.RateProfile = cfg.profile.String()
+	}
 	sum.Results = agg
 	if err := report.WriteCSVFile(cfg.Out, res.Records); err != nil {
 		return err
@@ -136,34 +139,48 @@ func verdict(res runner.Result, agg metrics.Aggregates, out string, stderr io.Wr
 }
 
 func workloadName(cfg *Config) string {
+	w := "synthetic"
 	if cfg.Trace != "" {
-		return "trace " + cfg.Trace
+		w = "trace " + cfg.Trace
 	}
-	return "synthetic"
+	if cfg.RateProfile != "" {
+		w += ", rate × " + cfg.profile.String()
+	}
+	return w
 }
 
 // newSource builds the workload; a trace is parsed and validated whole.
-func newSource(cfg *Config) (workload.Source, error) {
+func newSource(cfg *Config, log *slog.Logger) (workload.Source, error) {
+	var warp *mooncake.Warper
+	if cfg.RateProfile != "" {
+		warp = mooncake.NewWarper(cfg.profile)
+	}
 	if cfg.Trace != "" {
 		recs, err := mooncake.ReadFile(cfg.Trace, cfg.BlockTokens, cfg.TraceLimit)
 		if err != nil {
 			return nil, err
 		}
-		return workload.NewReplay(recs, workload.ReplayConfig{
+		src, err := workload.NewReplay(recs, workload.ReplayConfig{
 			Replay: mooncake.Replay{
 				Synth: mooncake.Synth{
 					Vocab: cfg.Vocab, TokenMin: cfg.TokenMin, BlockTokens: cfg.BlockTokens,
 					ReplayBlockTokens: cfg.TraceBlockTokens, Seed: cfg.Seed,
 				},
 				Speed: cfg.Speed, MaxInputTokens: cfg.MaxInputTokens, MaxOutputTokens: cfg.MaxOutputTokens,
+				Rate: warp,
 			},
 			UseTimestamps: cfg.TraceTimestamps, IgnoreEOS: cfg.IgnoreEOS,
 		})
+		if err == nil && src.Len() < len(recs) {
+			log.Warn("rate profile drops to 0 for good before the trace ends: later records are not sent",
+				"records", len(recs), "sent", src.Len())
+		}
+		return src, err
 	}
 	var sched *arrival.Schedule
 	if cfg.Rate > 0 {
 		var err error
-		if sched, err = arrival.New(arrival.Process(cfg.Arrival), cfg.Rate, cfg.Seed); err != nil {
+		if sched, err = arrival.NewWarped(arrival.Process(cfg.Arrival), cfg.Rate, cfg.Seed, warp); err != nil {
 			return nil, err
 		}
 	}

@@ -5,8 +5,10 @@ import (
 	"context"
 	"encoding/csv"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"image/png"
+	"io"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -404,5 +406,117 @@ func TestUsageErrors(t *testing.T) {
 	}
 	if res := runCLI(t.Context(), "--help"); res.code != ExitOK || !strings.Contains(res.stderr, "loadtest compare") {
 		t.Fatalf("--help: %d %q", res.code, res.stderr)
+	}
+}
+
+func TestRateProfileConfig(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		args    []string
+		want    string // canonical profile
+		wantErr string
+	}{
+		{name: "none", args: []string{"--rate", "2"}, want: ""},
+		{name: "open loop", args: []string{"--rate", "2", "--rate-profile", "sin:10m,1,3*step:20m,3"}, want: "sin:10m0s,1,3*step:20m0s,3"},
+		{name: "open loop with cap", args: []string{"--rate", "2", "--concurrency", "4", "--rate-profile", "piecewise:0s=1,1m=4"}, want: "piecewise:0s=1,1m0s=4"},
+		{name: "trace", args: []string{"--trace", "t.jsonl", "--rate-profile", "step:30s,0.5"}, want: "step:30s,0.5"},
+		{name: "closed loop", args: []string{"--concurrency", "8", "--rate-profile", "step:1m,2"}, wantErr: "closed-loop load has none"},
+		{name: "default closed loop", args: []string{"--rate-profile", "step:1m,2"}, wantErr: "give --rate (open loop) or --trace"},
+		{name: "untimed trace", args: []string{"--trace", "t.jsonl", "--trace-timestamps=false", "--rate-profile", "step:1m,2"}, wantErr: "--trace-timestamps=false"},
+		{name: "syntax", args: []string{"--rate", "1", "--rate-profile", "sin:10m,3,1"}, wantErr: `--rate-profile: rate profile factor 1 "sin:10m,3,1": low multiplier 3 > high 1`},
+		{name: "negative", args: []string{"--rate", "1", "--rate-profile", "step:1m,-1"}, wantErr: `multiplier "-1" is negative`},
+		{name: "unknown kind", args: []string{"--rate", "1", "--rate-profile", "square:1m,1,2"}, wantErr: `unknown kind "square"`},
+		{name: "times", args: []string{"--rate", "1", "--rate-profile", "piecewise:1m=1,30s=2"}, wantErr: "not after the previous point's 1m0s"},
+		{name: "empty factor", args: []string{"--rate", "1", "--rate-profile", "step:1m,2**const:2"}, wantErr: `factor 2 "": empty factor`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			cfg, err := parseConfig(tt.args, io.Discard, time.Now())
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) || !errors.Is(err, errUsage) {
+					t.Fatalf("err = %v, want a usage error containing %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := ""
+			if cfg.RateProfile != "" {
+				got = cfg.profile.String()
+			}
+			if got != tt.want {
+				t.Fatalf("profile %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestEndToEndTraceRateProfile replays a trace with one record every
+// 10 ms under a profile that doubles the rate 50 ms in: the scheduled send
+// times follow it and summary.json records it.
+func TestEndToEndTraceRateProfile(t *testing.T) {
+	t.Parallel()
+	_, url := startFake(t)
+	tracePath := writeTrace(t, 12)
+	out := filepath.Join(t.TempDir(), "run")
+	res := runCLI(t.Context(), "--url", url, "--trace", tracePath, "--trace-block-tokens", "16",
+		"--rate-profile", "step:0.05s,2", "--out", out, "--progress", "off", "--plots=false")
+	if res.code != ExitOK {
+		t.Fatalf("exit %d\nstderr:\n%s", res.code, res.stderr)
+	}
+	sum, settings := readSummary(t, out)
+	if sum.RateProfile != "step:50ms,2" || settings["rate-profile"] != "step:0.05s,2" {
+		t.Fatalf("summary rate_profile %q, settings %q", sum.RateProfile, settings["rate-profile"])
+	}
+	rows := readCSV(t, out)
+	if len(rows) != 12 {
+		t.Fatalf("%d rows", len(rows))
+	}
+	for _, row := range rows {
+		var session int
+		if _, err := fmt.Sscan(row["session"], &session); err != nil {
+			t.Fatal(err)
+		}
+		want := float64(session * 10)
+		if want > 50 {
+			want = 50 + (want-50)/2
+		}
+		if row["scheduled_ms"] != fmt.Sprintf("%.3f", want) || row["ok"] != "true" {
+			t.Errorf("session %d: scheduled %s ms, ok %s; want %.3f", session, row["scheduled_ms"], row["ok"], want)
+		}
+	}
+	b, err := os.ReadFile(filepath.Join(out, report.SummaryFile))
+	if err != nil || !strings.Contains(string(b), `"rate_profile": "step:50ms,2"`) {
+		t.Fatalf("summary.json lacks the profile (%v):\n%s", err, b)
+	}
+}
+
+// TestEndToEndRateProfileEnds runs open-loop synthetic load whose rate
+// drops to 0 for good: the run ends there, short of --max-requests.
+func TestEndToEndRateProfileEnds(t *testing.T) {
+	t.Parallel()
+	_, url := startFake(t)
+	out := filepath.Join(t.TempDir(), "ends")
+	res := runCLI(t.Context(), "--url", url, "--model", "m", "--rate", "500", "--arrival", "constant",
+		"--rate-profile", "step:10ms,0", "--max-requests", "100", "--input-len", "8", "--output-len", "2",
+		"--out", out, "--progress", "off", "--plots=false")
+	if res.code != ExitOK {
+		t.Fatalf("exit %d\n%s", res.code, res.stderr)
+	}
+	// Arrivals every 2 ms from 0 to 10 ms inclusive.
+	if sum, _ := readSummary(t, out); sum.Results.Total != 6 || sum.RateProfile != "step:10ms,0" {
+		t.Fatalf("total %d, profile %q", sum.Results.Total, sum.RateProfile)
+	}
+	// Without a profile the field is left out.
+	plain := filepath.Join(t.TempDir(), "plain")
+	if res := runCLI(t.Context(), "--url", url, "--model", "m", "--max-requests", "1", "--out", plain,
+		"--progress", "off", "--plots=false"); res.code != ExitOK {
+		t.Fatalf("exit %d\n%s", res.code, res.stderr)
+	}
+	if b, err := os.ReadFile(filepath.Join(plain, report.SummaryFile)); err != nil || strings.Contains(string(b), "rate_profile") {
+		t.Fatalf("summary without a profile (%v):\n%s", err, b)
 	}
 }

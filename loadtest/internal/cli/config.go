@@ -8,6 +8,7 @@ import (
 	"os"
 	"time"
 
+	"switchyard.dev/libs/mooncake"
 	"switchyard.dev/loadtest/internal/arrival"
 	"switchyard.dev/loadtest/internal/dist"
 	"switchyard.dev/loadtest/internal/openai"
@@ -27,6 +28,7 @@ type Config struct {
 	Concurrency int
 	Rate        float64
 	Arrival     string
+	RateProfile string
 	MaxRequests int
 	Duration    time.Duration
 	Grace       time.Duration
@@ -65,7 +67,9 @@ type Config struct {
 	Quiet            bool
 
 	input, output, turns dist.Dist
-	fs                   *flag.FlagSet
+	// profile is RateProfile parsed; the identity when it is empty.
+	profile mooncake.RateProfile
+	fs      *flag.FlagSet
 }
 
 // errUsage marks a bad command line (exit status 2).
@@ -84,6 +88,8 @@ func newFlagSet(cfg *Config, stderr io.Writer) *flag.FlagSet {
 	fs.IntVar(&cfg.Concurrency, "concurrency", 0, "sessions in flight (closed loop; default 1), or the in-flight cap with --rate or trace timestamps (0: none)")
 	fs.Float64Var(&cfg.Rate, "rate", 0, "open loop: session arrivals per second (synthetic)")
 	fs.StringVar(&cfg.Arrival, "arrival", "poisson", "arrival process with --rate: poisson or constant")
+	fs.StringVar(&cfg.RateProfile, "rate-profile", "", "multiply the arrival rate (--rate or trace timestamps) by m(t) over the run's elapsed time: "+
+		"const:M, sin:PERIOD,LOW,HIGH, step:AT,MULT, piecewise:T0=M0,T1=M1,... or a product of them joined by '*', e.g. 'sin:10m,1,3*step:20m,3'")
 	fs.IntVar(&cfg.MaxRequests, "max-requests", 0, "stop after this many requests (synthetic default 100 when no --duration)")
 	fs.DurationVar(&cfg.Duration, "duration", 0, "stop issuing requests after this long")
 	fs.DurationVar(&cfg.Grace, "grace", 30*time.Second, "time in-flight requests may finish after --duration")
@@ -178,6 +184,9 @@ func (c *Config) validate() error {
 	case c.Speed <= 0:
 		return fmt.Errorf("--speed %g: must be > 0", c.Speed)
 	}
+	if err := c.validateRateProfile(); err != nil {
+		return err
+	}
 	if c.Trace == "" && c.MaxRequests == 0 && c.Duration == 0 {
 		c.MaxRequests = 100
 	}
@@ -186,6 +195,25 @@ func (c *Config) validate() error {
 	}
 	if c.Trace != "" && !c.TraceTimestamps && c.Concurrency == 0 {
 		c.Concurrency = 1
+	}
+	return nil
+}
+
+// validateRateProfile parses --rate-profile, which varies an arrival rate
+// and so needs open-loop load.
+func (c *Config) validateRateProfile() error {
+	if c.RateProfile == "" {
+		return nil
+	}
+	var err error
+	if c.profile, err = mooncake.ParseRateProfile(c.RateProfile); err != nil {
+		return fmt.Errorf("--rate-profile: %w", err)
+	}
+	switch {
+	case c.Trace == "" && c.Rate == 0:
+		return errors.New("--rate-profile varies an arrival rate: give --rate (open loop) or --trace; closed-loop load has none")
+	case c.Trace != "" && !c.TraceTimestamps:
+		return errors.New("--rate-profile warps trace timestamps: it does not apply with --trace-timestamps=false")
 	}
 	return nil
 }
@@ -202,6 +230,7 @@ Examples:
   loadtest --url http://127.0.0.1:8000 --concurrency 8 --max-requests 200 --input-len normal:512,64 --output-len 128
   loadtest --rate 4 --duration 2m --turns uniform:2,5 --shared-prefix-ratio 0.3 --sla-ttft 500ms --sla-itl 50ms
   loadtest --trace ../shared/traces/conversation_trace.jsonl --speed 10 --trace-limit 500 --out results/conv
+  loadtest --rate 2 --duration 30m --rate-profile 'sin:10m,0.5,2*step:20m,2'
   loadtest compare results/a results/b
 
 Flags:

@@ -123,13 +123,17 @@ func workloadOf(s *Summary) string {
 		Endpoint string `json:"endpoint"`
 	}
 	_ = json.Unmarshal(s.Settings, &set)
-	if set.Trace != "" {
-		return "trace " + filepath.Base(set.Trace)
+	w := "synthetic"
+	switch {
+	case set.Trace != "":
+		w = "trace " + filepath.Base(set.Trace)
+	case set.Endpoint != "":
+		w = "synthetic " + set.Endpoint
 	}
-	if set.Endpoint != "" {
-		return "synthetic " + set.Endpoint
+	if s.RateProfile != "" {
+		w += ", rate × " + s.RateProfile
 	}
-	return "synthetic"
+	return w
 }
 
 func change(a, b float64, better int) string {

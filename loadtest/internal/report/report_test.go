@@ -119,6 +119,30 @@ func TestSummaryRoundTripAndCompare(t *testing.T) {
 	}
 }
 
+func TestSummaryRateProfile(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	s, err := NewSummary([]string{"loadtest"}, map[string]string{"trace": "/t/conv.jsonl", "rate-profile": "sin:10m,1,3"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.RateProfile = "sin:10m0s,1,3"
+	if err := WriteSummary(dir, s); err != nil {
+		t.Fatal(err)
+	}
+	got, err := ReadSummary(dir)
+	if err != nil || got.RateProfile != s.RateProfile {
+		t.Fatalf("read back %q (%v)", got.RateProfile, err)
+	}
+	var b strings.Builder
+	if err := Compare([]Run{{Name: "a", Summary: got}}).WriteMarkdown(&b); err != nil {
+		t.Fatal(err)
+	}
+	if want := "| workload | trace conv.jsonl, rate × sin:10m0s,1,3 |"; !strings.Contains(b.String(), want) {
+		t.Fatalf("comparison lacks %q:\n%s", want, b.String())
+	}
+}
+
 func TestReadSummaryErrors(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()

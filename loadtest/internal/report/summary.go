@@ -38,6 +38,9 @@ type Summary struct {
 	URL         string          `json:"url"`
 	StartedAt   time.Time       `json:"started_at"`
 	FinishedAt  time.Time       `json:"finished_at"`
+	// RateProfile is the --rate-profile the arrival rate followed, in its
+	// canonical form (durations as "10m0s"); empty for a constant rate.
+	RateProfile string `json:"rate_profile,omitempty"`
 	// Interrupted marks partial results from a run stopped by a signal.
 	Interrupted bool               `json:"interrupted"`
 	Results     metrics.Aggregates `json:"results"`

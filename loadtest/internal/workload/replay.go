@@ -9,7 +9,7 @@ import (
 )
 
 // ReplayConfig configures trace replay: the prompts, lengths and arrival
-// times of mooncake.Replay, and how to send them.
+// times of mooncake.Replay (a rate profile included), and how to send them.
 type ReplayConfig struct {
 	mooncake.Replay
 	// UseTimestamps replays at the trace's arrival times; otherwise the
@@ -26,10 +26,21 @@ type Replay struct {
 	next int
 }
 
-// NewReplay returns a Source replaying recs (sorted by timestamp).
+// NewReplay returns a Source replaying recs (sorted by timestamp). With
+// timestamps and a rate profile whose multiplier drops to 0 for good, the
+// records after that point are never sent: Len counts only the others.
 func NewReplay(recs []mooncake.Record, cfg ReplayConfig) (*Replay, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("trace replay: %w", err)
+	}
+	if cfg.UseTimestamps && cfg.Rate != nil {
+		// Arrival times only grow along sorted records, so the
+		// unreached ones are a suffix.
+		n := len(recs)
+		for n > 0 && cfg.At(recs[n-1], recs[0]) == mooncake.Never {
+			n--
+		}
+		recs = recs[:n]
 	}
 	return &Replay{cfg: cfg, recs: recs}, nil
 }

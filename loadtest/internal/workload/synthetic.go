@@ -33,11 +33,14 @@ type SyntheticConfig struct {
 	Vocab, TokenMin int
 	Seed            uint64
 	IgnoreEOS       bool
-	// Arrivals, when set, gives each session an open-loop arrival offset.
+	// Arrivals, when set, gives each session an open-loop arrival offset;
+	// the source ends when the schedule does (mooncake.Never, after a rate
+	// profile drops to 0 for good).
 	Arrivals *arrival.Schedule
 }
 
-// Synthetic is an unbounded Source of generated sessions.
+// Synthetic is an unbounded Source of generated sessions (bounded only by
+// an arrival schedule that ends).
 type Synthetic struct {
 	cfg  SyntheticConfig
 	next int
@@ -60,12 +63,14 @@ func NewSynthetic(cfg SyntheticConfig) (*Synthetic, error) {
 
 // Next implements Source.
 func (s *Synthetic) Next() (Session, bool) {
-	id := s.next
-	s.next++
 	var at time.Duration
 	if s.cfg.Arrivals != nil {
-		at = s.cfg.Arrivals.Next()
+		if at = s.cfg.Arrivals.Next(); at == mooncake.Never {
+			return nil, false
+		}
 	}
+	id := s.next
+	s.next++
 	rng := rand.New(rand.NewPCG(s.cfg.Seed, uint64(id)))
 	return &synthSession{id: id, at: at, cfg: &s.cfg, rng: rng, turns: s.cfg.Turns.Sample(rng)}, true
 }

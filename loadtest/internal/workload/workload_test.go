@@ -68,6 +68,52 @@ func TestReplay(t *testing.T) {
 	}
 }
 
+func mustWarper(t *testing.T, profile string) *mooncake.Warper {
+	t.Helper()
+	p, err := mooncake.ParseRateProfile(profile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return mooncake.NewWarper(p)
+}
+
+// TestReplayRateProfile checks that send times follow the profile, warped
+// after --speed: the rate doubles 2 s into the replay and stops at 3 s.
+func TestReplayRateProfile(t *testing.T) {
+	t.Parallel()
+	var recs []mooncake.Record
+	for i := range 10 {
+		recs = append(recs, mooncake.Record{TimestampMs: 500 + float64(i)*1000, InputLength: 10, OutputLength: 1, HashIDs: []int64{1}})
+	}
+	synth := mooncake.Synth{Vocab: 512, TokenMin: 3, BlockTokens: 512, ReplayBlockTokens: 16, Seed: 1}
+	rp := mooncake.Replay{Synth: synth, Speed: 2, Rate: mustWarper(t, "step:2s,2*step:3s,0")}
+	src, err := NewReplay(recs, ReplayConfig{Replay: rp, UseTimestamps: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 500 ms apart at speed 2 until 2 s, 250 ms apart after; the last
+	// record (4.5 s at speed 2, past the 4 s of trace the profile reaches)
+	// is never sent.
+	wantMs := []int{0, 500, 1000, 1500, 2000, 2250, 2500, 2750, 3000}
+	if src.Len() != len(wantMs) {
+		t.Fatalf("Len %d, want %d", src.Len(), len(wantMs))
+	}
+	for i, ms := range wantMs {
+		s, ok := src.Next()
+		if want := time.Duration(ms) * time.Millisecond; !ok || s.At() != want {
+			t.Fatalf("session %d: ok %v at %v, want %v", i, ok, s.At(), want)
+		}
+	}
+	if _, ok := src.Next(); ok {
+		t.Fatal("the record past the end of the profile was replayed")
+	}
+	// Without timestamps the profile has nothing to warp: all records go.
+	untimed, err := NewReplay(recs, ReplayConfig{Replay: rp})
+	if err != nil || untimed.Len() != len(recs) {
+		t.Fatalf("untimed replay: %v, Len %d", err, untimed.Len())
+	}
+}
+
 func TestReplayRejects(t *testing.T) {
 	t.Parallel()
 	good := mooncake.Synth{Vocab: 512, BlockTokens: 512, ReplayBlockTokens: 512}
@@ -217,6 +263,26 @@ func TestSyntheticArrivals(t *testing.T) {
 		if want := time.Duration(i) * 250 * time.Millisecond; s.At() != want {
 			t.Fatalf("session %d at %v, want %v", i, s.At(), want)
 		}
+	}
+}
+
+func TestSyntheticArrivalsEnd(t *testing.T) {
+	t.Parallel()
+	cfg := baseCfg(t)
+	sched, err := arrival.NewWarped(arrival.Constant, 10, 1, mustWarper(t, "step:1s,0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Arrivals = sched
+	src := newSynth(t, cfg)
+	for i := range 11 { // 0, 100 ms, …, 1 s
+		s, ok := src.Next()
+		if want := time.Duration(i) * 100 * time.Millisecond; !ok || s.At() != want || s.ID() != i {
+			t.Fatalf("session %d: ok %v at %v, want %v", i, ok, s.At(), want)
+		}
+	}
+	if _, ok := src.Next(); ok {
+		t.Fatal("a session arrived after the rate dropped to 0")
 	}
 }
 
