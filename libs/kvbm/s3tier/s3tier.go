@@ -140,11 +140,11 @@ func Open(ctx context.Context, cfg Config) (*Tier, error) {
 		return nil, fmt.Errorf("kvbm: object tier: %w", Explain(cfg.Bucket, cfg.Endpoint, err))
 	}
 	if err := t.openAgent(); err != nil {
-		t.release()
+		_ = t.release()
 		return nil, err
 	}
 	if err := t.list(ctx); err != nil {
-		t.release()
+		_ = t.release()
 		return nil, fmt.Errorf("kvbm: object tier: listing %q: %w", t.prefix, err)
 	}
 	lctx, stop := context.WithCancel(context.Background())
