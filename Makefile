@@ -30,7 +30,7 @@ test: ## install test dependencies, then vet, race tests, integration tests (rea
 
 .PHONY: build
 build: ## build every service binary and the single switchyard binary into bin/, version-stamped
-	@scripts/build.sh $(SERVICES) switchyard
+	@scripts/build.sh $(SERVICES) switchyard supervisor
 
 .PHONY: deps
 deps: ## install Debian packages and build Consul (done by `make test` when missing)

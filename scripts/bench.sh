@@ -52,7 +52,7 @@ name="${name%_trace}-$ROUTER_MODE${NUM_BLOCKS:+-$NUM_BLOCKS}"
 # run-local.sh refuses ports already in use (another mesh running).
 
 if [ -z "${NO_BUILD:-}" ]; then
-  scripts/build.sh frontend router decode kvbm-controller planner
+  scripts/build.sh frontend router decode kvbm-controller planner supervisor
   go build -o bin/loadtest ./loadtest/cmd/loadtest
 fi
 

@@ -1,6 +1,12 @@
 #!/usr/bin/env bash
 # Starts the whole Switchyard mesh on loopback (called by `make run` after
 # `make build`) and serves until Ctrl-C, then stops every process it started.
+# It turns the settings below into a spec for bin/supervisor (written to
+# the run's state directory as stack.json) and hands over to it: the
+# supervisor starts every process, restarts one that crashes, serves the
+# SupervisorService on BASE+600 (list, add and drain instances of the
+# prefill and decode pools), and drains the stack in reverse order at
+# Ctrl-C.
 #
 # Settings (environment, all optional):
 #   MODEL        llama2.c checkpoint; empty = the built-in tiny-random model
@@ -8,13 +14,17 @@
 #   EXECUTOR     llama | sim
 #   PREFILL      number of prefill workers (0 = aggregated serving)
 #   DECODE       number of decode workers
+#   MAX_DECODE, MAX_PREFILL  the most instances the supervisor lets those
+#                pools grow to through its API (default 8, or the start
+#                count if higher)
 #   ROUTERS      number of router replicas
 #   ROUTER_MODE  kv | round-robin | random | least-loaded
 #   DISCOVERY    file | consul (consul: a local dev agent is started too)
 #   PORT         the frontend's port (OpenAI API)
 #   BASE_PORT    first port of the internal services (default 9000): routers
 #                BASE+i, prefill BASE+100+i, decode BASE+200+i,
-#                kvbm-controller BASE+300, planner BASE+400
+#                kvbm-controller BASE+300, planner BASE+400, supervisor
+#                BASE+600
 #   DISAGG_THRESHOLD  with PREFILL > 0: uncached prompt tokens above which a
 #                request is prefilled on a prefill worker (router and decode
 #                workers get the same -disagg-threshold-tokens; default 64, so
@@ -49,7 +59,7 @@ command -v curl >/dev/null || die "curl is needed for the health checks (apt-get
 # running?) a service would fail to bind or, worse, the health checks below
 # would be answered by someone else's. Refuse before starting anything.
 b=$BASE_PORT
-ports=($(seq $((b + 200)) $((b + 200 + DECODE - 1))) $(seq $b $((b + ROUTERS - 1))) $((b + 300)) $((b + 400)) "$PORT")
+ports=($(seq $((b + 200)) $((b + 200 + DECODE - 1))) $(seq $b $((b + ROUTERS - 1))) $((b + 300)) $((b + 400)) "$PORT" $((b + 600)))
 if (( PREFILL > 0 )); then ports+=($(seq $((b + 100)) $((b + 100 + PREFILL - 1)))); fi
 busy=("${ports[@]}")
 [ "$DISCOVERY" = consul ] && busy+=(8500)
@@ -62,40 +72,23 @@ done
 
 state=$(mktemp -d "${TMPDIR:-/tmp}/switchyard-run.XXXXXX")
 logs="$state/logs"; mkdir -p "$logs"
-pids=()
-cleanup() {
-  trap - INT TERM EXIT
-  echo; echo "run: stopping ${#pids[@]} processes"
-  for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
-  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
-  echo "run: stopped; logs kept in $logs"
-}
-trap 'cleanup; exit 130' INT
-trap 'cleanup; exit 143' TERM
-trap cleanup EXIT
+[ -x bin/supervisor ] || die "bin/supervisor is missing: run make run (it builds it)"
 
-# wait_up TRIES WHAT CHECK...: run CHECK every 0.2 s until it succeeds,
-# dying when a started process exits or after TRIES tries.
-wait_up() {
-  local tries=$1 what=$2; shift 2
-  for _ in $(seq "$tries"); do
-    "$@" && return 0
-    for p in "${pids[@]}"; do kill -0 "$p" 2>/dev/null || die "a process exited while waiting for $what; see $logs"; done
-    sleep 0.2
-  done
-  die "$what not up after $((tries / 5))s; see $logs"
-}
-leader() { curl -fsS http://127.0.0.1:8500/v1/status/leader 2>/dev/null | grep -q :; }
-healthy() { curl -fsS "http://127.0.0.1:$1/health" >/dev/null 2>&1; }
+# JSON for the supervisor's spec.
+js() { local s=$1; s=${s//\\/\\\\}; s=${s//\"/\\\"}; s=${s//$'\n'/\\n}; s=${s//$'\t'/\\t}; printf '"%s"' "$s"; }
+jarr() { local out="" a; for a in "$@"; do out+="${out:+,}$(js "$a")"; done; printf '[%s]' "$out"; }
+pools=()
+# pool NAME FIELDS COMMAND...: a pool of the spec (FIELDS: extra JSON members).
+pool() { local name=$1 fields=$2; shift 2; pools+=("{\"name\":$(js "$name"),\"command\":$(jarr "$@")${fields:+,$fields}}"); }
+health='"ready":{"http":"http://127.0.0.1:{port}/health","timeout":"60s"}'
 
 common=(-discovery "$DISCOVERY")
 if [ "$DISCOVERY" = consul ]; then
   consul=$(scripts/deps.sh | tail -2 | head -1)
-  "$consul" agent -dev -bind 127.0.0.1 -client 127.0.0.1 -log-level warn >"$logs/consul.log" 2>&1 &
-  pids+=($!)
-  wait_up 100 "the consul agent (a leader)" leader
+  pool consul '"id":"consul","wait":true,"ready":{"http":"http://127.0.0.1:8500/v1/status/leader","contains":":","timeout":"20s"}' \
+    "$consul" agent -dev -bind 127.0.0.1 -client 127.0.0.1 -log-level warn
   common+=(-consul-addr 127.0.0.1:8500)
-  echo "run: consul dev agent at http://127.0.0.1:8500 (UI: /ui)"
+  consul_msg="  consul dev agent at http://127.0.0.1:8500 (UI: /ui)"
 elif [ "$DISCOVERY" = file ]; then
   common+=(-discovery-dir "$state/discovery")
 else
@@ -108,6 +101,7 @@ kvbm=()
 for v in KV_HOST_BLOCKS KV_DISK_BLOCKS; do [[ "${!v}" =~ ^[0-9]+$ ]] || die "$v=${!v}: want a number"; done
 tiers_on=1
 [ "$EXECUTOR" = sim ] && ! [[ "${WORKER_ARGS:-}" =~ -sim-kv-bytes-per-token[[:space:]=]+[1-9] ]] && tiers_on=0
+s3_msg=""
 if [ -n "${KVBM_S3:-}" ]; then
   bucket=${KVBM_S3_BUCKET:-switchyard-kv}
   if [ "$KVBM_S3" = local ]; then
@@ -115,14 +109,13 @@ if [ -n "${KVBM_S3:-}" ]; then
     s3="http://127.0.0.1:$((BASE_PORT + 500))"
     export AWS_ACCESS_KEY_ID=switchyard-local AWS_SECRET_ACCESS_KEY=switchyard-local-secret
     mkdir -p "$state/s3"
-    ROOT_ACCESS_KEY=$AWS_ACCESS_KEY_ID ROOT_SECRET_KEY=$AWS_SECRET_ACCESS_KEY \
-      "$gw" --port "127.0.0.1:$((BASE_PORT + 500))" --quiet posix "$state/s3" >"$logs/versitygw.log" 2>&1 &
-    pids+=($!)
-    # Create the bucket (SigV4 through curl; S3 wants the empty body's hash).
-    s3up() { curl -fsS -o /dev/null --aws-sigv4 "aws:amz:us-east-1:s3" --user "$AWS_ACCESS_KEY_ID:$AWS_SECRET_ACCESS_KEY" \
-      -H "x-amz-content-sha256: e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855" -X PUT "$s3/$bucket" 2>/dev/null; }
-    wait_up 100 "the local S3 store (versitygw)" s3up
-    echo "run: local S3 store at $s3 (bucket $bucket, data in $state/s3)"
+    # Ready once the bucket exists: created on the first check (SigV4
+    # through curl; S3 wants the empty body's hash), 409 once it is there.
+    s3up="code=\$(curl -sS -o /dev/null -w '%{http_code}' --aws-sigv4 aws:amz:us-east-1:s3 --user \"\$AWS_ACCESS_KEY_ID:\$AWS_SECRET_ACCESS_KEY\" \
+-H 'x-amz-content-sha256: e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855' -X PUT $s3/$bucket) && { [ \"\$code\" = 200 ] || [ \"\$code\" = 409 ]; }"
+    pool versitygw "\"id\":\"versitygw\",\"wait\":true,\"env\":[\"ROOT_ACCESS_KEY=$AWS_ACCESS_KEY_ID\",\"ROOT_SECRET_KEY=$AWS_SECRET_ACCESS_KEY\"],\"ready\":{\"exec\":$(jarr bash -c "$s3up"),\"timeout\":\"20s\"}" \
+      "$gw" --port "127.0.0.1:$((BASE_PORT + 500))" --quiet posix "$state/s3"
+    s3_msg="  local S3 store at $s3 (bucket $bucket, data in $state/s3)"
   else
     s3=$KVBM_S3
   fi
@@ -132,51 +125,49 @@ if [ -n "${KVBM_S3:-}" ]; then
   # (KVBM_S3_CAPACITY, default 64GiB; 0: none).
   kvbm+=(-s3-endpoint "$s3" -s3-bucket "$bucket" -s3-capacity "${KVBM_S3_CAPACITY:-64GiB}")
 fi
-# tiers WORKER: the KV tier flags of one worker (its disk tier in its own directory).
-tiers() {
-  (( tiers_on )) || return 0
-  (( KV_HOST_BLOCKS > 0 )) && printf '%s\n' -kv-host-blocks "$KV_HOST_BLOCKS"
-  (( KV_DISK_BLOCKS > 0 )) && printf '%s\n' -kv-disk-dir "$state/kv/$1" -kv-disk-blocks "$KV_DISK_BLOCKS"
-  return 0
-}
+# The KV tier flags of a worker (its disk tier in a directory of its own).
+tiers=()
+if (( tiers_on )); then
+  (( KV_HOST_BLOCKS > 0 )) && tiers+=(-kv-host-blocks "$KV_HOST_BLOCKS")
+  (( KV_DISK_BLOCKS > 0 )) && tiers+=(-kv-disk-dir "$state/kv/{id}" -kv-disk-blocks "$KV_DISK_BLOCKS")
+fi
 [ -n "${MODEL:-}" ] && worker+=(-model "$MODEL")
 [ -n "${TOKENIZER:-}" ] && worker+=(-tokenizer "$TOKENIZER")
 disagg=()
 (( PREFILL > 0 )) && disagg=(-disagg-threshold-tokens "${DISAGG_THRESHOLD:-64}")
+: "${MAX_DECODE:=8}" "${MAX_PREFILL:=8}"
+for v in MAX_DECODE MAX_PREFILL; do [[ "${!v}" =~ ^[0-9]+$ ]] || die "$v=${!v}: want a number"; done
+(( MAX_DECODE >= DECODE )) || MAX_DECODE=$DECODE
+(( MAX_PREFILL >= PREFILL )) || MAX_PREFILL=$PREFILL
 
-start() { # name binary args...
-  local name=$1; shift
-  "$@" >"$logs/$name.log" 2>&1 &
-  pids+=($!)
-  printf '  %-18s pid %-7s log %s\n' "$name" "$!" "$logs/$name.log"
-}
-echo "run: starting the mesh (state in $state)"
-for i in $(seq 0 $((DECODE - 1))); do
-  mapfile -t kv < <(tiers "decode-$i")
-  start "decode-$i" bin/decode "${common[@]}" "${worker[@]}" "${kv[@]}" "${disagg[@]}" -id "decode-$i" -listen "127.0.0.1:$((BASE_PORT + 200 + i))"
-done
-for i in $(seq 0 $((PREFILL - 1))); do
-  mapfile -t kv < <(tiers "prefill-$i")
-  start "prefill-$i" bin/prefill "${common[@]}" "${worker[@]}" "${kv[@]}" -id "prefill-$i" -listen "127.0.0.1:$((BASE_PORT + 100 + i))"
-done
-for i in $(seq 0 $((ROUTERS - 1))); do
-  start "router-$i" bin/router "${common[@]}" -id "router-$i" -mode "$ROUTER_MODE" "${disagg[@]}" ${ROUTER_ARGS:-} -listen "127.0.0.1:$((BASE_PORT + i))"
-done
-start kvbm-controller bin/kvbm-controller "${common[@]}" "${kvbm[@]}" -id kvbm-controller-0 -listen "127.0.0.1:$((BASE_PORT + 300))"
-start planner bin/planner "${common[@]}" -id planner-0 -listen "127.0.0.1:$((BASE_PORT + 400))"
-start frontend bin/frontend "${common[@]}" -id frontend-0 ${FRONTEND_ARGS:-} -listen "127.0.0.1:$PORT"
+listen='127.0.0.1:{port}'
+pool decode "\"count\":$DECODE,\"port\":$((BASE_PORT + 200)),\"scalable\":true,\"min\":1,\"max\":$MAX_DECODE,$health" \
+  bin/decode "${common[@]}" "${worker[@]}" "${tiers[@]}" "${disagg[@]}" -id '{id}' -listen "$listen"
+if (( PREFILL > 0 )); then
+  pool prefill "\"count\":$PREFILL,\"port\":$((BASE_PORT + 100)),\"scalable\":true,\"min\":1,\"max\":$MAX_PREFILL,$health" \
+    bin/prefill "${common[@]}" "${worker[@]}" "${tiers[@]}" -id '{id}' -listen "$listen"
+fi
+pool router "\"count\":$ROUTERS,\"port\":$BASE_PORT,$health" \
+  bin/router "${common[@]}" -id '{id}' -mode "$ROUTER_MODE" "${disagg[@]}" ${ROUTER_ARGS:-} -listen "$listen"
+pool kvbm-controller "\"port\":$((BASE_PORT + 300)),$health" \
+  bin/kvbm-controller "${common[@]}" "${kvbm[@]}" -id '{id}' -listen "$listen"
+pool planner "\"port\":$((BASE_PORT + 400)),$health" \
+  bin/planner "${common[@]}" -id '{id}' -listen "$listen"
+pool frontend "\"port\":$PORT,$health" \
+  bin/frontend "${common[@]}" -id '{id}' ${FRONTEND_ARGS:-} -listen "$listen"
 
-# Wait until every service answers its health endpoint.
-for port in "${ports[@]}"; do
-  wait_up 300 "127.0.0.1:$port (health)" healthy "$port"
-done
-cat <<MSG
-
+banner="
 Switchyard is up: OpenAI API at http://127.0.0.1:$PORT/v1  (Ctrl-C stops everything)
-  curl http://127.0.0.1:$PORT/v1/models
+${consul_msg:-}${consul_msg:+
+}${s3_msg}${s3_msg:+
+}  curl http://127.0.0.1:$PORT/v1/models
   curl http://127.0.0.1:$PORT/v1/completions -H 'Content-Type: application/json' \\
-       -d '{"model":"<id from /v1/models>","prompt":"Once upon a time","max_tokens":32}'
+       -d '{\"model\":\"<id from /v1/models>\",\"prompt\":\"Once upon a time\",\"max_tokens\":32}'
   buf curl --protocol grpc --http2-prior-knowledge http://127.0.0.1:$BASE_PORT/switchyard.mesh.v1.InfoService/GetInfo
-MSG
-wait -n "${pids[@]}" || true
-echo "run: a process exited; stopping the rest (see $logs)"
+  supervisor (list, add, drain instances): http://127.0.0.1:$((BASE_PORT + 600))/switchyard.supervisor.v1.SupervisorService/
+"
+joined=$(IFS=,; echo "${pools[*]}")
+printf '{"logs":%s,"stop_timeout":"30s","banner":%s,"pools":[%s]}\n' "$(js "$logs")" "$(js "$banner")" "$joined" >"$state/stack.json"
+
+echo "run: starting the mesh (state in $state)"
+exec bin/supervisor -spec "$state/stack.json" -listen "127.0.0.1:$((BASE_PORT + 600))" -log-level warn

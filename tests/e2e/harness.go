@@ -28,7 +28,8 @@ var build struct {
 	err  error
 }
 
-// Build compiles every service binary once per test process.
+// Build compiles every service binary, and the local supervisor, once per
+// test process.
 func Build(t testing.TB) string {
 	t.Helper()
 	build.once.Do(func() {
@@ -44,6 +45,7 @@ func Build(t testing.TB) string {
 		for _, s := range Services {
 			args = append(args, "switchyard.dev/services/"+s+"/cmd/"+s)
 		}
+		args = append(args, "switchyard.dev/cmd/supervisor")
 		cmd := exec.Command("go", args...)
 		cmd.Dir = "../.."
 		out, err := cmd.CombinedOutput()

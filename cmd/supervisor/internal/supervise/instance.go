@@ -31,11 +31,13 @@ type instance struct {
 	logPath string
 	created time.Time
 
-	stopOnce sync.Once
-	stop     chan struct{} // closed when asked to stop
-	ready    chan struct{} // closed at the first readiness
-	failed   chan error    // the exit of a process never ready while the stack starts
-	exited   chan struct{} // closed when the last process has exited
+	stopOnce   sync.Once
+	stop       chan struct{} // closed when asked to stop
+	ready      chan struct{} // closed at the first readiness
+	failed     chan error    // the exit of a process never ready while the stack starts
+	exited     chan struct{} // closed when the last process has exited
+	launched   chan struct{} // closed once the first process started (or failed to)
+	launchOnce sync.Once
 
 	// guarded by sv.mu
 	state    supervisorv1.InstanceState
@@ -106,7 +108,7 @@ func (in *instance) run() {
 		}
 		fmt.Fprintf(in.sv.out, "supervisor: %s exited (%v) after %v; restart %d in %v\n",
 			in.id(), err, ran.Round(time.Millisecond), n, wait.Round(time.Millisecond))
-		in.sv.log.Warn("instance exited; restarting", "instance", in.id(), "pool", p.Name, "err", err,
+		in.sv.log.Debug("instance exited; restarting", "instance", in.id(), "pool", p.Name, "err", err,
 			"ran", ran, "restart", n, "backoff", wait)
 		t := time.NewTimer(wait)
 		select {
@@ -120,6 +122,7 @@ func (in *instance) run() {
 
 // once runs one process to its exit and returns why it exited.
 func (in *instance) once(everReady *bool) error {
+	defer in.launchOnce.Do(func() { close(in.launched) }) // whatever happens below
 	p := in.pool.spec
 	logf, err := os.OpenFile(in.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
@@ -143,6 +146,7 @@ func (in *instance) once(everReady *bool) error {
 	in.pid, in.started = cmd.Process.Pid, time.Now()
 	in.state = supervisorv1.InstanceState_INSTANCE_STATE_STARTING
 	in.sv.mu.Unlock()
+	in.launchOnce.Do(func() { close(in.launched) })
 	fmt.Fprintf(in.sv.out, "  %-18s pid %-7d log %s\n", in.id(), cmd.Process.Pid, in.logPath)
 
 	done := make(chan error, 1)

@@ -168,6 +168,7 @@ func (sv *Supervisor) Add(name string, n int) ([]*supervisorv1.Instance, error) 
 		if err != nil {
 			return out, err
 		}
+		<-in.launched
 		out = append(out, sv.describe(in))
 	}
 	return out, nil
@@ -246,7 +247,7 @@ func (sv *Supervisor) add(p *pool) (*instance, error) {
 	names := p.spec.Instance(i)
 	in := &instance{sv: sv, pool: p, index: i, names: names, created: time.Now(),
 		logPath: filepath.Join(sv.spec.Logs, names.ID+".log"),
-		stop:    make(chan struct{}), ready: make(chan struct{}), failed: make(chan error, 1), exited: make(chan struct{}),
+		stop:    make(chan struct{}), ready: make(chan struct{}), failed: make(chan error, 1), exited: make(chan struct{}), launched: make(chan struct{}),
 		state: supervisorv1.InstanceState_INSTANCE_STATE_STARTING}
 	p.insts[i] = in
 	sv.wg.Add(1)
