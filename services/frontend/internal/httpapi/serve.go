@@ -42,7 +42,7 @@ func (a *API) serve(w http.ResponseWriter, r *http.Request, endpoint string, g o
 		defer cancel()
 	}
 	req.ID = c.id
-	tm := a.timing(endpoint, start)
+	tm := a.timing(endpoint, req.Model, start)
 	var res generate.Result
 	var err error
 	if g.Stream {
@@ -65,6 +65,10 @@ func (a *API) serve(w http.ResponseWriter, r *http.Request, endpoint string, g o
 	if m := a.cfg.Metrics; m != nil {
 		m.PromptTokens.WithLabelValues(req.Model).Add(float64(res.PromptTokens))
 		m.CompletionTokens.WithLabelValues(req.Model).Add(float64(res.CompletionTokens))
+		m.CachedTokens.WithLabelValues(req.Model).Add(float64(res.CachedTokens))
+		if err == nil {
+			m.Generations.WithLabelValues(req.Model).Inc()
+		}
 	}
 	if err != nil && r.Context().Err() != nil {
 		a.cfg.Logger.Debug("client went away", "request_id", c.id, "err", err)
@@ -136,12 +140,13 @@ func usage(res generate.Result) openai.Usage {
 type timing struct {
 	a        *API
 	endpoint string
+	model    string
 	start    time.Time
 	last     time.Time
 }
 
-func (a *API) timing(endpoint string, start time.Time) *timing {
-	return &timing{a: a, endpoint: endpoint, start: start}
+func (a *API) timing(endpoint, model string, start time.Time) *timing {
+	return &timing{a: a, endpoint: endpoint, model: model, start: start}
 }
 
 func (t *timing) observe(d generate.Delta) {
@@ -151,10 +156,10 @@ func (t *timing) observe(d generate.Delta) {
 	}
 	now := time.Now()
 	if t.last.IsZero() {
-		m.TTFT.WithLabelValues(t.endpoint).Observe(now.Sub(t.start).Seconds())
+		m.TTFT.WithLabelValues(t.endpoint, t.model).Observe(now.Sub(t.start).Seconds())
 	} else {
 		per := now.Sub(t.last).Seconds() / float64(len(d.TokenIDs))
-		itl := m.ITL.WithLabelValues(t.endpoint)
+		itl := m.ITL.WithLabelValues(t.endpoint, t.model)
 		for range d.TokenIDs {
 			itl.Observe(per)
 		}

@@ -12,12 +12,14 @@ import (
 // Metrics are the frontend's collectors.
 type Metrics struct {
 	Requests         *prometheus.CounterVec   // endpoint, status
-	TTFT             *prometheus.HistogramVec // endpoint
-	ITL              *prometheus.HistogramVec // endpoint
+	TTFT             *prometheus.HistogramVec // endpoint, model
+	ITL              *prometheus.HistogramVec // endpoint, model
 	Duration         *prometheus.HistogramVec // endpoint
 	InFlight         *prometheus.GaugeVec     // endpoint
 	PromptTokens     *prometheus.CounterVec   // model
 	CompletionTokens *prometheus.CounterVec   // model
+	CachedTokens     *prometheus.CounterVec   // model
+	Generations      *prometheus.CounterVec   // model
 	Migrations       *prometheus.CounterVec   // model
 }
 
@@ -31,9 +33,9 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 		Requests: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "requests_total",
 			Help: "HTTP API requests by endpoint and status code."}, []string{"endpoint", "status"}),
 		TTFT: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: ns, Name: "time_to_first_token_seconds",
-			Help: "Time from request arrival to the first generated token.", Buckets: latency}, []string{"endpoint"}),
+			Help: "Time from request arrival to the first generated token.", Buckets: latency}, []string{"endpoint", "model"}),
 		ITL: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: ns, Name: "inter_token_latency_seconds",
-			Help: "Time between generated tokens.", Buckets: prometheus.ExponentialBuckets(0.0001, 2, 17)}, []string{"endpoint"}),
+			Help: "Time between generated tokens.", Buckets: prometheus.ExponentialBuckets(0.0001, 2, 17)}, []string{"endpoint", "model"}),
 		Duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: ns, Name: "request_duration_seconds",
 			Help: "End-to-end request latency.", Buckets: latency}, []string{"endpoint"}),
 		InFlight: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Name: "requests_in_flight",
@@ -42,10 +44,14 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 			Help: "Prompt tokens of finished requests."}, []string{"model"}),
 		CompletionTokens: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "completion_tokens_total",
 			Help: "Generated tokens of finished requests."}, []string{"model"}),
+		CachedTokens: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "cached_prompt_tokens_total",
+			Help: "Prompt tokens of finished requests served from a KV cache (the rest were prefilled)."}, []string{"model"}),
+		Generations: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "generations_total",
+			Help: "Generations that finished (streamed to the end or answered whole)."}, []string{"model"}),
 		Migrations: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "migrations_total",
 			Help: "Generations moved to another worker after a stream broke."}, []string{"model"}),
 	}
-	for _, c := range []prometheus.Collector{m.Requests, m.TTFT, m.ITL, m.Duration, m.InFlight, m.PromptTokens, m.CompletionTokens, m.Migrations} {
+	for _, c := range []prometheus.Collector{m.Requests, m.TTFT, m.ITL, m.Duration, m.InFlight, m.PromptTokens, m.CompletionTokens, m.CachedTokens, m.Generations, m.Migrations} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("metrics: %w", err)
 		}
