@@ -4,8 +4,18 @@ go 1.26.8
 
 require (
 	connectrpc.com/connect v1.21.1
+	github.com/hashicorp/consul/api v1.34.5
+	github.com/prometheus/client_golang v1.25.0
+	github.com/prometheus/client_model v0.6.3
+	github.com/prometheus/common v0.72.0
+	golang.org/x/sys v0.48.0
 	switchyard.dev/gen v0.0.0
 	switchyard.dev/libs/mesh v0.0.0
+)
+
+require (
+	github.com/klauspost/cpuid/v2 v2.2.10 // indirect
+	github.com/zeebo/xxh3 v1.1.0 // indirect
 )
 
 require (
@@ -24,7 +34,6 @@ require (
 	github.com/google/uuid v1.6.0 // indirect
 	github.com/grpc-ecosystem/go-grpc-middleware/v2 v2.3.4 // indirect
 	github.com/grpc-ecosystem/grpc-gateway/v2 v2.30.0 // indirect
-	github.com/hashicorp/consul/api v1.34.5 // indirect
 	github.com/hashicorp/errwrap v1.1.0 // indirect
 	github.com/hashicorp/go-cleanhttp v0.5.2 // indirect
 	github.com/hashicorp/go-hclog v1.6.3 // indirect
@@ -38,9 +47,6 @@ require (
 	github.com/mattn/go-isatty v0.0.22 // indirect
 	github.com/mitchellh/go-homedir v1.1.0 // indirect
 	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
-	github.com/prometheus/client_golang v1.25.0 // indirect
-	github.com/prometheus/client_model v0.6.3 // indirect
-	github.com/prometheus/common v0.72.0 // indirect
 	github.com/prometheus/otlptranslator v1.0.0 // indirect
 	github.com/prometheus/procfs v0.22.0 // indirect
 	go.opentelemetry.io/auto/sdk v1.2.1 // indirect
@@ -57,12 +63,16 @@ require (
 	go.opentelemetry.io/proto/otlp v1.11.0 // indirect
 	golang.org/x/exp v0.0.0-20260218203240-3dfff04db8fa // indirect
 	golang.org/x/net v0.60.0 // indirect
-	golang.org/x/sys v0.48.0 // indirect
 	golang.org/x/text v0.42.0 // indirect
 	google.golang.org/genproto/googleapis/api v0.0.0-20260928230214-8a89bd6388cc // indirect
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20260928230214-8a89bd6388cc // indirect
 	google.golang.org/grpc v1.85.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
+	switchyard.dev/libs/engine v0.0.0
+	switchyard.dev/libs/kvbm v0.0.0 // indirect
+	switchyard.dev/libs/kvhash v0.0.0 // indirect
+	switchyard.dev/libs/kvtier v0.0.0 // indirect
+	switchyard.dev/libs/nixl v0.0.0 // indirect
 )
 
 replace (
@@ -70,3 +80,18 @@ replace (
 	switchyard.dev/libs/mesh => ../../libs/mesh
 )
 
+replace switchyard.dev/libs/engine => ../../libs/engine
+
+replace switchyard.dev/libs/kvbm => ../../libs/kvbm
+
+replace switchyard.dev/libs/kvtier => ../../libs/kvtier
+
+replace switchyard.dev/libs/kvhash => ../../libs/kvhash
+
+replace switchyard.dev/libs/nixl => ../../libs/nixl
+
+replace switchyard.dev/libs/nixl/backend/obj => ../../libs/nixl/backend/obj
+
+replace switchyard.dev/libs/sharedtest => ../../libs/sharedtest
+
+replace switchyard.dev/libs/mooncake => ../../libs/mooncake
