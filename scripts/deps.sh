@@ -7,9 +7,33 @@
 #     $SWITCHYARD_CACHE (default ~/.cache/switchyard), never into the
 #     repository.
 # Prints the consul binary path, then the versitygw one, as its last lines.
+#
+# `scripts/deps.sh nomad` does none of that: it builds Nomad v1.6.3 (the
+# last MPL-2.0 release; 1.7 and later are BUSL) from tools/nomad into the
+# same cache when missing (~5.5 min cold on 2 cores) and prints its path as
+# its one line: NOMAD_BIN=$(scripts/deps.sh nomad). Without the argument
+# Nomad is not built, so the output above, and its cost, stay as they are
+# for the callers that take `tail -1` (versitygw) and `tail -2 | head -1`
+# (consul).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cache="${SWITCHYARD_CACHE:-$HOME/.cache/switchyard}"
+
+if [ "${1:-}" = nomad ]; then
+  nomad="$cache/nomad-v1.6.3"
+  if [ ! -x "$nomad" ]; then
+    echo "deps: building Nomad v1.6.3 from source (first time only: ~1 GB of modules, several minutes)" >&2
+    mkdir -p "$cache"
+    (cd tools/nomad && GOWORK=off go build -ldflags "-s -w" -o "$nomad.tmp" github.com/hashicorp/nomad) >&2
+    mv "$nomad.tmp" "$nomad"
+  fi
+  echo "$nomad"
+  exit 0
+elif [ $# -gt 0 ]; then
+  echo "usage: $0 [nomad]" >&2
+  exit 2
+fi
+
 consul="$cache/consul-v1.14.11"
 
 need=()

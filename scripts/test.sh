@@ -16,9 +16,10 @@ step() { printf '\n== %s (%ds)\n' "$*" "$(( $(date +%s) - start ))"; }
 step "dependencies"
 mapfile -t bins < <(scripts/deps.sh | tail -2)
 CONSUL_BIN=${bins[0]} VERSITYGW_BIN=${bins[1]}
+NOMAD_BIN=$(scripts/deps.sh nomad)
 REDIS_BIN=$(command -v redis-server)
-export CONSUL_BIN REDIS_BIN VERSITYGW_BIN
-echo "consul:    $CONSUL_BIN"; echo "redis:     $REDIS_BIN"; echo "versitygw: $VERSITYGW_BIN"
+export CONSUL_BIN REDIS_BIN VERSITYGW_BIN NOMAD_BIN
+echo "consul:    $CONSUL_BIN"; echo "redis:     $REDIS_BIN"; echo "versitygw: $VERSITYGW_BIN"; echo "nomad:     $NOMAD_BIN"
 
 mapfile -t mods < <(scripts/modules.sh mods)
 mapfile -t pkgs < <(scripts/modules.sh pkgs)

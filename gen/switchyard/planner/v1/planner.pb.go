@@ -12,6 +12,7 @@ package plannerv1
 import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
 	sync "sync"
 	unsafe "unsafe"
@@ -68,8 +69,24 @@ type PoolStatus struct {
 	Role  string                 `protobuf:"bytes,2,opt,name=role,proto3" json:"role,omitempty"`
 	// Healthy instances seen in discovery.
 	Observed uint32 `protobuf:"varint,3,opt,name=observed,proto3" json:"observed,omitempty"`
-	// Instances the planner wants; equals observed while it only observes.
-	Desired       uint32 `protobuf:"varint,4,opt,name=desired,proto3" json:"desired,omitempty"`
+	// Instances the planner wants.
+	Desired uint32 `protobuf:"varint,4,opt,name=desired,proto3" json:"desired,omitempty"`
+	// Why desired is what it is: the rule that decided, in a sentence.
+	Reason string `protobuf:"bytes,5,opt,name=reason,proto3" json:"reason,omitempty"`
+	// The rule that decided, as a stable label (e.g. "profile", "reactive",
+	// "hold", "down", "budget", "infeasible").
+	Rule string `protobuf:"bytes,6,opt,name=rule,proto3" json:"rule,omitempty"`
+	// No replica count meets the targets; the pool is held at its bound.
+	Infeasible bool `protobuf:"varint,7,opt,name=infeasible,proto3" json:"infeasible,omitempty"`
+	// Observed over expected latency, the online correction of the profile.
+	Correction float64 `protobuf:"fixed64,8,opt,name=correction,proto3" json:"correction,omitempty"`
+	// Replicas the throughput model alone asks for, before stabilization.
+	ModelReplicas uint32 `protobuf:"varint,9,opt,name=model_replicas,json=modelReplicas,proto3" json:"model_replicas,omitempty"`
+	// The actuator has not applied desired yet (e.g. Nomad refused during a
+	// deployment); it is retried every interval, never dropped.
+	Pending bool `protobuf:"varint,10,opt,name=pending,proto3" json:"pending,omitempty"`
+	// The actuator's last refusal, empty if none.
+	ActuatorError string `protobuf:"bytes,11,opt,name=actuator_error,json=actuatorError,proto3" json:"actuator_error,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -132,19 +149,185 @@ func (x *PoolStatus) GetDesired() uint32 {
 	return 0
 }
 
+func (x *PoolStatus) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *PoolStatus) GetRule() string {
+	if x != nil {
+		return x.Rule
+	}
+	return ""
+}
+
+func (x *PoolStatus) GetInfeasible() bool {
+	if x != nil {
+		return x.Infeasible
+	}
+	return false
+}
+
+func (x *PoolStatus) GetCorrection() float64 {
+	if x != nil {
+		return x.Correction
+	}
+	return 0
+}
+
+func (x *PoolStatus) GetModelReplicas() uint32 {
+	if x != nil {
+		return x.ModelReplicas
+	}
+	return 0
+}
+
+func (x *PoolStatus) GetPending() bool {
+	if x != nil {
+		return x.Pending
+	}
+	return false
+}
+
+func (x *PoolStatus) GetActuatorError() string {
+	if x != nil {
+		return x.ActuatorError
+	}
+	return ""
+}
+
+// ModelSignals is what the planner saw of one model over its last interval.
+type ModelSignals struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Model string                 `protobuf:"bytes,1,opt,name=model,proto3" json:"model,omitempty"`
+	// Requests finished per second, and the predictor's next-interval rate.
+	RequestRate      float64 `protobuf:"fixed64,2,opt,name=request_rate,json=requestRate,proto3" json:"request_rate,omitempty"`
+	PredictedRate    float64 `protobuf:"fixed64,3,opt,name=predicted_rate,json=predictedRate,proto3" json:"predicted_rate,omitempty"`
+	MeanInputTokens  float64 `protobuf:"fixed64,4,opt,name=mean_input_tokens,json=meanInputTokens,proto3" json:"mean_input_tokens,omitempty"`
+	MeanOutputTokens float64 `protobuf:"fixed64,5,opt,name=mean_output_tokens,json=meanOutputTokens,proto3" json:"mean_output_tokens,omitempty"`
+	// Observed 90th percentiles, 0 without samples.
+	TtftP90Seconds float64 `protobuf:"fixed64,6,opt,name=ttft_p90_seconds,json=ttftP90Seconds,proto3" json:"ttft_p90_seconds,omitempty"`
+	ItlP90Seconds  float64 `protobuf:"fixed64,7,opt,name=itl_p90_seconds,json=itlP90Seconds,proto3" json:"itl_p90_seconds,omitempty"`
+	// The targets.
+	TtftTargetSeconds float64 `protobuf:"fixed64,8,opt,name=ttft_target_seconds,json=ttftTargetSeconds,proto3" json:"ttft_target_seconds,omitempty"`
+	ItlTargetSeconds  float64 `protobuf:"fixed64,9,opt,name=itl_target_seconds,json=itlTargetSeconds,proto3" json:"itl_target_seconds,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *ModelSignals) Reset() {
+	*x = ModelSignals{}
+	mi := &file_switchyard_planner_v1_planner_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ModelSignals) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ModelSignals) ProtoMessage() {}
+
+func (x *ModelSignals) ProtoReflect() protoreflect.Message {
+	mi := &file_switchyard_planner_v1_planner_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ModelSignals.ProtoReflect.Descriptor instead.
+func (*ModelSignals) Descriptor() ([]byte, []int) {
+	return file_switchyard_planner_v1_planner_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *ModelSignals) GetModel() string {
+	if x != nil {
+		return x.Model
+	}
+	return ""
+}
+
+func (x *ModelSignals) GetRequestRate() float64 {
+	if x != nil {
+		return x.RequestRate
+	}
+	return 0
+}
+
+func (x *ModelSignals) GetPredictedRate() float64 {
+	if x != nil {
+		return x.PredictedRate
+	}
+	return 0
+}
+
+func (x *ModelSignals) GetMeanInputTokens() float64 {
+	if x != nil {
+		return x.MeanInputTokens
+	}
+	return 0
+}
+
+func (x *ModelSignals) GetMeanOutputTokens() float64 {
+	if x != nil {
+		return x.MeanOutputTokens
+	}
+	return 0
+}
+
+func (x *ModelSignals) GetTtftP90Seconds() float64 {
+	if x != nil {
+		return x.TtftP90Seconds
+	}
+	return 0
+}
+
+func (x *ModelSignals) GetItlP90Seconds() float64 {
+	if x != nil {
+		return x.ItlP90Seconds
+	}
+	return 0
+}
+
+func (x *ModelSignals) GetTtftTargetSeconds() float64 {
+	if x != nil {
+		return x.TtftTargetSeconds
+	}
+	return 0
+}
+
+func (x *ModelSignals) GetItlTargetSeconds() float64 {
+	if x != nil {
+		return x.ItlTargetSeconds
+	}
+	return 0
+}
+
 // GetPlanResponse is the planner's view.
 type GetPlanResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Pools []*PoolStatus          `protobuf:"bytes,1,rep,name=pools,proto3" json:"pools,omitempty"`
-	// Why desired differs from observed, or "observe-only".
-	Reason        string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	// What the planner is doing overall: "observe-only", "standby: ...",
+	// or "planning".
+	Reason string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	// This planner holds the leader lock and acts; a standby only reports.
+	Leader        bool                   `protobuf:"varint,3,opt,name=leader,proto3" json:"leader,omitempty"`
+	DecidedAt     *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=decided_at,json=decidedAt,proto3" json:"decided_at,omitempty"`
+	Signals       []*ModelSignals        `protobuf:"bytes,5,rep,name=signals,proto3" json:"signals,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GetPlanResponse) Reset() {
 	*x = GetPlanResponse{}
-	mi := &file_switchyard_planner_v1_planner_proto_msgTypes[2]
+	mi := &file_switchyard_planner_v1_planner_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -156,7 +339,7 @@ func (x *GetPlanResponse) String() string {
 func (*GetPlanResponse) ProtoMessage() {}
 
 func (x *GetPlanResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_planner_v1_planner_proto_msgTypes[2]
+	mi := &file_switchyard_planner_v1_planner_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -169,7 +352,7 @@ func (x *GetPlanResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPlanResponse.ProtoReflect.Descriptor instead.
 func (*GetPlanResponse) Descriptor() ([]byte, []int) {
-	return file_switchyard_planner_v1_planner_proto_rawDescGZIP(), []int{2}
+	return file_switchyard_planner_v1_planner_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *GetPlanResponse) GetPools() []*PoolStatus {
@@ -186,21 +369,68 @@ func (x *GetPlanResponse) GetReason() string {
 	return ""
 }
 
+func (x *GetPlanResponse) GetLeader() bool {
+	if x != nil {
+		return x.Leader
+	}
+	return false
+}
+
+func (x *GetPlanResponse) GetDecidedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.DecidedAt
+	}
+	return nil
+}
+
+func (x *GetPlanResponse) GetSignals() []*ModelSignals {
+	if x != nil {
+		return x.Signals
+	}
+	return nil
+}
+
 var File_switchyard_planner_v1_planner_proto protoreflect.FileDescriptor
 
 const file_switchyard_planner_v1_planner_proto_rawDesc = "" +
 	"\n" +
-	"#switchyard/planner/v1/planner.proto\x12\x15switchyard.planner.v1\"\x10\n" +
-	"\x0eGetPlanRequest\"l\n" +
+	"#switchyard/planner/v1/planner.proto\x12\x15switchyard.planner.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\x10\n" +
+	"\x0eGetPlanRequest\"\xc0\x02\n" +
 	"\n" +
 	"PoolStatus\x12\x14\n" +
 	"\x05model\x18\x01 \x01(\tR\x05model\x12\x12\n" +
 	"\x04role\x18\x02 \x01(\tR\x04role\x12\x1a\n" +
 	"\bobserved\x18\x03 \x01(\rR\bobserved\x12\x18\n" +
-	"\adesired\x18\x04 \x01(\rR\adesired\"b\n" +
+	"\adesired\x18\x04 \x01(\rR\adesired\x12\x16\n" +
+	"\x06reason\x18\x05 \x01(\tR\x06reason\x12\x12\n" +
+	"\x04rule\x18\x06 \x01(\tR\x04rule\x12\x1e\n" +
+	"\n" +
+	"infeasible\x18\a \x01(\bR\n" +
+	"infeasible\x12\x1e\n" +
+	"\n" +
+	"correction\x18\b \x01(\x01R\n" +
+	"correction\x12%\n" +
+	"\x0emodel_replicas\x18\t \x01(\rR\rmodelReplicas\x12\x18\n" +
+	"\apending\x18\n" +
+	" \x01(\bR\apending\x12%\n" +
+	"\x0eactuator_error\x18\v \x01(\tR\ractuatorError\"\xf8\x02\n" +
+	"\fModelSignals\x12\x14\n" +
+	"\x05model\x18\x01 \x01(\tR\x05model\x12!\n" +
+	"\frequest_rate\x18\x02 \x01(\x01R\vrequestRate\x12%\n" +
+	"\x0epredicted_rate\x18\x03 \x01(\x01R\rpredictedRate\x12*\n" +
+	"\x11mean_input_tokens\x18\x04 \x01(\x01R\x0fmeanInputTokens\x12,\n" +
+	"\x12mean_output_tokens\x18\x05 \x01(\x01R\x10meanOutputTokens\x12(\n" +
+	"\x10ttft_p90_seconds\x18\x06 \x01(\x01R\x0ettftP90Seconds\x12&\n" +
+	"\x0fitl_p90_seconds\x18\a \x01(\x01R\ritlP90Seconds\x12.\n" +
+	"\x13ttft_target_seconds\x18\b \x01(\x01R\x11ttftTargetSeconds\x12,\n" +
+	"\x12itl_target_seconds\x18\t \x01(\x01R\x10itlTargetSeconds\"\xf4\x01\n" +
 	"\x0fGetPlanResponse\x127\n" +
 	"\x05pools\x18\x01 \x03(\v2!.switchyard.planner.v1.PoolStatusR\x05pools\x12\x16\n" +
-	"\x06reason\x18\x02 \x01(\tR\x06reason2o\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\x12\x16\n" +
+	"\x06leader\x18\x03 \x01(\bR\x06leader\x129\n" +
+	"\n" +
+	"decided_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\tdecidedAt\x12=\n" +
+	"\asignals\x18\x05 \x03(\v2#.switchyard.planner.v1.ModelSignalsR\asignals2o\n" +
 	"\x0ePlannerService\x12]\n" +
 	"\aGetPlan\x12%.switchyard.planner.v1.GetPlanRequest\x1a&.switchyard.planner.v1.GetPlanResponse\"\x03\x90\x02\x01B\xd3\x01\n" +
 	"\x19com.switchyard.planner.v1B\fPlannerProtoP\x01Z2switchyard.dev/gen/switchyard/planner/v1;plannerv1\xa2\x02\x03SPX\xaa\x02\x15Switchyard.Planner.V1\xca\x02\x15Switchyard\\Planner\\V1\xe2\x02!Switchyard\\Planner\\V1\\GPBMetadata\xea\x02\x17Switchyard::Planner::V1b\x06proto3"
@@ -217,21 +447,25 @@ func file_switchyard_planner_v1_planner_proto_rawDescGZIP() []byte {
 	return file_switchyard_planner_v1_planner_proto_rawDescData
 }
 
-var file_switchyard_planner_v1_planner_proto_msgTypes = make([]protoimpl.MessageInfo, 3)
+var file_switchyard_planner_v1_planner_proto_msgTypes = make([]protoimpl.MessageInfo, 4)
 var file_switchyard_planner_v1_planner_proto_goTypes = []any{
-	(*GetPlanRequest)(nil),  // 0: switchyard.planner.v1.GetPlanRequest
-	(*PoolStatus)(nil),      // 1: switchyard.planner.v1.PoolStatus
-	(*GetPlanResponse)(nil), // 2: switchyard.planner.v1.GetPlanResponse
+	(*GetPlanRequest)(nil),        // 0: switchyard.planner.v1.GetPlanRequest
+	(*PoolStatus)(nil),            // 1: switchyard.planner.v1.PoolStatus
+	(*ModelSignals)(nil),          // 2: switchyard.planner.v1.ModelSignals
+	(*GetPlanResponse)(nil),       // 3: switchyard.planner.v1.GetPlanResponse
+	(*timestamppb.Timestamp)(nil), // 4: google.protobuf.Timestamp
 }
 var file_switchyard_planner_v1_planner_proto_depIdxs = []int32{
 	1, // 0: switchyard.planner.v1.GetPlanResponse.pools:type_name -> switchyard.planner.v1.PoolStatus
-	0, // 1: switchyard.planner.v1.PlannerService.GetPlan:input_type -> switchyard.planner.v1.GetPlanRequest
-	2, // 2: switchyard.planner.v1.PlannerService.GetPlan:output_type -> switchyard.planner.v1.GetPlanResponse
-	2, // [2:3] is the sub-list for method output_type
-	1, // [1:2] is the sub-list for method input_type
-	1, // [1:1] is the sub-list for extension type_name
-	1, // [1:1] is the sub-list for extension extendee
-	0, // [0:1] is the sub-list for field type_name
+	4, // 1: switchyard.planner.v1.GetPlanResponse.decided_at:type_name -> google.protobuf.Timestamp
+	2, // 2: switchyard.planner.v1.GetPlanResponse.signals:type_name -> switchyard.planner.v1.ModelSignals
+	0, // 3: switchyard.planner.v1.PlannerService.GetPlan:input_type -> switchyard.planner.v1.GetPlanRequest
+	3, // 4: switchyard.planner.v1.PlannerService.GetPlan:output_type -> switchyard.planner.v1.GetPlanResponse
+	4, // [4:5] is the sub-list for method output_type
+	3, // [3:4] is the sub-list for method input_type
+	3, // [3:3] is the sub-list for extension type_name
+	3, // [3:3] is the sub-list for extension extendee
+	0, // [0:3] is the sub-list for field type_name
 }
 
 func init() { file_switchyard_planner_v1_planner_proto_init() }
@@ -245,7 +479,7 @@ func file_switchyard_planner_v1_planner_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_switchyard_planner_v1_planner_proto_rawDesc), len(file_switchyard_planner_v1_planner_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   3,
+			NumMessages:   4,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

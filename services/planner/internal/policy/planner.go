@@ -124,7 +124,7 @@ func (p *Planner) stepAggregated(now time.Time, obs Observation, l load, rate st
 // poolTarget is a pool's target from the model, before the reactive rule
 // and the bounds.
 func (p *Planner) poolTarget(base int, lim Limits, l load, needAt func(load) need, rate string, corr float64) target {
-	if l.rate > 0 && !(p.sawISL && p.sawOSL) {
+	if l.rate > 0 && (!p.sawISL || !p.sawOSL) {
 		return noDataTarget(base, corr)
 	}
 	return modelTarget(needAt(l), needAt(l.scaled(1+p.cfg.DownMargin)), lim, rate, corr)

@@ -59,7 +59,7 @@ func TestLoadErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	replace := func(old, new string) string { return strings.Replace(string(valid), old, new, 1) }
+	replace := func(from, to string) string { return strings.Replace(string(valid), from, to, 1) }
 	tests := []struct {
 		name    string
 		content *string // nil: no file
