@@ -44,7 +44,12 @@
 #                empty (default): no shared tier. The kvbm-controller
 #                keeps the store's catalog, under a byte budget of
 #                KVBM_S3_CAPACITY (default 64GiB; 0: none)
-#   WORKER_ARGS, ROUTER_ARGS, FRONTEND_ARGS  extra flags for those services
+#   PLANNER_PROFILE  a profile (bin/planner profile -worker URL -out FILE)
+#                the planner plans with: with it, the planner scales the
+#                decode (and prefill) pools through the supervisor to its
+#                TTFT and ITL targets (PLANNER_ARGS: -ttft-target,
+#                -itl-target, ...); without it, it observes only
+#   WORKER_ARGS, ROUTER_ARGS, FRONTEND_ARGS, PLANNER_ARGS  extra flags for those services
 set -euo pipefail
 cd "$(dirname "$0")/.."
 : "${BASE_PORT:=9000}" "${EXECUTOR:=llama}" "${PREFILL:=0}" "${DECODE:=1}" "${ROUTERS:=1}" "${ROUTER_MODE:=kv}" "${DISCOVERY:=file}" "${PORT:=8000}"
@@ -151,8 +156,16 @@ pool router "\"count\":$ROUTERS,\"port\":$BASE_PORT,$health" \
   bin/router "${common[@]}" -id '{id}' -mode "$ROUTER_MODE" "${disagg[@]}" ${ROUTER_ARGS:-} -listen "$listen"
 pool kvbm-controller "\"port\":$((BASE_PORT + 300)),$health" \
   bin/kvbm-controller "${common[@]}" "${kvbm[@]}" -id '{id}' -listen "$listen"
+# The planner scales the decode and prefill pools through the supervisor
+# once it has a profile (PLANNER_PROFILE, from `bin/planner profile`);
+# without one it observes and reports only.
+planner=(-actuator supervisor -supervisor-url "http://127.0.0.1:$((BASE_PORT + 600))" -max-decode "$MAX_DECODE" -max-prefill "$MAX_PREFILL")
+if [ -n "${PLANNER_PROFILE:-}" ]; then
+  [ -f "$PLANNER_PROFILE" ] || die "PLANNER_PROFILE=$PLANNER_PROFILE: no such file"
+  planner+=(-profile "$PLANNER_PROFILE")
+fi
 pool planner "\"port\":$((BASE_PORT + 400)),$health" \
-  bin/planner "${common[@]}" -id '{id}' -listen "$listen"
+  bin/planner "${common[@]}" "${planner[@]}" ${PLANNER_ARGS:-} -id '{id}' -listen "$listen"
 pool frontend "\"port\":$PORT,$health" \
   bin/frontend "${common[@]}" -id '{id}' ${FRONTEND_ARGS:-} -listen "$listen"
 

@@ -6,6 +6,9 @@
 package planner
 
 import (
+	"context"
+	"io"
+
 	"switchyard.dev/libs/mesh/service"
 	"switchyard.dev/services/planner/internal/app"
 )
@@ -17,3 +20,9 @@ var Version = "dev"
 // Spec describes the service. getenv supplies the environment defaults of
 // its flags (os.Getenv in a process; nil means an empty environment).
 func Spec(_ func(string) string) service.Spec { return app.Spec(Version) }
+
+// Profile runs `planner profile` with args (after the subcommand) and
+// returns the process exit code.
+func Profile(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	return app.Profile(ctx, args, stdout, stderr)
+}
