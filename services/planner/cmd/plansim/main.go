@@ -74,9 +74,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&cfg.Policy.MaxStepUp, "max-step-up", cfg.Policy.MaxStepUp, "planner: replicas added an interval at most")
 	fs.IntVar(&cfg.Policy.DownStable, "down-stable", cfg.Policy.DownStable, "planner: intervals a lower desire must last")
 	fs.DurationVar(&cfg.Policy.DownCooldown, "down-cooldown", cfg.Policy.DownCooldown, "planner: no scale-down this long after a scale-up")
+	fs.Float64Var(&cfg.Policy.Slack, "slack", cfg.Policy.Slack, "planner: how far over target an observed p90 may be before the reactive rule adds a replica")
+	fs.Float64Var(&cfg.Policy.DownMargin, "down-margin", cfg.Policy.DownMargin, "planner: headroom a scale-down must leave")
+	fs.Float64Var(&cfg.Policy.CorrectionWeight, "correction-weight", cfg.Policy.CorrectionWeight, "planner: EWMA weight of a new observed/expected ratio")
 	fs.StringVar(&cfg.Predictor, "predictor", "holt-winters", "planner: load predictor (constant, holt-winters[:alpha=..,beta=..], kalman)")
 	fs.IntVar(&cfg.Initial, "initial", 0, "planner: replicas at the start (0: min)")
 	fs.DurationVar(&cfg.StartupDelay, "startup-delay", 2*time.Second, "a new replica serves this long after the decision")
+	every := fs.Duration("violations-every", 0, "also print each arm's violating requests per this much replay time (0: no)")
 	jsonOut := fs.String("json", "", "write every arm's result (and the planner's timeline) as JSON here")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -165,7 +169,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 		show("planner", res)
-		violationHistogram(stderr, "planner", res, 5*time.Minute)
+		violationHistogram(stdout, "planner", res, *every)
 		arms = append(arms, arm{"planner", res})
 	}
 	for _, n := range sizes {
@@ -177,7 +181,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 		res.Timeline = nil
 		show("static "+strconv.Itoa(n), res)
-		violationHistogram(stderr, "static "+strconv.Itoa(n), res, 5*time.Minute)
+		violationHistogram(stdout, "static "+strconv.Itoa(n), res, *every)
 		arms = append(arms, arm{"static " + strconv.Itoa(n), res})
 	}
 	if *jsonOut != "" {

@@ -9,10 +9,11 @@ import (
 // Start from DefaultConfig: a zero field is a value, not "the default"
 // (a Min of 0 means the pool may scale to zero).
 type Config struct {
-	// TTFT is the mean time to first token the model plans for. The SLA
-	// check is on the observed p90: the online correction learns how far
-	// the observed p90 sits above the model's mean and plans that much
-	// lower, and the reactive rule compares the observed p90 with TTFT.
+	// TTFT is the p90 time to first token the model plans for: the model
+	// predicts a pool's p90 (a pooled M/M/n queue of prefills), the online
+	// correction learns how far the observed p90 sits from that, and the
+	// reactive rule compares the observed p90 with TTFT. Set it below the
+	// SLA: the requests past the p90 need the headroom.
 	TTFT time.Duration
 	// ITL is the inter-token latency target, read the same way.
 	ITL time.Duration

@@ -44,21 +44,71 @@ func (m model) prefillSeconds(isl float64) float64 {
 	return m.prof.PrefillSeconds(max(1, int(math.Round(isl))))
 }
 
-// prefill is the prefill pool's need. Each replica is an M/M/1 queue with
-// service time t_p (a lone prefill of the mean prompt, times the TTFT
-// correction c), so the mean TTFT at utilisation ρ is c·t_p/(1−ρ). Meeting
-// the target T needs ρ ≤ ρ_max = 1 − c·t_p/T, and so
-// n = λ·t_p/ρ_max replicas, the load in replica-seconds per second spread
-// thin enough. With c·t_p ≥ T no count meets T.
+// prefill is the prefill pool's need: the fewest replicas whose p90 TTFT
+// (ttftP90), times the TTFT correction c, meets the target T (ttftOK).
+// With t_p ≥ T (a lone prefill of the mean prompt already misses it) no
+// count does.
 func (m model) prefill(l load, corr float64) need {
 	tp := m.prefillSeconds(l.isl)
-	if corr*tp >= m.ttft {
+	if tp >= m.ttft {
 		return need{infeasible: true, why: fmt.Sprintf("TTFT target %v below a lone prefill's %v: no replica count meets it",
-			seconds(m.ttft), seconds(corr*tp))}
+			seconds(m.ttft), seconds(tp))}
 	}
-	rhoMax := 1 - corr*tp/m.ttft
-	n := l.rate * tp / rhoMax
-	return need{replicas: ceil(n), why: fmt.Sprintf("(profile: %v a prefill, ρ ≤ %.2f, correction %.2f)", seconds(tp), rhoMax, corr)}
+	n := 0
+	if l.rate > 0 {
+		n = smallest(func(n int) bool { return m.ttftOK(l.rate, tp, n, corr) })
+	}
+	return need{replicas: n, why: fmt.Sprintf("(profile: %v a prefill, correction %.2f)", seconds(tp), corr)}
+}
+
+// ttftOK reports whether n replicas meet the TTFT target, their modelled
+// p90 times the correction c. Infeasibility is the profile's word alone (a
+// lone prefill of the mean prompt over the target): a correction that puts
+// even a lone prefill over it says that the observed tail (the longest
+// prompts) misses the target at any count, which more replicas cannot
+// mend; the pool is then planned for no wait at the p90 (n past which
+// replicas only idle), not for its cap.
+func (m model) ttftOK(rate, tp float64, n int, c float64) bool {
+	p90, ok := ttftP90(rate, tp, n)
+	switch {
+	case !ok:
+		return false
+	case c*tp >= m.ttft:
+		return p90 <= tp
+	}
+	return c*p90 <= m.ttft
+}
+
+// ttftP90 is the p90 time to first token of n replicas prefilling
+// requests arriving at rate λ that take t_p each. The router sends each
+// request to the least-loaded replica, so together they queue as one
+// M/M/n system rather than n separate ones: a request waits with the
+// Erlang C probability C(n, a), a = λ·t_p, and then for an exponential
+// time of mean t_p/(n−a), so P(wait > t) = C·e^{−(n−a)t/t_p} and the
+// p90 is t_p plus ln(10·C)·t_p/(n−a) when C > 0.1 (else no wait at the
+// p90). Planning n separate M/M/1 queues instead asks for several times
+// the replicas a pooled fleet needs at the same p90. False when the n
+// replicas would be saturated.
+func ttftP90(rate, tp float64, n int) (float64, bool) {
+	a := rate * tp
+	if n <= 0 || a >= float64(n) {
+		return 0, false
+	}
+	c := erlangC(n, a)
+	if c <= 0.1 {
+		return tp, true
+	}
+	return tp + math.Log(10*c)*tp/(float64(n)-a), true
+}
+
+// erlangC is the probability that a request waits in an M/M/n queue of
+// offered load a < n, through the Erlang B recursion (stable for any n).
+func erlangC(n int, a float64) float64 {
+	b := 1.0
+	for k := 1; k <= n; k++ {
+		b = a * b / (float64(k) + a*b)
+	}
+	return float64(n) * b / (float64(n) - a*(1-b))
 }
 
 // decode is the decode pool's need. B* is the largest batch whose
@@ -90,8 +140,8 @@ func (m model) decodeInfeasible(ctx int, corr float64) string {
 // aggregated is the need of one pool that prefills and decodes. A replica
 // spends the fraction ρ_p = λ·t_p/n of its time prefilling (prefills run
 // first, as engines schedule waiting requests before decode steps), so its
-// TTFT is c_p·t_p/(1−ρ_p) as in prefill, and decoding gets the rest of its
-// time: the ITL stretches to c_d·ITL(b)/(1−ρ_p) at a batch of b = L/n,
+// p90 TTFT is c_p·ttftP90 as in prefill, and decoding gets the rest of
+// its time: the ITL stretches to c_d·ITL(b)/(1−ρ_p) at a batch of b = L/n,
 // with L = λ·OSL·T_itl sequences at once (every token at the target: an
 // upper bound). n is the smallest count meeting both targets with the
 // batch in KV. Adding the two pools' separate needs would not be sound: a
@@ -100,19 +150,18 @@ func (m model) aggregated(l load, cTTFT, cITL float64) need {
 	tp := m.prefillSeconds(l.isl)
 	ctx := l.context()
 	switch {
-	case cTTFT*tp >= m.ttft:
+	case tp >= m.ttft:
 		return need{infeasible: true, why: fmt.Sprintf("TTFT target %v below a lone prefill's %v: no replica count meets it",
-			seconds(m.ttft), seconds(cTTFT*tp))}
+			seconds(m.ttft), seconds(tp))}
 	case m.prof.MaxBatchWithin(m.itl/cITL, ctx, 0, 0) == 0:
 		return need{infeasible: true, why: m.decodeInfeasible(ctx, cITL)}
 	}
-	rhoMax := 1 - cTTFT*tp/m.ttft
 	conc := l.rate * l.osl * m.itl
 	kvMax := m.prof.MaxBatchWithin(math.Inf(1), ctx, 0, 0)
 	ok := func(n int) bool {
 		rho := l.rate * tp / float64(n)
 		b := max(1, ceil(conc/float64(n)))
-		return rho < rhoMax && b <= kvMax && cITL*m.prof.DecodeITL(b, ctx) <= m.itl*(1-rho)
+		return m.ttftOK(l.rate, tp, n, cTTFT) && b <= kvMax && cITL*m.prof.DecodeITL(b, ctx) <= m.itl*(1-rho)
 	}
 	n := 0
 	if l.rate > 0 {
@@ -143,19 +192,12 @@ func smallest(ok func(int) bool) int {
 	return hi
 }
 
-// expectedTTFT is the mean TTFT the model expects from n replicas
-// prefilling at load l, uncorrected; false when they would be saturated
-// (the queue grows without bound, and no ratio to it is meaningful).
+// expectedTTFT is the p90 TTFT the model expects from n replicas
+// prefilling at load l, uncorrected (ttftP90); false when they would be
+// saturated (the queue grows without bound, and no ratio to it is
+// meaningful).
 func (m model) expectedTTFT(l load, n int) (float64, bool) {
-	tp := m.prefillSeconds(l.isl)
-	if n <= 0 {
-		return 0, false
-	}
-	rho := l.rate * tp / float64(n)
-	if rho >= 1 {
-		return 0, false
-	}
-	return tp / (1 - rho), true
+	return ttftP90(l.rate, m.prefillSeconds(l.isl), n)
 }
 
 // expectedITL is the ITL the model expects from n replicas decoding at

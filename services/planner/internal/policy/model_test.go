@@ -29,11 +29,16 @@ func TestModelNeeds(t *testing.T) {
 		want       int
 		infeasible string // reason, when infeasible
 	}{
-		// 100 req/s × 40 ms / (1 − 40/200) = 5.0 exactly: 5, not 6.
+		// 100 req/s × 40 ms is a = 4 replicas busy: 5 meet a 200 ms p90
+		// (108 ms, TestExpectedLatency); with the p90 counted twice, 6.
 		{"prefill", m.prefill(load{100, 512, 256}, 1), 5, ""},
-		{"prefill corrected", m.prefill(load{100, 512, 256}, 2), 7, ""}, // ρ_max 0.6: 6.67
+		{"prefill corrected", m.prefill(load{100, 512, 256}, 2), 6, ""},
 		{"prefill idle", m.prefill(load{0, 512, 256}, 1), 0, ""},
-		{"prefill infeasible", m.prefill(load{1, 512, 256}, 5), 0, "TTFT target 200ms below a lone prefill's 200ms"},
+		{"prefill infeasible", model{prof: testProfile(), ttft: 0.03, itl: 0.02}.prefill(load{1, 512, 256}, 1), 0, "TTFT target 30ms below a lone prefill's 40ms"},
+		// A correction that puts even a lone prefill over the target: the
+		// tail misses it at any count, so the pool is planned for no wait
+		// at the p90 (C(n, 4) ≤ 0.1 from n = 8), not for its cap.
+		{"prefill corrected past the target", m.prefill(load{100, 512, 256}, 5), 8, ""},
 		// B* = 161 (ITL 20 ms); 10 × 100 × 20 ms = 20 sequences: 1 replica.
 		{"decode", line.decode(load{10, 100, 100}, 1), 1, ""},
 		// 100 × 200 × 20 ms = 400 sequences / 161 = 2.48.
@@ -52,7 +57,7 @@ func TestModelNeeds(t *testing.T) {
 		{"aggregated", line.aggregated(load{100, 100, 200}, 1, 1), 4, ""},
 		{"aggregated light", line.aggregated(load{10, 100, 200}, 1, 1), 1, ""},
 		{"aggregated idle", line.aggregated(load{0, 100, 200}, 1, 1), 0, ""},
-		{"aggregated infeasible TTFT", line.aggregated(load{1, 100, 200}, 20, 1), 0, "TTFT target 200ms below a lone prefill's 200ms"},
+		{"aggregated infeasible TTFT", model{prof: lineProfile(16384), ttft: 0.005, itl: 0.02005}.aggregated(load{1, 100, 200}, 1, 1), 0, "TTFT target 5ms below a lone prefill's 10ms"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -79,7 +84,9 @@ func TestExpectedLatency(t *testing.T) {
 		want float64
 		ok   bool
 	}{
-		{"TTFT at ρ 0.8", func() (float64, bool) { return m.expectedTTFT(load{100, 512, 256}, 5) }, 0.2, true},
+		// M/M/5 at a = 4: C = 0.5541, so the p90 is 40 ms plus
+		// ln(5.541) × 40 ms / (5 − 4).
+		{"TTFT at ρ 0.8", func() (float64, bool) { return m.expectedTTFT(load{100, 512, 256}, 5) }, 0.04 + math.Log(10*0.5541126)*0.04, true},
 		{"TTFT saturated", func() (float64, bool) { return m.expectedTTFT(load{100, 512, 256}, 4) }, 0, false},
 		{"TTFT no replicas", func() (float64, bool) { return m.expectedTTFT(load{1, 512, 256}, 0) }, 0, false},
 		// b = 10 × 100 × ITL(b): the fixed point is batch 5, 4.4 ms.
@@ -94,7 +101,7 @@ func TestExpectedLatency(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			got, ok := tt.got()
-			if ok != tt.ok || math.Abs(got-tt.want) > 1e-9 {
+			if ok != tt.ok || math.Abs(got-tt.want) > 1e-6 {
 				t.Errorf("got %v, %v; want %v, %v", got, ok, tt.want, tt.ok)
 			}
 		})
@@ -130,5 +137,20 @@ func TestCorrection(t *testing.T) {
 	}
 	if c.v < MinCorrection || c.v > MinCorrection+1e-6 {
 		t.Errorf("correction %v after tiny ratios, want just above %v", c.v, MinCorrection)
+	}
+}
+
+// Erlang C against values computed by hand: M/M/1 waits with probability
+// ρ, M/M/2 at a = 1 with 1/3.
+func TestErlangC(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		n    int
+		a    float64
+		want float64
+	}{{1, 0.5, 0.5}, {1, 0.9, 0.9}, {2, 1, 1.0 / 3}, {5, 4, 0.5541126}} {
+		if got := erlangC(tc.n, tc.a); math.Abs(got-tc.want) > 1e-6 {
+			t.Errorf("C(%d, %v) = %v, want %v", tc.n, tc.a, got, tc.want)
+		}
 	}
 }
