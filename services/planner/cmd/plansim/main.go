@@ -77,6 +77,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.Float64Var(&cfg.Policy.Slack, "slack", cfg.Policy.Slack, "planner: how far over target an observed p90 may be before the reactive rule adds a replica")
 	fs.Float64Var(&cfg.Policy.DownMargin, "down-margin", cfg.Policy.DownMargin, "planner: headroom a scale-down must leave")
 	fs.Float64Var(&cfg.Policy.CorrectionWeight, "correction-weight", cfg.Policy.CorrectionWeight, "planner: EWMA weight of a new observed/expected ratio")
+	fs.Float64Var(&cfg.Policy.RateSpread, "rate-spread", cfg.Policy.RateSpread, "planner: standard errors of the rate forecast added as headroom for bursts")
 	fs.StringVar(&cfg.Predictor, "predictor", "holt-winters", "planner: load predictor (constant, holt-winters[:alpha=..,beta=..], kalman)")
 	fs.IntVar(&cfg.Initial, "initial", 0, "planner: replicas at the start (0: min)")
 	fs.DurationVar(&cfg.StartupDelay, "startup-delay", 2*time.Second, "a new replica serves this long after the decision")

@@ -51,6 +51,12 @@ type Config struct {
 	// latencies update the correction; fewer give a p90 too noisy to
 	// learn from.
 	MinSamples int
+	// RateSpread is how many standard errors of the rate's forecast
+	// (an EWMA of its squared error, weighted by CorrectionWeight) the
+	// planned rate adds to the forecast: headroom for bursts in
+	// proportion to how bursty the arrivals have been. 0 plans the
+	// forecast alone.
+	RateSpread float64
 	// CorrectionWeight is the EWMA weight of a new observed/expected
 	// ratio in the correction, in (0, 1].
 	CorrectionWeight float64
@@ -100,6 +106,11 @@ const (
 	// about nine intervals, while one outlying interval moves the
 	// correction by under a third of its deviation.
 	DefaultCorrectionWeight = 0.3
+	// DefaultRateSpread is 0, the forecast alone: on the bursty
+	// conversation trace one standard error of headroom cut plansim's
+	// violations by a third for 7% more replica-seconds, a trade that is
+	// the operator's to make (docs/benchmarks/2026-12-02-planner.md).
+	DefaultRateSpread = 0
 )
 
 // Correction bounds: a profile more than 4× off is a wrong profile, which
@@ -127,6 +138,7 @@ func DefaultConfig() Config {
 		Slack:            DefaultSlack,
 		MinSamples:       DefaultMinSamples,
 		CorrectionWeight: DefaultCorrectionWeight,
+		RateSpread:       DefaultRateSpread,
 	}
 }
 
@@ -159,6 +171,7 @@ func (c Config) Validate() error {
 	check(!(c.Slack >= 0 && c.Slack <= 10), "Slack %v is outside [0, 10]", c.Slack)
 	check(c.MinSamples < 1, "MinSamples %d is below 1", c.MinSamples)
 	check(!(c.CorrectionWeight > 0 && c.CorrectionWeight <= 1), "CorrectionWeight %v is outside (0, 1]", c.CorrectionWeight)
+	check(!(c.RateSpread >= 0 && c.RateSpread <= 10), "RateSpread %v is outside [0, 10]", c.RateSpread)
 	if len(errs) > 0 {
 		return fmt.Errorf("policy config: %w", errs[0])
 	}

@@ -3,6 +3,7 @@ package policy
 import (
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"switchyard.dev/services/planner/internal/predict"
@@ -16,9 +17,13 @@ type Planner struct {
 	m              model
 	rate, isl, osl predict.Predictor
 	sawISL, sawOSL bool
-	ttft, itl      correction
-	prefill        pool
-	decode         pool
+	// spread is the EWMA of the squared error of the rate's prediction:
+	// how far an interval's arrivals stray from the forecast.
+	spread, lastPredicted float64
+	predicting            bool
+	ttft, itl             correction
+	prefill               pool
+	decode                pool
 }
 
 // Predictors forecast the load. A nil Rate takes predict.Default(); a nil
@@ -160,6 +165,10 @@ func (p *Planner) learn(obs Observation) {
 // anyway), while planning below the load already arriving would queue it.
 // rate says which of the two it is, for reasons.
 func (p *Planner) forecast(obs Observation) (l load, predicted float64, rate string) {
+	if p.predicting {
+		e := obs.Rate - p.lastPredicted
+		p.spread += p.cfg.CorrectionWeight * (e*e - p.spread)
+	}
 	p.rate.Observe(obs.Rate)
 	if obs.Samples > 0 && obs.MeanISL > 0 {
 		p.isl.Observe(obs.MeanISL)
@@ -170,7 +179,12 @@ func (p *Planner) forecast(obs Observation) (l load, predicted float64, rate str
 		p.sawOSL = true
 	}
 	predicted = p.rate.Predict()
-	l = load{rate: max(predicted, obs.Rate), isl: p.isl.Predict(), osl: p.osl.Predict()}
+	p.lastPredicted, p.predicting = predicted, true
+	// Arrivals are bursty: plan for the forecast plus RateSpread standard
+	// errors of it, so an interval that brings more than forecast does
+	// not queue behind a pool sized for the mean.
+	planned := predicted + p.cfg.RateSpread*math.Sqrt(p.spread)
+	l = load{rate: max(planned, obs.Rate), isl: p.isl.Predict(), osl: p.osl.Predict()}
 	rate = fmt.Sprintf("predicted %.4g req/s", predicted)
 	if obs.Rate > predicted {
 		rate = fmt.Sprintf("observed %.4g req/s", obs.Rate)

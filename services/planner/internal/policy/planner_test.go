@@ -359,3 +359,22 @@ func TestNew(t *testing.T) {
 		}
 	}
 }
+
+// With RateSpread the planned rate carries headroom in proportion to how
+// far arrivals strayed from the forecast: a noisy rate plans more
+// replicas than the same mean rate held steady.
+func TestRateSpreadPlansForBursts(t *testing.T) {
+	t.Parallel()
+	cfg := testConfig()
+	cfg.RateSpread = 2
+	steady := newHarness(t, cfg, Replicas{1, 1})
+	noisy := newHarness(t, cfg, Replicas{1, 1})
+	var ds, dn Decision
+	for i := range 40 {
+		ds = steady.step(60)
+		dn = noisy.step([]float64{30, 90}[i%2])
+	}
+	if dn.Prefill.Desired <= ds.Prefill.Desired {
+		t.Errorf("noisy arrivals plan prefill %d, steady %d: want more headroom for the noisy ones", dn.Prefill.Desired, ds.Prefill.Desired)
+	}
+}
