@@ -11,6 +11,7 @@ require (
 	golang.org/x/sys v0.48.0
 	switchyard.dev/gen v0.0.0
 	switchyard.dev/libs/mesh v0.0.0
+	switchyard.dev/libs/mooncake v0.0.0
 )
 
 require (
@@ -67,7 +68,7 @@ require (
 	google.golang.org/genproto/googleapis/api v0.0.0-20260928230214-8a89bd6388cc // indirect
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20260928230214-8a89bd6388cc // indirect
 	google.golang.org/grpc v1.85.0 // indirect
-	google.golang.org/protobuf v1.36.12 // indirect
+	google.golang.org/protobuf v1.36.12
 	switchyard.dev/libs/engine v0.0.0
 	switchyard.dev/libs/kvbm v0.0.0 // indirect
 	switchyard.dev/libs/kvhash v0.0.0 // indirect
