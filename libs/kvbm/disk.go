@@ -190,13 +190,7 @@ func (d *Disk) transfer(ctx context.Context, op nixl.Op, b int, i int32, n int) 
 	if err != nil {
 		return err
 	}
-	select {
-	case <-x.Done():
-	case <-ctx.Done():
-		x.Cancel()
-		<-x.Done()
-	}
-	return x.Err()
+	return x.WaitOrCancel(ctx)
 }
 
 // roomFor reports ENOSPC unless the file system holding f has room for

@@ -91,6 +91,20 @@ func (x *Xfer) Wait(ctx context.Context) error {
 	}
 }
 
+// WaitOrCancel waits for the transfer to end; if ctx ends first it cancels
+// the transfer and waits for the backend to stop touching the local
+// buffers. So it returns only once the buffers are the caller's again,
+// whatever the outcome: what a caller reusing a staging buffer needs.
+func (x *Xfer) WaitOrCancel(ctx context.Context) error {
+	select {
+	case <-x.done:
+	case <-ctx.Done():
+		x.Cancel()
+		<-x.done
+	}
+	return x.err
+}
+
 // Done returns a channel closed when the transfer ends.
 func (x *Xfer) Done() <-chan struct{} { return x.done }
 

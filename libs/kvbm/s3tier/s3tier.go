@@ -234,13 +234,7 @@ func (t *Tier) transfer(ctx context.Context, op nixl.Op, hash uint64, local ...n
 	if err != nil {
 		return err
 	}
-	select {
-	case <-x.Done():
-	case <-ctx.Done():
-		x.Cancel()
-		<-x.Done()
-	}
-	return x.Err()
+	return x.WaitOrCancel(ctx)
 }
 
 // registered is memory registered with the tier's agent.
