@@ -39,6 +39,8 @@ func (f *flags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.policy.MaxStepUp, "max-step-up", d.MaxStepUp, "most replicas a step adds to a pool (a step removes one at most)")
 	fs.IntVar(&f.policy.DownStable, "down-stable", d.DownStable, "intervals a lower desire must last before a pool scales down")
 	fs.DurationVar(&f.policy.DownCooldown, "down-cooldown", d.DownCooldown, "no scale-down this long after a pool's scale-up")
+	fs.Float64Var(&f.policy.DownMargin, "down-margin", d.DownMargin, "headroom a scale-down must leave: the rest must serve this much more than the planned load")
+	fs.Float64Var(&f.policy.Slack, "slack", d.Slack, "how far over its target an observed p90 may be before the reactive rule adds a replica")
 	fs.Float64Var(&f.policy.RateSpread, "rate-spread", d.RateSpread, "planner: standard errors of the rate forecast added as headroom for bursts")
 	fs.StringVar(&f.predictor, "predictor", predict.DefaultSpec, "load predictor: constant, holt-winters[:alpha=A,beta=B,gamma=G,season=N] or kalman[:level=L,trend=T]")
 	fs.StringVar(&f.actuator, "actuator", "none", "what scales the pools: none (plan and report only), supervisor (make run's) or nomad")
