@@ -1,12 +1,13 @@
 // Package deptest starts the real dependencies of integration tests (a
-// Consul dev agent, a redis-server) as child processes on free loopback
-// ports, and stops them when the test ends. Eventually waits for what such
-// tests wait on: state that another goroutine or process reaches by itself.
+// Consul dev agent, a redis-server, a Nomad dev agent, versitygw) as child
+// processes on free loopback ports, and stops them when the test ends.
+// Eventually waits for what such tests wait on: state that another
+// goroutine or process reaches by itself.
 //
-// Binaries are found through $CONSUL_BIN / $REDIS_BIN, then $PATH. When one
-// is missing the test is skipped under -short and fails otherwise: `make
-// test` installs both, so a missing binary there is a broken set-up, not a
-// reason to pass silently.
+// Binaries are found through $CONSUL_BIN, $REDIS_BIN, $NOMAD_BIN and
+// $VERSITYGW_BIN, then $PATH. When one is missing the test is skipped
+// under -short and fails otherwise: `make test` installs them all, so a
+// missing binary there is a broken set-up, not a reason to pass silently.
 package deptest
 
 import (
