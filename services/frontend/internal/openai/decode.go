@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net/http"
 	"strings"
 )
 
@@ -131,14 +132,48 @@ func (r *ChatRequest) checkLogprobs(g *Generation) error {
 	return nil
 }
 
+// unsupported are the OpenAI request fields this server does not honour
+// yet. Asked for, each is a 400 naming it: a client that asked for JSON or
+// a tool call and got prose would break later, and worse.
+var unsupported = map[string]string{
+	"response_format":     "structured output (response_format) is not supported yet",
+	"tools":               "tools are not supported yet",
+	"tool_choice":         "tool_choice is not supported yet (no tools)",
+	"parallel_tool_calls": "parallel_tool_calls is not supported yet (no tools)",
+	"functions":           "functions are not supported (deprecated by OpenAI for tools, which are not supported yet)",
+	"function_call":       "function_call is not supported (deprecated by OpenAI for tool_choice, which is not supported yet)",
+	"tool_calls":          "messages with tool_calls are not supported yet (no tools)",
+	"tool_call_id":        "tool messages are not supported yet (no tools)",
+	"logit_bias":          "logit_bias is not supported yet",
+	"modalities":          "modalities are not supported: this server generates text",
+	"audio":               "audio is not supported: this server generates text",
+	"prediction":          "predicted outputs are not supported",
+	"reasoning_effort":    "reasoning_effort is not supported",
+	"service_tier":        "service_tier is not supported",
+	"store":               "store is not supported: this server keeps no completions",
+	"metadata":            "metadata is not supported: this server keeps no completions",
+	"web_search_options":  "web search is not supported",
+}
+
+// unmarshal decodes a request body strictly: a field the request types do
+// not know is a 400 naming it ("Unrecognized request argument supplied",
+// as OpenAI answers), and one of OpenAI's this server does not honour is
+// a 400 saying so, rather than either being silently ignored.
 func unmarshal(data []byte, v any) error {
 	data = bytes.TrimSpace(data)
 	if len(data) == 0 || data[0] != '{' {
 		return Invalid("", "The request body must be a JSON object.")
 	}
-	err := json.Unmarshal(data, v)
+	err := decodeStrict(data, v)
 	if err == nil {
 		return nil
+	}
+	if field, ok := unknownField(err); ok {
+		if why, known := unsupported[field]; known {
+			return Unsupported(field, why+".")
+		}
+		return &Error{Status: http.StatusBadRequest, Type: TypeInvalidRequest, Param: field, Code: CodeUnknownParameter,
+			Message: fmt.Sprintf("Unrecognized request argument supplied: %s", field)}
 	}
 	var typeErr *json.UnmarshalTypeError
 	if errors.As(err, &typeErr) {
@@ -150,6 +185,30 @@ func unmarshal(data []byte, v any) error {
 		return Invalid("", "Malformed JSON at byte %d: %v.", syntaxErr.Offset, syntaxErr)
 	}
 	return Invalid("", "Invalid request body: %v.", err)
+}
+
+// decodeStrict is json.Unmarshal that refuses unknown fields (in the
+// request and its messages) and data after the object.
+func decodeStrict(data []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if rest := bytes.TrimSpace(data[dec.InputOffset():]); len(rest) > 0 {
+		return &json.SyntaxError{Offset: dec.InputOffset()}
+	}
+	return nil
+}
+
+// unknownField is the field an unknown-field decoding error names.
+func unknownField(err error) (string, bool) {
+	const prefix = `json: unknown field "`
+	msg := err.Error()
+	if !strings.HasPrefix(msg, prefix) || !strings.HasSuffix(msg, `"`) {
+		return "", false
+	}
+	return msg[len(prefix) : len(msg)-1], true
 }
 
 // check validates the shared parameters and converts them.

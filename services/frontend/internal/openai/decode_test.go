@@ -176,3 +176,45 @@ func TestErrorEnvelope(t *testing.T) {
 		t.Fatalf("got %s\nwant %s", b, want)
 	}
 }
+
+// A field the server does not know is a 400 naming it, as OpenAI answers;
+// one of OpenAI's that it does not honour is a 400 saying so; neither is
+// ignored. Both decoders, and the token-prompt fast path, agree.
+func TestStrictFields(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, body, param, code, message string
+		chat                             bool
+	}{
+		{"unknown, chat", `{"model":"m","messages":[{"role":"user","content":"hi"}],"frobnicate":1}`, "frobnicate", CodeUnknownParameter, "Unrecognized request argument supplied: frobnicate", true},
+		{"unknown, completion", `{"model":"m","prompt":"a","frobnicate":1}`, "frobnicate", CodeUnknownParameter, "Unrecognized request argument supplied: frobnicate", false},
+		{"unknown, token prompt", `{"prompt":[1,2,3],"model":"m","frobnicate":1}`, "frobnicate", CodeUnknownParameter, "Unrecognized", false},
+		{"unknown in a message", `{"model":"m","messages":[{"role":"user","content":"hi","colour":"red"}]}`, "colour", CodeUnknownParameter, "Unrecognized", true},
+		{"response_format", `{"model":"m","messages":[{"role":"user","content":"hi"}],"response_format":{"type":"json_object"}}`, "response_format", CodeUnsupported, "structured output", true},
+		{"tools", `{"model":"m","messages":[{"role":"user","content":"hi"}],"tools":[],"tool_choice":"required"}`, "", CodeUnsupported, "not supported", true},
+		{"logit_bias", `{"model":"m","prompt":"a","logit_bias":{"50256":-100}}`, "logit_bias", CodeUnsupported, "logit_bias", false},
+		{"tool message", `{"model":"m","messages":[{"role":"tool","content":"42","tool_call_id":"c1"}]}`, "tool_call_id", CodeUnsupported, "tool messages", true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			var err error
+			if tc.chat {
+				_, _, err = DecodeChat([]byte(tc.body))
+			} else {
+				_, _, err = DecodeCompletion([]byte(tc.body))
+			}
+			var apiErr *Error
+			switch {
+			case !errors.As(err, &apiErr) || apiErr.Status != http.StatusBadRequest || apiErr.Code != tc.code:
+				t.Fatalf("want 400 %s, got %v", tc.code, err)
+			case tc.param != "" && apiErr.Param != tc.param:
+				t.Errorf("param %q, want %q", apiErr.Param, tc.param)
+			case tc.param == "" && apiErr.Param != "tools" && apiErr.Param != "tool_choice":
+				t.Errorf("param %q, want tools or tool_choice", apiErr.Param)
+			case !strings.Contains(apiErr.Message, tc.message):
+				t.Errorf("message %q, want it to contain %q", apiErr.Message, tc.message)
+			}
+		})
+	}
+}

@@ -23,6 +23,7 @@ const (
 	CodeServiceUnavailable = "service_unavailable"
 	CodeUnsupported        = "unsupported_parameter"
 	CodeInvalidValue       = "invalid_value"
+	CodeUnknownParameter   = "unknown_parameter"
 )
 
 // Error is an API error: an HTTP status plus OpenAI's error envelope

@@ -2,7 +2,6 @@ package openai
 
 import (
 	"bytes"
-	"encoding/json"
 )
 
 // Token-id prompts are the large requests: a replayed trace sends 100k ids
@@ -173,7 +172,7 @@ func skipValue(body []byte, i int) (int, bool) {
 // without the split.
 func decodeCompletionBody(data []byte, req *CompletionRequest) error {
 	if rest, ids, ok := splitTokenPrompt(data); ok {
-		if err := json.Unmarshal(rest, req); err == nil {
+		if err := decodeStrict(rest, req); err == nil {
 			req.Prompt = Prompt{Tokens: [][]int64{ids}}
 			return nil
 		}
