@@ -1,5 +1,6 @@
 // Package httpapi serves the frontend's OpenAI-compatible HTTP API:
-// /v1/chat/completions, /v1/completions, /v1/models and /openapi.json.
+// /v1/chat/completions, /v1/completions, /v1/models, /tokenize,
+// /detokenize and /openapi.json.
 //
 // Handlers decode and check the request (package openai), resolve the
 // model and its tokenizer (package catalog), fit the request to the
@@ -68,6 +69,8 @@ const (
 	epChat        = "chat_completions"
 	epCompletions = "completions"
 	epModels      = "models"
+	epTokenize    = "tokenize"
+	epDetokenize  = "detokenize"
 )
 
 // New builds the API.
@@ -96,6 +99,8 @@ func New(cfg Config) (*API, error) {
 	// them in the path as they are.
 	a.mux.Handle("GET /v1/models/{model...}", a.instrument(epModels, a.guard(http.HandlerFunc(a.model))))
 	a.mux.HandleFunc("GET /openapi.json", a.serveOpenAPI)
+	a.mux.Handle("POST /tokenize", a.instrument(epTokenize, a.guard(http.HandlerFunc(a.tokenize))))
+	a.mux.Handle("POST /detokenize", a.instrument(epDetokenize, a.guard(http.HandlerFunc(a.detokenize))))
 	a.mux.HandleFunc("/v1/", func(w http.ResponseWriter, r *http.Request) {
 		a.writeError(w, &openai.Error{Status: http.StatusNotFound, Type: openai.TypeInvalidRequest, Message: "Unknown endpoint " + r.Method + " " + r.URL.Path + "."})
 	})
@@ -103,7 +108,7 @@ func New(cfg Config) (*API, error) {
 }
 
 // Patterns are the paths to mount the API under on a shared mux.
-var Patterns = []string{"/v1/", "GET /openapi.json"}
+var Patterns = []string{"/v1/", "GET /openapi.json", "POST /tokenize", "POST /detokenize"}
 
 // ServeHTTP implements http.Handler.
 func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) { a.mux.ServeHTTP(w, r) }
@@ -120,6 +125,10 @@ func Operations() []openapi.Operation {
 			Response: reflect.TypeFor[openai.ModelList](), Errors: []int{401, 429}},
 		{Method: "GET", Path: "/v1/models/{model}", ID: "retrieveModel", Summary: "Retrieve a model",
 			Response: reflect.TypeFor[openai.Model](), Errors: []int{401, 404, 429}},
+		{Method: "POST", Path: "/tokenize", ID: "tokenize", Summary: "Tokenize a prompt or chat messages with the model's tokenizer (vLLM's shape)",
+			Request: reflect.TypeFor[openai.TokenizeRequest](), Response: reflect.TypeFor[openai.TokenizeResponse](), Errors: []int{400, 401, 404, 413, 429}},
+		{Method: "POST", Path: "/detokenize", ID: "detokenize", Summary: "Decode token ids to text with the model's tokenizer (vLLM's shape)",
+			Request: reflect.TypeFor[openai.DetokenizeRequest](), Response: reflect.TypeFor[openai.DetokenizeResponse](), Errors: []int{400, 401, 404, 413, 429}},
 	}
 }
 
