@@ -50,10 +50,14 @@ func (x *Xfer) finish(err error) {
 	x.finishOnce.Do(func() {
 		x.err = err
 		x.elapsed = time.Since(x.posted)
+		// The handle ends before its region accesses are released: a
+		// deregistration waiting on them then returns only after the
+		// transfer shows as ended. A waiter that deregisters at once waits
+		// for the release that follows, which is immediate.
+		close(x.done)
 		if x.onFinish != nil {
 			x.onFinish(err)
 		}
-		close(x.done)
 	})
 }
 
