@@ -10,6 +10,7 @@ import (
 
 	"switchyard.dev/services/frontend/internal/auth"
 	"switchyard.dev/services/frontend/internal/chattmpl"
+	"switchyard.dev/services/frontend/internal/httpapi"
 )
 
 // flags are the frontend's own settings.
@@ -23,11 +24,13 @@ type flags struct {
 	migrationAttempts int
 	requestTimeout    time.Duration
 	chatTemplate      string
+	modelAlias        string
 
 	// Set by validate.
 	routers   []string
 	keys      []string
 	templates *chattmpl.Set
+	aliases   map[string]string
 }
 
 func (f *flags) register(fs *flag.FlagSet) {
@@ -38,6 +41,7 @@ func (f *flags) register(fs *flag.FlagSet) {
 	fs.Int64Var(&f.maxBodyBytes, "max-body-bytes", 4<<20, "largest accepted request body")
 	fs.IntVar(&f.migrationAttempts, "migration-attempts", 3, "times a generation whose worker fails mid-stream is moved to another worker")
 	fs.DurationVar(&f.requestTimeout, "request-timeout", 10*time.Minute, "longest one generation may run (0: no limit)")
+	fs.StringVar(&f.modelAlias, "model-alias", "", "more names for served models, NAME=MODEL comma-separated (as vLLM's --served-model-name); answers echo the name asked for")
 	fs.StringVar(&f.chatTemplate, "chat-template", "plain", "chat template: plain or raw, for all models or per model as model=template, comma-separated")
 }
 
@@ -55,6 +59,9 @@ func (f *flags) validate() error {
 		return fmt.Errorf("-request-timeout=%v: must not be negative", f.requestTimeout)
 	}
 	var err error
+	if f.aliases, err = httpapi.ParseAliases(f.modelAlias); err != nil {
+		return fmt.Errorf("-model-alias: %w", err)
+	}
 	if f.templates, err = chattmpl.Parse(f.chatTemplate); err != nil {
 		return fmt.Errorf("-chat-template: %w", err)
 	}

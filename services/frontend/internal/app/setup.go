@@ -57,7 +57,7 @@ func setup(ctx context.Context, rt *service.Runtime, f *flags, version string) e
 		guard = auth.New(auth.Config{Keys: f.keys, Rate: f.rateLimit, Burst: f.rateBurst})
 	}
 	api, err := httpapi.New(httpapi.Config{
-		Catalog: cat, Generator: gen, Metrics: m, Templates: f.templates, Guard: guard, Logger: rt.Logger,
+		Catalog: cat, Generator: gen, Metrics: m, Templates: f.templates, Guard: guard, Logger: rt.Logger, Aliases: f.aliases,
 		MaxBodyBytes: f.maxBodyBytes, RequestTimeout: f.requestTimeout, Version: version,
 	})
 	if err != nil {

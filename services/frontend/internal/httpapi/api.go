@@ -55,6 +55,9 @@ type Config struct {
 	RequestTimeout time.Duration
 	Version        string
 	Now            func() time.Time
+	// Aliases are more names of served models (alias → model;
+	// ParseAliases).
+	Aliases map[string]string
 }
 
 // API is the HTTP handler of the OpenAI-compatible API.
@@ -90,6 +93,9 @@ func New(cfg Config) (*API, error) {
 	doc, err := json.MarshalIndent(openapi.Document("Switchyard OpenAI-compatible API", cfg.Version, Operations(), reflect.TypeFor[openai.ErrorBody]()), "", "  ")
 	if err != nil {
 		return nil, err
+	}
+	if len(cfg.Aliases) > 0 {
+		cfg.Catalog = aliased{Catalog: cfg.Catalog, names: cfg.Aliases}
 	}
 	a := &API{cfg: cfg, mux: http.NewServeMux(), openapi: doc}
 	a.mux.Handle("POST /v1/chat/completions", a.instrument(epChat, a.guard(http.HandlerFunc(a.chat))))

@@ -24,7 +24,7 @@ func (a *API) chat(w http.ResponseWriter, r *http.Request) {
 	for i, m := range req.Messages {
 		msgs[i] = chattmpl.Message{Role: m.Role, Content: m.Content.Text}
 	}
-	text := a.cfg.Templates.For(g.Model)(msgs)
+	text := a.cfg.Templates.For(a.canonical(g.Model))(msgs)
 	gen, err := a.prepare(r.Context(), g, func(m *catalog.Model) ([]uint32, error) { return textPrompt(text, m, g) })
 	if err != nil {
 		a.fail(w, r, err, g.Model)

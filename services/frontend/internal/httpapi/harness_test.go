@@ -48,6 +48,7 @@ type stackConfig struct {
 	maxBody    int64
 	noRouter   bool
 	noAttempts bool
+	aliases    map[string]string
 }
 
 func newStack(t testing.TB, cfg stackConfig) *stack {
@@ -87,7 +88,7 @@ func newStack(t testing.TB, cfg stackConfig) *stack {
 	}
 	s.Metrics = m
 	api, err := New(Config{
-		Catalog: cat, Metrics: m, Guard: cfg.guard, Logger: log, MaxBodyBytes: cfg.maxBody, Version: "test",
+		Catalog: cat, Metrics: m, Guard: cfg.guard, Logger: log, MaxBodyBytes: cfg.maxBody, Version: "test", Aliases: cfg.aliases,
 		Generator: generate.New(generate.Config{Router: routers, Dialer: workers, MigrationAttempts: cfg.attempts,
 			OnMigrate: func(model string) { m.Migrations.WithLabelValues(model).Inc() }}),
 	})

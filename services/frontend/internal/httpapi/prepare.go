@@ -51,7 +51,7 @@ func (a *API) prepare(ctx context.Context, g openai.Generation, prompt promptFun
 		}
 	}
 	return generate.Request{
-		Model: g.Model, Prompt: ids, Tokenizer: m.Tok, MaxTokens: maxTokens,
+		Model: m.Name, Prompt: ids, Tokenizer: m.Tok, MaxTokens: maxTokens,
 		Sampling: &commonv1.SamplingParams{Temperature: g.Temperature, TopP: g.TopP, TopK: g.TopK, Seed: g.Seed,
 			Logprobs: g.Logprobs, TopLogprobs: uint32(g.TopLogprobs)},
 		Stop:      g.Stop,

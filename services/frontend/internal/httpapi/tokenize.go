@@ -34,7 +34,7 @@ func (a *API) tokenize(w http.ResponseWriter, r *http.Request) {
 		for i, msg := range req.Messages {
 			msgs[i] = chattmpl.Message{Role: msg.Role, Content: msg.Content.Text}
 		}
-		text = a.cfg.Templates.For(req.Model)(msgs)
+		text = a.cfg.Templates.For(a.canonical(req.Model))(msgs)
 	}
 	ids := m.Encode(text)
 	if req.AddSpecialTokens != nil && !*req.AddSpecialTokens && len(ids) > 0 && ids[0] == m.Info.GetBosTokenId() {
