@@ -39,12 +39,9 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-	"unsafe"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
-	"github.com/aws/smithy-go"
 
 	"switchyard.dev/libs/kvbm"
 	"switchyard.dev/libs/kvtier"
@@ -153,179 +150,6 @@ func Open(ctx context.Context, cfg Config) (*Tier, error) {
 	return t, nil
 }
 
-// agentName names the tier's agent; its transfers are to itself.
-const agentName = "kvbm-object"
-
-// openAgent maps the staging buffers and registers them with an agent of
-// the tier's own, whose obj backend calls the store through t.client.
-func (t *Tier) openAgent() error {
-	t.slotLen = kvbm.HeaderLen(t.cfg.BlockSize) + t.cfg.BlockBytes
-	staging, err := arena.Map(t.cfg.Depth * t.slotLen)
-	if err != nil {
-		return fmt.Errorf("kvbm: object tier: %w", err)
-	}
-	t.staging, t.bufs = staging, make(chan int, t.cfg.Depth)
-	for i := range t.cfg.Depth {
-		t.bufs <- i
-	}
-	a, err := nixl.NewAgent(nixl.Config{Name: agentName, Storage: []nixl.StorageFactory{obj.New(obj.Config{
-		Client: t.client, Bucket: t.cfg.Bucket, Timeout: t.cfg.Timeout, Depth: 1, PartSize: t.slotLen, NoOverwrite: true,
-	})}})
-	if err != nil {
-		return fmt.Errorf("kvbm: object tier: %w", err)
-	}
-	t.agent = a
-	if t.mem, err = a.RegisterMemory(staging.Bytes()); err != nil {
-		return fmt.Errorf("kvbm: object tier: %w", err)
-	}
-	return nil
-}
-
-// release closes the agent (once its transfers ended) and unmaps the
-// staging buffers.
-func (t *Tier) release() error {
-	var err error
-	if t.agent != nil {
-		err = t.agent.Close()
-		t.agent = nil
-	}
-	if t.staging != nil {
-		err = errors.Join(err, t.staging.Close())
-		t.staging = nil
-	}
-	return err
-}
-
-func (t *Tier) buf(b int) []byte { return t.staging.Bytes()[b*t.slotLen : (b+1)*t.slotLen] }
-
-func (t *Tier) buffer(ctx context.Context) (int, error) {
-	select {
-	case b := <-t.bufs:
-		return b, nil
-	case <-ctx.Done():
-		return 0, ctx.Err()
-	}
-}
-
-// staged is the descriptor of the first n bytes of staging buffer b.
-func (t *Tier) staged(b, n int) nixl.Desc {
-	return nixl.Desc{Region: t.mem, Offset: uint64(b * t.slotLen), Len: uint64(n)}
-}
-
-// transfer moves the object of block hash, whole, to (Write) or from
-// (Read) local, the descriptors of its bytes in order. It returns only
-// once the backend no longer touches them.
-func (t *Tier) transfer(ctx context.Context, op nixl.Op, hash uint64, local ...nixl.Desc) error {
-	n := uint64(0)
-	for _, d := range local {
-		n += d.Len
-	}
-	id, err := t.agent.RegisterStorage(nixl.ObjectSegment{Key: t.key(hash), Len: n})
-	if err != nil {
-		return err
-	}
-	defer func() { _ = t.agent.DeregisterStorage(context.Background(), id) }()
-	remote, off := make([]nixl.Desc, len(local)), uint64(0)
-	for i, d := range local {
-		remote[i] = nixl.Desc{Region: id, Offset: off, Len: d.Len}
-		off += d.Len
-	}
-	x, err := t.agent.Post(nixl.XferRequest{Op: op, Peer: agentName, Local: local, Remote: remote})
-	if err != nil {
-		return err
-	}
-	return x.WaitOrCancel(ctx)
-}
-
-// registered is memory registered with the tier's agent.
-type registered struct {
-	mem []byte
-	id  nixl.RegionID
-}
-
-// RegisterMemory implements kvbm.Registrar: a Get into mem reads a
-// block's data straight into it, its header into a staging buffer, in
-// one scattered GET.
-func (t *Tier) RegisterMemory(mem []byte) error {
-	if t.closed.Load() {
-		return kvbm.ErrClosed
-	}
-	id, err := t.agent.RegisterMemory(mem)
-	if err != nil {
-		return fmt.Errorf("kvbm: object tier: %w", err)
-	}
-	t.regMu.Lock()
-	t.regs = append(t.regs, registered{mem: mem, id: id})
-	t.regMu.Unlock()
-	return nil
-}
-
-// registeredAt returns the descriptor of dst in registered memory.
-func (t *Tier) registeredAt(dst []byte) (nixl.Desc, bool) {
-	p := uintptr(unsafe.Pointer(unsafe.SliceData(dst)))
-	t.regMu.RLock()
-	defer t.regMu.RUnlock()
-	for _, r := range t.regs {
-		base := uintptr(unsafe.Pointer(unsafe.SliceData(r.mem)))
-		if p >= base && p+uintptr(len(dst)) <= base+uintptr(len(r.mem)) {
-			return nixl.Desc{Region: r.id, Offset: uint64(p - base), Len: uint64(len(dst))}, true
-		}
-	}
-	return nixl.Desc{}, false
-}
-
-// ClientConfig is how to reach a store.
-type ClientConfig struct {
-	// Endpoint is the store's URL; empty uses AWS's.
-	Endpoint string
-	Region   string // default us-east-1
-	// AccessKey and SecretKey, when set, replace the SDK's standard
-	// credential chain (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY,
-	// AWS_PROFILE, ...).
-	AccessKey, SecretKey string
-	HTTPClient           *http.Client // default a fresh one
-}
-
-// NewClient returns an S3 client configured as the tier's own: path-style
-// addressing (what S3-compatible stores serve), and the SDK's checksums
-// only where the API requires them (a block's CRC-32C covers it end to
-// end). The kvbm-controller's catalog reaches the store through it too.
-func NewClient(ctx context.Context, c ClientConfig) (*s3.Client, error) {
-	if c.Region == "" {
-		c.Region = "us-east-1"
-	}
-	if (c.AccessKey == "") != (c.SecretKey == "") {
-		return nil, errors.New("kvbm: object store: an access key needs its secret key, and the reverse")
-	}
-	opts := []func(*config.LoadOptions) error{config.WithRegion(c.Region)}
-	if c.AccessKey != "" {
-		opts = append(opts, config.WithCredentialsProvider(aws.CredentialsProviderFunc(func(context.Context) (aws.Credentials, error) {
-			return aws.Credentials{AccessKeyID: c.AccessKey, SecretAccessKey: c.SecretKey, Source: "s3tier.ClientConfig"}, nil
-		})))
-	}
-	if c.HTTPClient != nil {
-		opts = append(opts, config.WithHTTPClient(c.HTTPClient))
-	}
-	acfg, err := config.LoadDefaultConfig(ctx, opts...)
-	if err != nil {
-		return nil, fmt.Errorf("kvbm: object store: credentials: %w", err)
-	}
-	return s3.NewFromConfig(acfg, func(o *s3.Options) {
-		if c.Endpoint != "" {
-			o.BaseEndpoint = aws.String(c.Endpoint)
-		}
-		o.UsePathStyle = true
-		o.RequestChecksumCalculation = aws.RequestChecksumCalculationWhenRequired
-		o.ResponseChecksumValidation = aws.ResponseChecksumValidationWhenRequired
-	}), nil
-}
-
-// Explain turns a store's refusal of a call about bucket into one line a
-// user can act on: credentials refused, no such bucket, or unreachable.
-func Explain(bucket, endpoint string, err error) error {
-	return fmt.Errorf("bucket %q at %s: %w", bucket, endpointName(endpoint), explain(err))
-}
-
 func (c *Config) validate() error {
 	if c.Region == "" {
 		c.Region = "us-east-1"
@@ -352,27 +176,6 @@ func (c *Config) validate() error {
 		return errors.New("kvbm: object tier: an access key needs its secret key, and the reverse")
 	}
 	return nil
-}
-
-func endpointName(e string) string {
-	if e == "" {
-		return "the default AWS endpoint"
-	}
-	return e
-}
-
-// explain turns the store's refusals into what a user fixes.
-func explain(err error) error {
-	var ae smithy.APIError
-	if errors.As(err, &ae) {
-		switch ae.ErrorCode() {
-		case "Forbidden", "AccessDenied", "SignatureDoesNotMatch", "InvalidAccessKeyId", "403":
-			return fmt.Errorf("credentials refused (check AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY): %w", err)
-		case "NotFound", "NoSuchBucket", "404":
-			return fmt.Errorf("no such bucket: %w", err)
-		}
-	}
-	return fmt.Errorf("unreachable or refused: %w", err)
 }
 
 // Kind is kvtier.External.
@@ -541,57 +344,6 @@ func (t *Tier) discard(hash uint64) {
 	_, _ = t.client.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String(t.cfg.Bucket), Key: aws.String(t.key(hash))})
 }
 
-// Refresh lists the namespace now (it also runs every Config.Refresh).
-func (t *Tier) Refresh(ctx context.Context) error { return t.list(ctx) }
-
-// list learns the blocks the namespace holds. A block is named by its key;
-// its parent is learnt only when it is read, so blocks found by listing
-// are announced without one.
-func (t *Tier) list(ctx context.Context) error {
-	_, cancel, err := t.call(ctx) // closed, or backing off
-	if err != nil {
-		return err
-	}
-	cancel()
-	p := s3.NewListObjectsV2Paginator(t.client, &s3.ListObjectsV2Input{Bucket: aws.String(t.cfg.Bucket), Prefix: aws.String(t.prefix)})
-	for p.HasMorePages() {
-		// Each page has its own deadline: a large namespace takes many.
-		cctx, cancel := context.WithTimeout(ctx, t.cfg.Timeout)
-		page, err := p.NextPage(cctx)
-		cancel()
-		if err != nil {
-			t.brk.fail()
-			return err
-		}
-		for _, o := range page.Contents {
-			h, err := strconv.ParseUint(strings.TrimPrefix(aws.ToString(o.Key), t.prefix), 16, 64)
-			if err != nil {
-				continue // not a block of ours
-			}
-			t.idx.learn(h, int(aws.ToInt64(o.Size)))
-		}
-	}
-	t.brk.ok()
-	return nil
-}
-
-func (t *Tier) refresher(ctx context.Context) {
-	defer close(t.done)
-	if t.cfg.Refresh < 0 {
-		return
-	}
-	tick := time.NewTicker(t.cfg.Refresh)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-			_ = t.list(ctx) // a store that is down is retried at the next tick
-		}
-	}
-}
-
 // Prefix counts the leading hashes the tier knows the store holds.
 func (t *Tier) Prefix(hashes []uint64) int { return t.idx.prefix(hashes) }
 
@@ -617,43 +369,4 @@ func (t *Tier) Close() error {
 		t.stop = nil
 	}
 	return t.release()
-}
-
-// errBackingOff is returned while the breaker is open.
-var errBackingOff = errors.New("store failing, backing off")
-
-// breaker fails calls fast for a while after consecutive failures: a
-// store that is down must not make every onboarding wait for a timeout.
-type breaker struct {
-	mu       sync.Mutex
-	failures int
-	until    time.Time
-}
-
-// breakerAfter failures in a row open the breaker for breakerFor.
-const (
-	breakerAfter = 3
-	breakerFor   = 2 * time.Second
-)
-
-func (b *breaker) allow() bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return time.Now().After(b.until)
-}
-
-func (b *breaker) ok() {
-	b.mu.Lock()
-	b.failures = 0
-	b.mu.Unlock()
-}
-
-func (b *breaker) fail() {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.failures++
-	if b.failures >= breakerAfter {
-		b.until = time.Now().Add(breakerFor)
-		b.failures = 0
-	}
 }
