@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -297,22 +298,12 @@ func (sv *Supervisor) List(pool string) *supervisorv1.ListInstancesResponse {
 		}
 		res.Pools = append(res.Pools, &supervisorv1.Pool{Name: p.spec.Name, Scalable: p.spec.Scalable,
 			MinInstances: uint32(p.spec.Min), MaxInstances: uint32(p.spec.Max), Instances: uint32(len(p.insts))})
-		idx := slices.Sorted(mapsKeys(p.insts))
+		idx := slices.Sorted(maps.Keys(p.insts))
 		for _, i := range idx {
 			res.Instances = append(res.Instances, p.insts[i].describeLocked())
 		}
 	}
 	return res
-}
-
-func mapsKeys(m map[int]*instance) func(func(int) bool) {
-	return func(yield func(int) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
-	}
 }
 
 func (sv *Supervisor) describe(in *instance) *supervisorv1.Instance {

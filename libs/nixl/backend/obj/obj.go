@@ -124,7 +124,8 @@ func New(cfg Config) nixl.StorageFactory {
 		}
 		client := cfg.Client
 		if client == nil {
-			if client, err = newClient(cfg); err != nil {
+			if client, err = NewClient(context.Background(), ClientConfig{Endpoint: cfg.Endpoint, Region: cfg.Region,
+				AccessKey: cfg.AccessKey, SecretKey: cfg.SecretKey, HTTPClient: cfg.HTTPClient}); err != nil {
 				return nil, err
 			}
 		}
@@ -133,27 +134,48 @@ func New(cfg Config) nixl.StorageFactory {
 	}
 }
 
-func newClient(cfg Config) (*s3.Client, error) {
-	opts := []func(*config.LoadOptions) error{config.WithRegion(cfg.Region)}
-	if cfg.AccessKey != "" {
+// ClientConfig is how to reach a store.
+type ClientConfig struct {
+	// Endpoint is the store's URL; empty uses AWS's.
+	Endpoint string
+	Region   string // default us-east-1
+	// AccessKey and SecretKey, when set, replace the SDK's standard
+	// credential chain (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY,
+	// AWS_PROFILE, ...).
+	AccessKey, SecretKey string
+	HTTPClient           *http.Client // default the SDK's
+}
+
+// NewClient returns an S3 client set up as the backend's own: path-style
+// addressing (what S3-compatible stores serve), and the SDK's checksums
+// only where the API requires them (KV blocks carry their own where they
+// need them; the SDK's would hash every byte once more on each side).
+// libs/kvbm's object tier and the kvbm-controller reach stores through it.
+func NewClient(ctx context.Context, c ClientConfig) (*s3.Client, error) {
+	if c.Region == "" {
+		c.Region = "us-east-1"
+	}
+	if (c.AccessKey == "") != (c.SecretKey == "") {
+		return nil, errors.New("obj: an access key needs its secret key, and the reverse")
+	}
+	opts := []func(*config.LoadOptions) error{config.WithRegion(c.Region)}
+	if c.AccessKey != "" {
 		opts = append(opts, config.WithCredentialsProvider(aws.CredentialsProviderFunc(func(context.Context) (aws.Credentials, error) {
-			return aws.Credentials{AccessKeyID: cfg.AccessKey, SecretAccessKey: cfg.SecretKey, Source: "obj.Config"}, nil
+			return aws.Credentials{AccessKeyID: c.AccessKey, SecretAccessKey: c.SecretKey, Source: "obj.ClientConfig"}, nil
 		})))
 	}
-	if cfg.HTTPClient != nil {
-		opts = append(opts, config.WithHTTPClient(cfg.HTTPClient))
+	if c.HTTPClient != nil {
+		opts = append(opts, config.WithHTTPClient(c.HTTPClient))
 	}
-	acfg, err := config.LoadDefaultConfig(context.Background(), opts...)
+	acfg, err := config.LoadDefaultConfig(ctx, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("obj: credentials: %w", err)
 	}
 	return s3.NewFromConfig(acfg, func(o *s3.Options) {
-		if cfg.Endpoint != "" {
-			o.BaseEndpoint = aws.String(cfg.Endpoint)
+		if c.Endpoint != "" {
+			o.BaseEndpoint = aws.String(c.Endpoint)
 		}
 		o.UsePathStyle = true
-		// KV blocks carry their own checksums where they need them; the
-		// SDK's would hash every byte once more on each side.
 		o.RequestChecksumCalculation = aws.RequestChecksumCalculationWhenRequired
 		o.ResponseChecksumValidation = aws.ResponseChecksumValidationWhenRequired
 	}), nil

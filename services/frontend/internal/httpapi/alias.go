@@ -3,6 +3,7 @@ package httpapi
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -58,13 +59,7 @@ func (c aliased) Get(ctx context.Context, model string) (*catalog.Model, error) 
 func (c aliased) Models(ctx context.Context) []catalog.Entry {
 	models := c.Catalog.Models(ctx)
 	out := slices.Clone(models)
-	names := slices.Sorted(func(yield func(string) bool) {
-		for n := range c.names {
-			if !yield(n) {
-				return
-			}
-		}
-	})
+	names := slices.Sorted(maps.Keys(c.names))
 	for _, n := range names {
 		for _, e := range models {
 			if e.Name == c.names[n] {
