@@ -162,15 +162,22 @@ func (sv *Supervisor) Add(name string, n int) ([]*supervisorv1.Instance, error) 
 		sv.mu.Unlock()
 		return nil, fmt.Errorf("%w: pool %s has %d, at most %d: cannot add %d", ErrBounds, name, live, p.spec.Max, n)
 	}
-	sv.mu.Unlock()
-	var out []*supervisorv1.Instance
+	// The check and the additions under one lock: two calls at once
+	// cannot both pass the bound.
+	var ins []*instance
 	for range n {
-		in, err := sv.add(p)
+		in, err := sv.addLocked(p)
 		if err != nil {
-			return out, err
+			sv.mu.Unlock()
+			return nil, err
 		}
+		ins = append(ins, in)
+	}
+	sv.mu.Unlock()
+	out := make([]*supervisorv1.Instance, len(ins))
+	for i, in := range ins {
 		<-in.launched
-		out = append(out, sv.describe(in))
+		out[i] = sv.describe(in)
 	}
 	return out, nil
 }
@@ -238,6 +245,11 @@ func (p *pool) live() int {
 func (sv *Supervisor) add(p *pool) (*instance, error) {
 	sv.mu.Lock()
 	defer sv.mu.Unlock()
+	return sv.addLocked(p)
+}
+
+// addLocked is add with sv.mu held.
+func (sv *Supervisor) addLocked(p *pool) (*instance, error) {
 	if sv.stopping {
 		return nil, ErrStopping
 	}

@@ -21,6 +21,7 @@ import (
 
 	"switchyard.dev/services/planner/internal/actuate"
 	"switchyard.dev/services/planner/internal/leader"
+	"switchyard.dev/services/planner/internal/observe"
 )
 
 // Spec describes the planner service.
@@ -43,6 +44,7 @@ func Spec(version string) service.Spec {
 				return err
 			}
 			p.http = &http.Client{Timeout: f.sampleTimeout}
+			p.scraper = observe.NewFrontends(p.http)
 			if p.act, err = newActuator(f); err != nil {
 				return err
 			}

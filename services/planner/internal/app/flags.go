@@ -55,6 +55,11 @@ func (f *flags) validate() error {
 	if err := f.policy.Validate(); err != nil {
 		errs = append(errs, err)
 	}
+	// A model with no worker shows no load (its requests fail before any
+	// frontend counts them), so a pool at zero would never come back.
+	if f.policy.Decode.Min < 1 {
+		errs = append(errs, fmt.Errorf("-min-decode %d: at least 1 (a pool at zero has no load to plan from)", f.policy.Decode.Min))
+	}
 	if _, err := predict.Parse(f.predictor); err != nil {
 		errs = append(errs, fmt.Errorf("-predictor: %w", err))
 	}

@@ -46,7 +46,6 @@ type planner struct {
 	models   map[string]*modelState
 	isLeader bool
 	decided  time.Time
-	reason   string
 }
 
 // modelState is one model's planner and what it last decided.
@@ -67,7 +66,7 @@ type poolState struct {
 func newPlanner(reg discovery.Registry) *planner {
 	return &planner{reg: reg, pools: map[string][]discovery.Instance{}, models: map[string]*modelState{},
 		profiles: map[string]*profile.Profile{}, log: slog.New(slog.DiscardHandler), now: time.Now,
-		http: http.DefaultClient, scraper: observe.NewFrontends(nil), reason: "observe-only: no profile given"}
+		http: http.DefaultClient, scraper: observe.NewFrontends(nil)}
 }
 
 func (p *planner) watch(ctx context.Context, log *slog.Logger) error {
@@ -211,12 +210,15 @@ func (p *planner) planModel(ctx context.Context, now time.Time, model string, le
 	if disagg {
 		roles = []string{discovery.RolePrefill, discovery.RoleDecode}
 	}
+	// The step's pool states are new ones, published whole under the
+	// lock: GetPlan reads the last step's meanwhile.
+	states := map[string]*poolState{}
 	if st.planner == nil {
 		for _, role := range roles {
-			st.pools[role] = &poolState{status: &plannerv1.PoolStatus{Model: model, Role: role, Observed: uint32(count(role)),
+			states[role] = &poolState{status: &plannerv1.PoolStatus{Model: model, Role: role, Observed: uint32(count(role)),
 				Desired: uint32(count(role)), Rule: "observe", Reason: "observe-only: no profile for this model (-profile)"}}
 		}
-		p.publish(model, st, sig)
+		p.publish(model, st, sig, states)
 		return
 	}
 	// The actuator's count includes replicas still starting: the step
@@ -240,11 +242,11 @@ func (p *planner) planModel(ctx context.Context, now time.Time, model string, le
 		if role == discovery.RolePrefill {
 			pd = d.Prefill
 		}
-		ps := st.pools[role]
-		if ps == nil {
-			ps = &poolState{}
-			st.pools[role] = ps
+		ps := &poolState{}
+		if last := st.pools[role]; last != nil { // written only by this goroutine
+			ps.upSince, ps.upTo = last.upSince, last.upTo
 		}
+		states[role] = ps
 		ps.status = &plannerv1.PoolStatus{Model: model, Role: role, Observed: uint32(count(role)), Desired: uint32(pd.Desired),
 			Reason: pd.Reason, Rule: string(pd.Rule), Infeasible: pd.Infeasible, Correction: pd.Correction, ModelReplicas: uint32(pd.Model)}
 		p.metrics.decided(model, role, pd)
@@ -265,8 +267,13 @@ func (p *planner) planModel(ctx context.Context, now time.Time, model string, le
 		case err == nil:
 			p.log.Info("scaled", "model", model, "role", role, "from", cur, "to", pd.Desired, "rule", pd.Rule, "reason", pd.Reason)
 			p.metrics.scaled(model, role, pd.Desired-cur)
-			if pd.Desired > cur && ps.upSince.IsZero() {
+			switch {
+			case pd.Desired < cur:
+				ps.upSince = time.Time{} // a scale-up overtaken by a scale-down is not measured
+			case ps.upSince.IsZero():
 				ps.upSince, ps.upTo = now, pd.Desired
+			default:
+				ps.upTo = pd.Desired
 			}
 		case errors.Is(err, actuate.ErrBlocked):
 			ps.status.Pending, ps.status.ActuatorError = true, err.Error()
@@ -277,7 +284,7 @@ func (p *planner) planModel(ctx context.Context, now time.Time, model string, le
 			p.log.Warn("scaling failed; retried next interval", "model", model, "role", role, "to", pd.Desired, "err", err)
 		}
 	}
-	p.publish(model, st, sig)
+	p.publish(model, st, sig, states)
 }
 
 // trackUp measures a scale-up from the decision to the replicas serving
@@ -333,10 +340,10 @@ func (p *planner) state(model string, disagg bool) *modelState {
 	return st
 }
 
-func (p *planner) publish(model string, st *modelState, sig *plannerv1.ModelSignals) {
+func (p *planner) publish(model string, st *modelState, sig *plannerv1.ModelSignals, pools map[string]*poolState) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	st.signals = sig
+	st.signals, st.pools = sig, pools
 	p.models[model] = st
 }
 
