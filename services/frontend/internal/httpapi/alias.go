@@ -69,11 +69,3 @@ func (c aliased) Models(ctx context.Context) []catalog.Entry {
 	}
 	return out
 }
-
-// canonical is the model an alias names, or name itself.
-func (a *API) canonical(name string) string {
-	if m, ok := a.cfg.Aliases[name]; ok {
-		return m
-	}
-	return name
-}

@@ -20,18 +20,25 @@ func (a *API) chat(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, err, "")
 		return
 	}
-	msgs := make([]chattmpl.Message, len(req.Messages))
-	for i, m := range req.Messages {
-		msgs[i] = chattmpl.Message{Role: m.Role, Content: m.Content.Text}
-	}
-	text := a.cfg.Templates.For(a.canonical(g.Model))(msgs)
-	gen, err := a.prepare(r.Context(), g, func(m *catalog.Model) ([]uint32, error) { return textPrompt(text, m, g) })
+	msgs := chatMessages(req.Messages)
+	gen, err := a.prepare(r.Context(), g, func(m *catalog.Model) ([]uint32, error) {
+		return textPrompt(a.cfg.Templates.For(m.Name)(msgs), m, g) // the model's own name: an alias has its template
+	})
 	if err != nil {
 		a.fail(w, r, err, g.Model)
 		return
 	}
 	c := call{id: newID("chatcmpl-"), created: a.cfg.Now().Unix()}
 	a.serve(w, r, epChat, g, gen, c, chatFormat{})
+}
+
+// chatMessages are a request's messages as the chat templates take them.
+func chatMessages(ms []openai.ChatMessage) []chattmpl.Message {
+	out := make([]chattmpl.Message, len(ms))
+	for i, m := range ms {
+		out[i] = chattmpl.Message{Role: m.Role, Content: m.Content.Text}
+	}
+	return out
 }
 
 // chatFormat builds chat.completion and chat.completion.chunk bodies.

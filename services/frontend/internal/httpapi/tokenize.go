@@ -4,7 +4,6 @@ import (
 	"net/http"
 	"strings"
 
-	"switchyard.dev/services/frontend/internal/chattmpl"
 	"switchyard.dev/services/frontend/internal/openai"
 )
 
@@ -30,11 +29,7 @@ func (a *API) tokenize(w http.ResponseWriter, r *http.Request) {
 	if req.Prompt != nil {
 		text = *req.Prompt
 	} else {
-		msgs := make([]chattmpl.Message, len(req.Messages))
-		for i, msg := range req.Messages {
-			msgs[i] = chattmpl.Message{Role: msg.Role, Content: msg.Content.Text}
-		}
-		text = a.cfg.Templates.For(a.canonical(req.Model))(msgs)
+		text = a.cfg.Templates.For(m.Name)(chatMessages(req.Messages))
 	}
 	ids := m.Encode(text)
 	if req.AddSpecialTokens != nil && !*req.AddSpecialTokens && len(ids) > 0 && ids[0] == m.Info.GetBosTokenId() {

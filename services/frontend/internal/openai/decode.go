@@ -175,6 +175,9 @@ func unmarshal(data []byte, v any) error {
 		return &Error{Status: http.StatusBadRequest, Type: TypeInvalidRequest, Param: field, Code: CodeUnknownParameter,
 			Message: fmt.Sprintf("Unrecognized request argument supplied: %s", field)}
 	}
+	if errors.Is(err, errTrailing) {
+		return Invalid("", "Malformed JSON: %v.", err)
+	}
 	var typeErr *json.UnmarshalTypeError
 	if errors.As(err, &typeErr) {
 		field := strings.TrimPrefix(typeErr.Field, "Params.")
@@ -196,10 +199,13 @@ func decodeStrict(data []byte, v any) error {
 		return err
 	}
 	if rest := bytes.TrimSpace(data[dec.InputOffset():]); len(rest) > 0 {
-		return &json.SyntaxError{Offset: dec.InputOffset()}
+		return fmt.Errorf("%w at byte %d", errTrailing, dec.InputOffset())
 	}
 	return nil
 }
+
+// errTrailing is data after a request's JSON object.
+var errTrailing = errors.New("data after the JSON object")
 
 // unknownField is the field an unknown-field decoding error names.
 func unknownField(err error) (string, bool) {

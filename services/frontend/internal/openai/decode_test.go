@@ -218,3 +218,13 @@ func TestStrictFields(t *testing.T) {
 		})
 	}
 }
+
+// Data after the request's object is malformed JSON, said as such.
+func TestTrailingData(t *testing.T) {
+	t.Parallel()
+	_, _, err := DecodeCompletion([]byte(`{"model":"m","prompt":"a"} {}`))
+	var apiErr *Error
+	if !errors.As(err, &apiErr) || apiErr.Status != http.StatusBadRequest || !strings.Contains(apiErr.Message, "data after the JSON object at byte") {
+		t.Fatalf("got %v", err)
+	}
+}
