@@ -27,6 +27,7 @@ import (
 
 	"switchyard.dev/services/planner/internal/plansim"
 	"switchyard.dev/services/planner/internal/policy"
+	"switchyard.dev/services/planner/internal/predict"
 	"switchyard.dev/services/planner/internal/profile"
 )
 
@@ -78,7 +79,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.Float64Var(&cfg.Policy.DownMargin, "down-margin", cfg.Policy.DownMargin, "planner: headroom a scale-down must leave")
 	fs.Float64Var(&cfg.Policy.CorrectionWeight, "correction-weight", cfg.Policy.CorrectionWeight, "planner: EWMA weight of a new observed/expected ratio")
 	fs.Float64Var(&cfg.Policy.RateSpread, "rate-spread", cfg.Policy.RateSpread, "planner: standard errors of the rate forecast added as headroom for bursts")
-	fs.StringVar(&cfg.Predictor, "predictor", "holt-winters", "planner: load predictor (constant, holt-winters[:alpha=..,beta=..], kalman)")
+	fs.StringVar(&cfg.Predictor, "predictor", predict.DefaultSpec, "planner: load predictor (constant, holt-winters[:alpha=..,beta=..], kalman)")
 	fs.IntVar(&cfg.Initial, "initial", 0, "planner: replicas at the start (0: min)")
 	fs.DurationVar(&cfg.StartupDelay, "startup-delay", 2*time.Second, "a new replica serves this long after the decision")
 	every := fs.Duration("violations-every", 0, "also print each arm's violating requests per this much replay time (0: no)")
@@ -137,9 +138,6 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 					return err
 				}
 			}
-		}
-		if err := cfg.Policy.Validate(); err != nil {
-			return err
 		}
 	}
 	type arm struct {

@@ -165,7 +165,6 @@ type replica struct {
 }
 
 type inflight struct {
-	i               int
 	arrived, first  time.Duration
 	last            time.Duration
 	generated, want int
@@ -187,9 +186,8 @@ type run struct {
 	arrivals  int
 	finished  []*inflight
 	firsts    []time.Duration // TTFTs of first tokens in the interval
-	itls      []float64       // mean ITLs of requests finished in it
+	itls      []time.Duration // mean ITLs of requests finished in it
 	lastDelta int             // sign of the last change of the pool
-	desired   int
 }
 
 // Run replays reqs.
@@ -216,14 +214,11 @@ func Run(ctx context.Context, cfg Config, reqs iter.Seq[Request]) (*Result, erro
 		if err != nil {
 			return nil, fmt.Errorf("plansim: %w", err)
 		}
-		isl, _ := predict.Parse("constant")
-		osl, _ := predict.Parse("constant")
-		if r.planner, err = policy.New(cfg.Policy, cfg.Profile, policy.Predictors{Rate: pred, ISL: isl, OSL: osl}); err != nil {
+		if r.planner, err = policy.New(cfg.Policy, cfg.Profile, policy.Predictors{Rate: pred}); err != nil { // lengths: the last observed
 			return nil, fmt.Errorf("plansim: %w", err)
 		}
 		initial = max(cfg.Initial, cfg.Policy.Decode.Min, 1)
 	}
-	r.desired = initial
 	for range initial {
 		if err := r.add(-1, true); err != nil {
 			return nil, err
@@ -314,7 +309,6 @@ func (r *run) add(breachAt time.Duration, now bool) error {
 func (r *run) arrive() {
 	q := r.pending
 	r.loadNext()
-	i := r.res.Requests
 	r.res.Requests++
 	r.arrivals++
 	best := -1
@@ -340,7 +334,7 @@ func (r *run) arrive() {
 	}
 	r.nextID++
 	seq := &sched.Seq{ID: r.nextID, Tokens: slices.Clone(q.Prompt), PromptLen: len(q.Prompt)}
-	rp.reqs[seq.ID] = &inflight{i: i, arrived: r.now, want: max(q.Output, 1), prompt: len(q.Prompt)}
+	rp.reqs[seq.ID] = &inflight{arrived: r.now, want: max(q.Output, 1), prompt: len(q.Prompt)}
 	rp.core.Sched.Add(seq)
 	r.startStep(best)
 }
@@ -418,7 +412,7 @@ func (r *run) done(f *inflight) {
 	}
 	r.finished = append(r.finished, f)
 	if f.generated > 1 {
-		r.itls = append(r.itls, itl.Seconds())
+		r.itls = append(r.itls, itl)
 	}
 }
 
@@ -443,8 +437,8 @@ func (r *run) tick() {
 		obs.MeanISL /= n
 		obs.MeanOSL /= n
 	}
-	obs.TTFTP90 = p90(durations(r.firsts))
-	obs.ITLP90 = p90(r.itls)
+	obs.TTFTP90 = Quantile(r.firsts, 0.9).Seconds()
+	obs.ITLP90 = Quantile(r.itls, 0.9).Seconds()
 	live, servingN := 0, 0
 	var kv float64
 	for _, rp := range r.replicas {
@@ -513,23 +507,6 @@ func (r *run) drainOne() {
 	}
 	r.replicas[best].state = draining
 	r.maybeStop(best)
-}
-
-func durations(ds []time.Duration) []float64 {
-	out := make([]float64, len(ds))
-	for i, d := range ds {
-		out[i] = d.Seconds()
-	}
-	return out
-}
-
-func p90(v []float64) float64 {
-	if len(v) == 0 {
-		return 0
-	}
-	s := slices.Clone(v)
-	slices.Sort(s)
-	return s[int(math.Ceil(0.9*float64(len(s))))-1]
 }
 
 // Quantile is the q-quantile of ts (nearest rank).
