@@ -44,6 +44,7 @@ func TestParseErrors(t *testing.T) {
 		{"not JSON", `{`, "unexpected EOF"},
 		{"unknown field", `{"logs":"/l","pools":[],"frobnicate":1}`, `unknown field "frobnicate"`},
 		{"trailing data", pool("") + `{}`, "data after"},
+		{"a stray brace after", pool("") + `}`, "data after"},
 		{"no logs", `{"pools":[{"name":"a","command":["a"]}]}`, "logs"},
 		{"no pools", `{"logs":"/l","pools":[]}`, "pools: none"},
 		{"bad name", `{"logs":"/l","pools":[{"name":"Decode","command":["d"]}]}`, "name"},

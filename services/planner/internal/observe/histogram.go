@@ -47,6 +47,9 @@ func (h Histogram) Quantile(q float64) float64 {
 		}
 		seen += c
 	}
+	if len(h.Bounds) < 2 { // rounding left the rank past every sample, and only +Inf bounds them
+		return 0
+	}
 	return h.Bounds[len(h.Bounds)-2]
 }
 
