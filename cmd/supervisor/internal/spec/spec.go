@@ -186,7 +186,9 @@ func (p *Pool) normalize() error {
 	}
 	p.Count = &count
 	if !p.Scalable {
-		if p.Min != 0 || p.Max != 0 {
+		// A fixed pool's bounds are its count (as a parsed spec writes
+		// them back); any other is a mistake.
+		if (p.Min != 0 && p.Min != count) || (p.Max != 0 && p.Max != count) {
 			return errors.New("min and max are for scalable pools")
 		}
 		p.Min, p.Max = count, count

@@ -50,7 +50,7 @@ func TestParseErrors(t *testing.T) {
 		{"bad name", `{"logs":"/l","pools":[{"name":"Decode","command":["d"]}]}`, "name"},
 		{"no command", `{"logs":"/l","pools":[{"name":"a","command":[]}]}`, "command"},
 		{"negative count", pool(`,"count":-1`), "negative"},
-		{"min on a fixed pool", pool(`,"min":1`), "scalable"},
+		{"min on a fixed pool", pool(`,"min":2`), "scalable"},
 		{"max too high", pool(`,"scalable":true,"max":100000`), "max"},
 		{"count above max", pool(`,"scalable":true,"count":5,"max":2`), "outside"},
 		{"ids collide", pool(`,"scalable":true,"max":2,"id":"decode"`), "{i}"},
