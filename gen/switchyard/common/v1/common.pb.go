@@ -173,7 +173,20 @@ type SamplingParams struct {
 	Logprobs bool `protobuf:"varint,5,opt,name=logprobs,proto3" json:"logprobs,omitempty"`
 	// Also return this many most likely tokens at each position, at most
 	// 20; needs logprobs.
-	TopLogprobs   uint32 `protobuf:"varint,6,opt,name=top_logprobs,json=topLogprobs,proto3" json:"top_logprobs,omitempty"`
+	TopLogprobs uint32 `protobuf:"varint,6,opt,name=top_logprobs,json=topLogprobs,proto3" json:"top_logprobs,omitempty"`
+	// Subtracted from the logit of every token already generated, once, in
+	// [-2, 2] (OpenAI's presence_penalty). Needs an executor with logits.
+	PresencePenalty float32 `protobuf:"fixed32,7,opt,name=presence_penalty,json=presencePenalty,proto3" json:"presence_penalty,omitempty"`
+	// Subtracted from the logit of every token already generated, times how
+	// often it was, in [-2, 2] (OpenAI's frequency_penalty). Needs an
+	// executor with logits.
+	FrequencyPenalty float32 `protobuf:"fixed32,8,opt,name=frequency_penalty,json=frequencyPenalty,proto3" json:"frequency_penalty,omitempty"`
+	// Added to the logits of these token ids before sampling, each in
+	// [-100, 100] (OpenAI's logit_bias); ids must be in the vocabulary.
+	LogitBias map[uint32]float32 `protobuf:"bytes,9,rep,name=logit_bias,json=logitBias,proto3" json:"logit_bias,omitempty" protobuf_key:"varint,1,opt,name=key" protobuf_val:"fixed32,2,opt,name=value"`
+	// Restricts the output to a language (structured output); absent means
+	// free text. Needs an executor with logits.
+	Constraint    *OutputConstraint `protobuf:"bytes,10,opt,name=constraint,proto3" json:"constraint,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -250,6 +263,159 @@ func (x *SamplingParams) GetTopLogprobs() uint32 {
 	return 0
 }
 
+func (x *SamplingParams) GetPresencePenalty() float32 {
+	if x != nil {
+		return x.PresencePenalty
+	}
+	return 0
+}
+
+func (x *SamplingParams) GetFrequencyPenalty() float32 {
+	if x != nil {
+		return x.FrequencyPenalty
+	}
+	return 0
+}
+
+func (x *SamplingParams) GetLogitBias() map[uint32]float32 {
+	if x != nil {
+		return x.LogitBias
+	}
+	return nil
+}
+
+func (x *SamplingParams) GetConstraint() *OutputConstraint {
+	if x != nil {
+		return x.Constraint
+	}
+	return nil
+}
+
+// OutputConstraint makes every generation valid by construction: at each
+// step the engine masks the tokens that cannot continue a valid output,
+// and it steers to a complete one before max_tokens runs out.
+type OutputConstraint struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Kind:
+	//
+	//	*OutputConstraint_JsonObject
+	//	*OutputConstraint_JsonSchema
+	Kind          isOutputConstraint_Kind `protobuf_oneof:"kind"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OutputConstraint) Reset() {
+	*x = OutputConstraint{}
+	mi := &file_switchyard_common_v1_common_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OutputConstraint) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OutputConstraint) ProtoMessage() {}
+
+func (x *OutputConstraint) ProtoReflect() protoreflect.Message {
+	mi := &file_switchyard_common_v1_common_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OutputConstraint.ProtoReflect.Descriptor instead.
+func (*OutputConstraint) Descriptor() ([]byte, []int) {
+	return file_switchyard_common_v1_common_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *OutputConstraint) GetKind() isOutputConstraint_Kind {
+	if x != nil {
+		return x.Kind
+	}
+	return nil
+}
+
+func (x *OutputConstraint) GetJsonObject() *JsonObject {
+	if x != nil {
+		if x, ok := x.Kind.(*OutputConstraint_JsonObject); ok {
+			return x.JsonObject
+		}
+	}
+	return nil
+}
+
+func (x *OutputConstraint) GetJsonSchema() string {
+	if x != nil {
+		if x, ok := x.Kind.(*OutputConstraint_JsonSchema); ok {
+			return x.JsonSchema
+		}
+	}
+	return ""
+}
+
+type isOutputConstraint_Kind interface {
+	isOutputConstraint_Kind()
+}
+
+type OutputConstraint_JsonObject struct {
+	// Any JSON object (OpenAI's response_format json_object).
+	JsonObject *JsonObject `protobuf:"bytes,1,opt,name=json_object,json=jsonObject,proto3,oneof"`
+}
+
+type OutputConstraint_JsonSchema struct {
+	// A JSON value valid against this JSON Schema document (UTF-8 JSON;
+	// the supported subset is documented in libs/engine/constrain).
+	JsonSchema string `protobuf:"bytes,2,opt,name=json_schema,json=jsonSchema,proto3,oneof"`
+}
+
+func (*OutputConstraint_JsonObject) isOutputConstraint_Kind() {}
+
+func (*OutputConstraint_JsonSchema) isOutputConstraint_Kind() {}
+
+// JsonObject selects any JSON object; it has no parameters.
+type JsonObject struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *JsonObject) Reset() {
+	*x = JsonObject{}
+	mi := &file_switchyard_common_v1_common_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *JsonObject) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*JsonObject) ProtoMessage() {}
+
+func (x *JsonObject) ProtoReflect() protoreflect.Message {
+	mi := &file_switchyard_common_v1_common_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use JsonObject.ProtoReflect.Descriptor instead.
+func (*JsonObject) Descriptor() ([]byte, []int) {
+	return file_switchyard_common_v1_common_proto_rawDescGZIP(), []int{3}
+}
+
 // StopConditions end a generation.
 type StopConditions struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -267,7 +433,7 @@ type StopConditions struct {
 
 func (x *StopConditions) Reset() {
 	*x = StopConditions{}
-	mi := &file_switchyard_common_v1_common_proto_msgTypes[2]
+	mi := &file_switchyard_common_v1_common_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -279,7 +445,7 @@ func (x *StopConditions) String() string {
 func (*StopConditions) ProtoMessage() {}
 
 func (x *StopConditions) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_common_v1_common_proto_msgTypes[2]
+	mi := &file_switchyard_common_v1_common_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -292,7 +458,7 @@ func (x *StopConditions) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopConditions.ProtoReflect.Descriptor instead.
 func (*StopConditions) Descriptor() ([]byte, []int) {
-	return file_switchyard_common_v1_common_proto_rawDescGZIP(), []int{2}
+	return file_switchyard_common_v1_common_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *StopConditions) GetMaxTokens() uint32 {
@@ -339,7 +505,7 @@ type GpuInfo struct {
 
 func (x *GpuInfo) Reset() {
 	*x = GpuInfo{}
-	mi := &file_switchyard_common_v1_common_proto_msgTypes[3]
+	mi := &file_switchyard_common_v1_common_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -351,7 +517,7 @@ func (x *GpuInfo) String() string {
 func (*GpuInfo) ProtoMessage() {}
 
 func (x *GpuInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_common_v1_common_proto_msgTypes[3]
+	mi := &file_switchyard_common_v1_common_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -364,7 +530,7 @@ func (x *GpuInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GpuInfo.ProtoReflect.Descriptor instead.
 func (*GpuInfo) Descriptor() ([]byte, []int) {
-	return file_switchyard_common_v1_common_proto_rawDescGZIP(), []int{3}
+	return file_switchyard_common_v1_common_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *GpuInfo) GetIndex() uint32 {
@@ -419,15 +585,34 @@ const file_switchyard_common_v1_common_proto_rawDesc = "" +
 	"\x16expected_output_tokens\x18\x02 \x01(\rR\x14expectedOutputTokens\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x03 \x01(\tR\tsessionId\x12\x1b\n" +
-	"\tworker_id\x18\x04 \x01(\tR\bworkerId\"\xbd\x01\n" +
+	"\tworker_id\x18\x04 \x01(\tR\bworkerId\"\xef\x03\n" +
 	"\x0eSamplingParams\x12 \n" +
 	"\vtemperature\x18\x01 \x01(\x02R\vtemperature\x12\x13\n" +
 	"\x05top_p\x18\x02 \x01(\x02R\x04topP\x12\x13\n" +
 	"\x05top_k\x18\x03 \x01(\rR\x04topK\x12\x17\n" +
 	"\x04seed\x18\x04 \x01(\x04H\x00R\x04seed\x88\x01\x01\x12\x1a\n" +
 	"\blogprobs\x18\x05 \x01(\bR\blogprobs\x12!\n" +
-	"\ftop_logprobs\x18\x06 \x01(\rR\vtopLogprobsB\a\n" +
-	"\x05_seed\"\x88\x01\n" +
+	"\ftop_logprobs\x18\x06 \x01(\rR\vtopLogprobs\x12)\n" +
+	"\x10presence_penalty\x18\a \x01(\x02R\x0fpresencePenalty\x12+\n" +
+	"\x11frequency_penalty\x18\b \x01(\x02R\x10frequencyPenalty\x12R\n" +
+	"\n" +
+	"logit_bias\x18\t \x03(\v23.switchyard.common.v1.SamplingParams.LogitBiasEntryR\tlogitBias\x12F\n" +
+	"\n" +
+	"constraint\x18\n" +
+	" \x01(\v2&.switchyard.common.v1.OutputConstraintR\n" +
+	"constraint\x1a<\n" +
+	"\x0eLogitBiasEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\rR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\x02R\x05value:\x028\x01B\a\n" +
+	"\x05_seed\"\x82\x01\n" +
+	"\x10OutputConstraint\x12C\n" +
+	"\vjson_object\x18\x01 \x01(\v2 .switchyard.common.v1.JsonObjectH\x00R\n" +
+	"jsonObject\x12!\n" +
+	"\vjson_schema\x18\x02 \x01(\tH\x00R\n" +
+	"jsonSchemaB\x06\n" +
+	"\x04kind\"\f\n" +
+	"\n" +
+	"JsonObject\"\x88\x01\n" +
 	"\x0eStopConditions\x12\x1d\n" +
 	"\n" +
 	"max_tokens\x18\x01 \x01(\rR\tmaxTokens\x12\x12\n" +
@@ -463,20 +648,26 @@ func file_switchyard_common_v1_common_proto_rawDescGZIP() []byte {
 }
 
 var file_switchyard_common_v1_common_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_switchyard_common_v1_common_proto_msgTypes = make([]protoimpl.MessageInfo, 4)
+var file_switchyard_common_v1_common_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
 var file_switchyard_common_v1_common_proto_goTypes = []any{
-	(StorageTier)(0),       // 0: switchyard.common.v1.StorageTier
-	(*Hints)(nil),          // 1: switchyard.common.v1.Hints
-	(*SamplingParams)(nil), // 2: switchyard.common.v1.SamplingParams
-	(*StopConditions)(nil), // 3: switchyard.common.v1.StopConditions
-	(*GpuInfo)(nil),        // 4: switchyard.common.v1.GpuInfo
+	(StorageTier)(0),         // 0: switchyard.common.v1.StorageTier
+	(*Hints)(nil),            // 1: switchyard.common.v1.Hints
+	(*SamplingParams)(nil),   // 2: switchyard.common.v1.SamplingParams
+	(*OutputConstraint)(nil), // 3: switchyard.common.v1.OutputConstraint
+	(*JsonObject)(nil),       // 4: switchyard.common.v1.JsonObject
+	(*StopConditions)(nil),   // 5: switchyard.common.v1.StopConditions
+	(*GpuInfo)(nil),          // 6: switchyard.common.v1.GpuInfo
+	nil,                      // 7: switchyard.common.v1.SamplingParams.LogitBiasEntry
 }
 var file_switchyard_common_v1_common_proto_depIdxs = []int32{
-	0, // [0:0] is the sub-list for method output_type
-	0, // [0:0] is the sub-list for method input_type
-	0, // [0:0] is the sub-list for extension type_name
-	0, // [0:0] is the sub-list for extension extendee
-	0, // [0:0] is the sub-list for field type_name
+	7, // 0: switchyard.common.v1.SamplingParams.logit_bias:type_name -> switchyard.common.v1.SamplingParams.LogitBiasEntry
+	3, // 1: switchyard.common.v1.SamplingParams.constraint:type_name -> switchyard.common.v1.OutputConstraint
+	4, // 2: switchyard.common.v1.OutputConstraint.json_object:type_name -> switchyard.common.v1.JsonObject
+	3, // [3:3] is the sub-list for method output_type
+	3, // [3:3] is the sub-list for method input_type
+	3, // [3:3] is the sub-list for extension type_name
+	3, // [3:3] is the sub-list for extension extendee
+	0, // [0:3] is the sub-list for field type_name
 }
 
 func init() { file_switchyard_common_v1_common_proto_init() }
@@ -485,13 +676,17 @@ func file_switchyard_common_v1_common_proto_init() {
 		return
 	}
 	file_switchyard_common_v1_common_proto_msgTypes[1].OneofWrappers = []any{}
+	file_switchyard_common_v1_common_proto_msgTypes[2].OneofWrappers = []any{
+		(*OutputConstraint_JsonObject)(nil),
+		(*OutputConstraint_JsonSchema)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_switchyard_common_v1_common_proto_rawDesc), len(file_switchyard_common_v1_common_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   4,
+			NumMessages:   7,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
