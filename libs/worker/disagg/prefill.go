@@ -197,6 +197,9 @@ func prefillRequest(m *workerv1.RemotePrefillRequest) engine.Request {
 }
 
 func (w *writer) run(ctx context.Context, m *workerv1.RemotePrefillRequest, recv time.Time) (*workerv1.RemotePrefillResponse, error) {
+	if err := wire.Unhonoured(m.GetSampling()); err != nil {
+		return nil, err
+	}
 	eng := w.x.cfg.Engine
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()

@@ -25,6 +25,9 @@ func (h *Handler) Generate(ctx context.Context, req *connect.Request[workerv1.Ge
 		return connect.NewError(connect.CodeUnavailable, wire.ErrDraining)
 	}
 	defer h.end()
+	if err := wire.Unhonoured(req.Msg.GetSampling()); err != nil {
+		return err
+	}
 	r := EngineRequest(req.Msg)
 	submitted, first := func() {}, func(*engine.Output) {}
 	if h.dis != nil {

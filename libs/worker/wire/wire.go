@@ -35,6 +35,28 @@ func Sampling(s *commonv1.SamplingParams) sample.Params {
 	return p
 }
 
+// Unhonoured refuses, as InvalidArgument naming the field, sampling
+// parameters the wire carries but this worker's engine does not apply
+// yet (penalties, logit_bias, output constraints): a request that asked
+// for them must not come back as if they were absent.
+func Unhonoured(s *commonv1.SamplingParams) error {
+	field := ""
+	switch {
+	case s.GetPresencePenalty() != 0:
+		field = "sampling.presence_penalty"
+	case s.GetFrequencyPenalty() != 0:
+		field = "sampling.frequency_penalty"
+	case len(s.GetLogitBias()) > 0:
+		field = "sampling.logit_bias"
+	case s.GetConstraint() != nil:
+		field = "sampling.constraint"
+	default:
+		return nil
+	}
+	return InvalidArgument(&engine.FieldError{Field: field,
+		Err: fmt.Errorf("%w: %s is not supported by this worker", engine.ErrInvalidSampling, field)})
+}
+
 // Arrival is a request's arrival in the serving system from its wire form
 // (Unix nanoseconds); zero, which the engine reads as "at Submit", when
 // the caller sent none.
