@@ -40,7 +40,7 @@ func Sampling(s *commonv1.SamplingParams) sample.Params {
 // yet (penalties, logit_bias, output constraints): a request that asked
 // for them must not come back as if they were absent.
 func Unhonoured(s *commonv1.SamplingParams) error {
-	field := ""
+	var field string
 	switch {
 	case s.GetPresencePenalty() != 0:
 		field = "sampling.presence_penalty"
