@@ -74,12 +74,19 @@ func TestNomadScalesDecodeUnderLoad(t *testing.T) {
 		got, usage := runStreams(t, c, id, prompts, maxTokens, func(total int) {
 			if total >= streams*4 && scaled.CompareAndSwap(false, true) {
 				go func() {
-					if victim != "" {
+					// The router may not have given the victim a stream yet
+					// (or its first ones already ended): wait, briefly, until
+					// it carries one, so the scale-down really drains.
+					for try := 0; victim != "" && try < 100; try++ {
 						var err error
 						if running, err = metricValue(victim, "switchyard_worker_requests_running"); err != nil {
 							scaleErr <- err
 							return
 						}
+						if running > 0 {
+							break
+						}
+						time.Sleep(20 * time.Millisecond)
 					}
 					scaleErr <- scaleDecode(t, nomad, n)
 				}()
