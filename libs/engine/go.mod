@@ -6,6 +6,7 @@ require (
 	github.com/aws/aws-sdk-go-v2 v1.48.0
 	github.com/aws/aws-sdk-go-v2/credentials v1.21.1
 	github.com/aws/aws-sdk-go-v2/service/s3 v1.114.10
+	github.com/santhosh-tekuri/jsonschema/v6 v6.0.3
 	github.com/viterin/vek v0.4.3
 	golang.org/x/sys v0.48.0
 	switchyard.dev/libs/kvhash v0.0.0
@@ -28,6 +29,7 @@ require (
 	github.com/aws/aws-sdk-go-v2/service/ssooidc v1.44.5 // indirect
 	github.com/aws/aws-sdk-go-v2/service/sts v1.52.0 // indirect
 	github.com/aws/smithy-go v1.28.9 // indirect
+	golang.org/x/text v0.42.0 // indirect
 )
 
 require (
