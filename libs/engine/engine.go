@@ -24,6 +24,7 @@ import (
 	"switchyard.dev/libs/engine/executor"
 	"switchyard.dev/libs/engine/kvcache"
 	"switchyard.dev/libs/engine/kvevent"
+	"switchyard.dev/libs/engine/sample"
 	"switchyard.dev/libs/engine/sched"
 	"switchyard.dev/libs/engine/tokenizer"
 )
@@ -220,7 +221,13 @@ func (e *Engine) signal() {
 // Validate checks r as Submit will, without submitting it: for work a
 // caller does before Submit (a remote prefill) that an invalid request
 // must not cost.
-func (e *Engine) Validate(r Request) error { return e.validate(&r) }
+func (e *Engine) Validate(r Request) error {
+	if err := e.validate(&r); err != nil {
+		return err
+	}
+	_, err := e.constraintFor(&r)
+	return err
+}
 
 // Submit validates r and queues it. The request is cancelled when ctx is
 // done or Stream.Cancel is called. Validation errors match
@@ -229,6 +236,16 @@ func (e *Engine) Submit(ctx context.Context, r Request) (*Stream, error) {
 	if err := e.validate(&r); err != nil {
 		return nil, err
 	}
+	c, err := e.constraintFor(&r)
+	if err != nil {
+		return nil, err
+	}
+	return e.submit(ctx, r, c)
+}
+
+// submit queues r, validated, with c (nil for free text) holding its
+// output to its format.
+func (e *Engine) submit(ctx context.Context, r Request, c sample.Constraint) (*Stream, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -237,7 +254,7 @@ func (e *Engine) Submit(ctx context.Context, r Request) (*Stream, error) {
 	if e.tiers != nil && r.Ready == nil {
 		e.onboard(ctx, &r) // may set r.Ready: the request waits in its place for its blocks
 	}
-	req := newRequest(e, r)
+	req := newRequest(e, r, c)
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.stopped {

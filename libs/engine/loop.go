@@ -31,8 +31,9 @@ type request struct {
 }
 
 // newRequest builds r's state, hashing its prompt into the sequence's
-// block hashes; Submit assigns the id. It needs no lock.
-func newRequest(e *Engine, r Request) *request {
+// block hashes, with c (nil for free text) constraining its sampler;
+// Submit assigns the id. It needs no lock.
+func newRequest(e *Engine, r Request, c sample.Constraint) *request {
 	// Without a request seed the sampler draws a random one, and executors
 	// without logits get a hash of the prompt instead.
 	samplerSeed, seed := rand.Uint64(), kvhash.Local(r.Prompt, r.CacheSalt)
@@ -57,6 +58,11 @@ func newRequest(e *Engine, r Request) *request {
 		req.seq.Arrived = r.Arrival.UnixNano()
 	}
 	req.seq.BlockHashes(e.cfg.BlockSize)
+	if c != nil {
+		// onToken ends the request at MaxTokens or when the sequence
+		// fills the context, whichever comes first.
+		req.sampler.Constrain(c, min(r.Stop.MaxTokens, e.maxLen-len(r.Prompt)))
+	}
 	for _, t := range r.Stop.StopTokenIDs {
 		req.stops[t] = true
 	}
@@ -164,9 +170,16 @@ func (e *Engine) complete(p *sched.Plan, b *executor.Batch, err error, took time
 	e.stats.completed(took, tokens)
 }
 
-// onToken handles one sampled token: stop tokens, stop strings, limits.
+// onToken handles one emitted token (after a prefill worker's first
+// token replaced the draw): the sampler's penalties and constraint, stop
+// tokens, stop strings, limits. It runs once per emitted token, never for
+// a recomputed one, which keeps the penalties exact under preemption.
 func (e *Engine) onToken(r *request, tok uint32) {
 	r.generated++
+	if err := r.sampler.Accept(tok); err != nil {
+		e.finish(r, FinishError, fmt.Errorf("engine: request %q, output position %d: %w", r.r.ID, r.generated-1, err), nil)
+		return
+	}
 	if r.stops[tok] {
 		e.finish(r, FinishStop, nil, nil)
 		return

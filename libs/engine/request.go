@@ -110,12 +110,20 @@ var (
 	ErrInvalidSampling  error = &invalidError{"invalid sampling parameters"}
 	ErrInvalidStop      error = &invalidError{"invalid stop condition"}
 	ErrNoLogprobs       error = &invalidError{"logprobs need an executor that computes logits"}
+	// ErrNeedsLogits refuses penalties, a logit bias or a format on an
+	// executor without logits, as ErrNoLogprobs refuses logprobs.
+	ErrNeedsLogits error = &invalidError{"penalties, logit bias and formats need an executor that computes logits"}
+	// ErrInvalidConstraint refuses a Sampling.Format the engine cannot
+	// hold the output to (constraintFor).
+	ErrInvalidConstraint error = &invalidError{"invalid output constraint"}
 )
 
 // FieldError names the field of the request a validation error is about,
 // as a path in a worker Generate request (switchyard.worker.v1, whose
 // fields mirror Request: "token_ids", "stop.max_tokens",
-// "stop.stop_token_ids", "stop.stop", "sampling", "sampling.logprobs"), so
+// "stop.stop_token_ids", "stop.stop", "sampling", "sampling.logprobs",
+// "sampling.presence_penalty", "sampling.frequency_penalty",
+// "sampling.logit_bias", "sampling.constraint"), so
 // an RPC layer can say which field was refused without matching the text.
 // A request's first token (disaggregated prefill) is "first_token".
 type FieldError struct {
@@ -204,8 +212,37 @@ func (e *Engine) validate(r *Request) error {
 	if err := r.Sampling.Validate(); err != nil {
 		return invalid("sampling", "request %q: %w: %w", r.ID, ErrInvalidSampling, err)
 	}
-	if r.Sampling.Logprobs && !e.model.Logits {
-		return invalid("sampling.logprobs", "request %q: %w (model %q is simulated)", r.ID, ErrNoLogprobs, e.model.Name)
+	if r.Sampling.NeedsLogits() && !e.model.Logits {
+		if r.Sampling.Logprobs {
+			return invalid("sampling.logprobs", "request %q: %w (model %q is simulated)", r.ID, ErrNoLogprobs, e.model.Name)
+		}
+		f := logitsField(r.Sampling)
+		return invalid(f, "request %q: %w: %s (model %q is simulated)", r.ID, ErrNeedsLogits, f, e.model.Name)
+	}
+	// The lowest id out of range, so that the message does not depend on
+	// the map's order.
+	bad, found := uint32(0), false
+	for t := range r.Sampling.LogitBias {
+		if int(t) >= vocab && (!found || t < bad) {
+			bad, found = t, true
+		}
+	}
+	if found {
+		return invalid("sampling.logit_bias", "request %q: %w: logit_bias token %d, vocabulary has %d", r.ID, ErrTokenOutOfRange, bad, vocab)
 	}
 	return nil
+}
+
+// logitsField names the first field of p that needs logits, other than
+// logprobs (p.NeedsLogits).
+func logitsField(p sample.Params) string {
+	switch {
+	case p.PresencePenalty != 0:
+		return "sampling.presence_penalty"
+	case p.FrequencyPenalty != 0:
+		return "sampling.frequency_penalty"
+	case len(p.LogitBias) > 0:
+		return "sampling.logit_bias"
+	}
+	return "sampling.constraint"
 }

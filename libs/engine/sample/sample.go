@@ -2,6 +2,13 @@
 // top-k and top-p, with a per-request seeded generator so that a seeded
 // sampled run is reproducible no matter how requests are batched or
 // preempted (recomputed prefixes never draw from the generator).
+//
+// Before the draw, logit_bias, presence and frequency penalties and an
+// output Constraint may adjust the logits (process.go). Their state, the
+// counts of emitted tokens and the constraint's position, advances only
+// in Accept, which the engine calls once per emitted token, never while
+// it recomputes a preempted prefix; so it too is independent of batching
+// and preemption.
 package sample
 
 import (
@@ -33,10 +40,41 @@ type Params struct {
 	// TopLogprobs is how many of the most likely tokens a Logprob lists,
 	// at most MaxTopLogprobs; it needs Logprobs.
 	TopLogprobs int
+	// PresencePenalty is subtracted from the logit of every token this
+	// completion has emitted (not the prompt's), once; FrequencyPenalty,
+	// times how often it was emitted. Both in [-MaxPenalty, MaxPenalty]
+	// (OpenAI's presence_penalty and frequency_penalty).
+	PresencePenalty, FrequencyPenalty float32
+	// LogitBias is added to the logits of its token ids before the
+	// penalties, each in [-MaxLogitBias, MaxLogitBias]. The sampler does
+	// not know the vocabulary: the engine checks the ids (an id beyond
+	// the logits is ignored here).
+	LogitBias map[uint32]float32
+	// Format restricts the output to a language (structured output). The
+	// sampler only carries it: the engine compiles it into the Constraint
+	// it passes to Sampler.Constrain.
+	Format Format
 }
 
-// MaxTopLogprobs bounds Params.TopLogprobs (OpenAI's limit).
-const MaxTopLogprobs = 20
+// Format is a request's structured-output format; the zero value is free
+// text. At most one field may be set.
+type Format struct {
+	// JSONObject asks for any JSON object (OpenAI's json_object).
+	JSONObject bool
+	// JSONSchema asks for a JSON value valid against this JSON Schema
+	// document.
+	JSONSchema string
+}
+
+// IsZero reports whether f is free text.
+func (f Format) IsZero() bool { return f == Format{} }
+
+// Bounds on Params (OpenAI's limits).
+const (
+	MaxTopLogprobs = 20
+	MaxPenalty     = 2
+	MaxLogitBias   = 100
+)
 
 // Validate reports whether p is usable.
 func (p Params) Validate() error {
@@ -51,8 +89,36 @@ func (p Params) Validate() error {
 		return fmt.Errorf("%w: top_logprobs %d must be in [0, %d]", ErrInvalid, p.TopLogprobs, MaxTopLogprobs)
 	case p.TopLogprobs > 0 && !p.Logprobs:
 		return fmt.Errorf("%w: top_logprobs %d needs logprobs", ErrInvalid, p.TopLogprobs)
+	case !within(p.PresencePenalty, MaxPenalty):
+		return fmt.Errorf("%w: presence_penalty %v must be in [-%d, %d]", ErrInvalid, p.PresencePenalty, MaxPenalty, MaxPenalty)
+	case !within(p.FrequencyPenalty, MaxPenalty):
+		return fmt.Errorf("%w: frequency_penalty %v must be in [-%d, %d]", ErrInvalid, p.FrequencyPenalty, MaxPenalty, MaxPenalty)
+	case p.Format.JSONObject && p.Format.JSONSchema != "":
+		return fmt.Errorf("%w: a format is a JSON object or a JSON schema, not both", ErrInvalid)
+	}
+	// The lowest bad id, so that the message does not depend on the
+	// map's order.
+	bad, found := uint32(0), false
+	for t, b := range p.LogitBias {
+		if !within(b, MaxLogitBias) && (!found || t < bad) {
+			bad, found = t, true
+		}
+	}
+	if found {
+		return fmt.Errorf("%w: logit_bias %v for token %d must be in [-%d, %d]", ErrInvalid, p.LogitBias[bad], bad, MaxLogitBias, MaxLogitBias)
 	}
 	return nil
+}
+
+// within reports whether v is in [-limit, limit] (so neither NaN nor
+// infinite).
+func within(v float32, limit float32) bool { return v >= -limit && v <= limit }
+
+// NeedsLogits reports whether p asks for anything an executor that does
+// not compute logits (a timing simulation) cannot give: logprobs,
+// penalties, a bias or a format.
+func (p Params) NeedsLogits() bool {
+	return p.Logprobs || p.PresencePenalty != 0 || p.FrequencyPenalty != 0 || len(p.LogitBias) > 0 || !p.Format.IsZero()
 }
 
 // Greedy reports whether p always picks the argmax.
@@ -69,6 +135,13 @@ type Sampler struct {
 	force    *uint32 // see Force
 	last     Logprob // with Params.Logprobs: the last sampled position's
 	recorded bool
+
+	// Logit processing (process.go).
+	scratch  []float32        // the adjusted logits; the caller's are not written
+	counts   map[uint32]int32 // with penalties: times each token was accepted
+	c        Constraint       // nil without one
+	budget   int              // tokens this sampler emits at most (Constrain)
+	accepted int              // tokens accepted so far
 }
 
 // TokenLogprob is a token and its log probability.
@@ -164,10 +237,21 @@ func Argmax(logits []float32) uint32 {
 }
 
 // Sample picks a token from logits (which it does not modify), recording
-// its Logprob when Params.Logprobs is set.
+// its Logprob when Params.Logprobs is set. The draw is from the logits
+// after the bias, the penalties and the constraint's mask (process.go);
+// the Logprob is from the raw ones, as vLLM reports by default. Without
+// bias, penalties to apply or a constraint the logits are not copied.
 func (s *Sampler) Sample(logits []float32) uint32 {
-	am := Argmax(logits) // the draw and the record both start from it
-	tok := s.draw(logits, am)
+	var am, tok uint32
+	if x := s.adjust(logits); x != nil {
+		tok = s.drawAdjusted(x, logits)
+		if s.p.Logprobs {
+			am = Argmax(logits)
+		}
+	} else {
+		am = Argmax(logits) // the draw and the record both start from it
+		tok = s.draw(logits, am)
+	}
 	if s.p.Logprobs && len(logits) > 0 {
 		rec := tok
 		if s.force != nil && int(*s.force) < len(logits) {
@@ -214,7 +298,13 @@ func (s *Sampler) draw(logits []float32, am uint32) uint32 {
 			return uint32(j)
 		}
 	}
-	return uint32(idx[len(idx)-1])
+	// r rounded up to the total: the last candidate that can be drawn, not
+	// a zero-probability one (a token a constraint masked).
+	i := len(idx) - 1
+	for i > 0 && probs[idx[i]] == 0 {
+		i--
+	}
+	return uint32(idx[i])
 }
 
 func (s *Sampler) softmax(logits []float32, maxv float32) []float32 {

@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"time"
 
@@ -24,37 +25,61 @@ import (
 // down: the caller should retry elsewhere.
 var ErrDraining = errors.New("worker is shutting down; retry on another worker")
 
-// Sampling converts sampling parameters (nil means greedy defaults).
+// Sampling converts sampling parameters (nil means greedy defaults). The
+// bias map is copied, so the result does not alias the message. A
+// constraint without a kind, or with an empty json_schema, reads as free
+// text: Unhonoured refuses those first.
 func Sampling(s *commonv1.SamplingParams) sample.Params {
 	p := sample.Params{Temperature: s.GetTemperature(), TopP: s.GetTopP(), TopK: int(s.GetTopK()),
-		Logprobs: s.GetLogprobs(), TopLogprobs: int(min(s.GetTopLogprobs(), math.MaxInt32))}
+		Logprobs: s.GetLogprobs(), TopLogprobs: int(min(s.GetTopLogprobs(), math.MaxInt32)),
+		PresencePenalty: s.GetPresencePenalty(), FrequencyPenalty: s.GetFrequencyPenalty(),
+		Format: format(s.GetConstraint())}
 	if s != nil && s.Seed != nil {
 		seed := *s.Seed
 		p.Seed = &seed
+	}
+	if b := s.GetLogitBias(); len(b) > 0 {
+		p.LogitBias = maps.Clone(b)
 	}
 	return p
 }
 
 // Unhonoured refuses, as InvalidArgument naming the field, sampling
-// parameters the wire carries but this worker's engine does not apply
-// yet (penalties, logit_bias, output constraints): a request that asked
-// for them must not come back as if they were absent.
+// parameters the wire carries but Sampling cannot hand to the engine: an
+// output constraint with no kind, or with an empty json_schema (no
+// schema), which would otherwise read as free text. A request that asked
+// for a constraint must not come back as if it had not. (The engine
+// validates everything else: ranges, vocabulary, an executor with
+// logits, the formats it supports.)
 func Unhonoured(s *commonv1.SamplingParams) error {
-	var field string
-	switch {
-	case s.GetPresencePenalty() != 0:
-		field = "sampling.presence_penalty"
-	case s.GetFrequencyPenalty() != 0:
-		field = "sampling.frequency_penalty"
-	case len(s.GetLogitBias()) > 0:
-		field = "sampling.logit_bias"
-	case s.GetConstraint() != nil:
-		field = "sampling.constraint"
-	default:
+	c := s.GetConstraint()
+	if c == nil {
 		return nil
 	}
-	return InvalidArgument(&engine.FieldError{Field: field,
-		Err: fmt.Errorf("%w: %s is not supported by this worker", engine.ErrInvalidSampling, field)})
+	why := ""
+	switch k := c.GetKind().(type) {
+	case nil:
+		why = "names no kind"
+	case *commonv1.OutputConstraint_JsonSchema:
+		if k.JsonSchema == "" {
+			why = "has an empty json_schema"
+		}
+	}
+	if why == "" {
+		return nil
+	}
+	return InvalidArgument(&engine.FieldError{Field: "sampling.constraint",
+		Err: fmt.Errorf("%w: sampling.constraint %s", engine.ErrInvalidSampling, why)})
+}
+
+func format(c *commonv1.OutputConstraint) sample.Format {
+	switch k := c.GetKind().(type) {
+	case *commonv1.OutputConstraint_JsonObject:
+		return sample.Format{JSONObject: true}
+	case *commonv1.OutputConstraint_JsonSchema:
+		return sample.Format{JSONSchema: k.JsonSchema}
+	}
+	return sample.Format{}
 }
 
 // Arrival is a request's arrival in the serving system from its wire form
@@ -70,10 +95,22 @@ func Arrival(unixNanos int64) time.Time {
 // SamplingProto is the inverse of Sampling.
 func SamplingProto(p sample.Params) *commonv1.SamplingParams {
 	out := &commonv1.SamplingParams{Temperature: p.Temperature, TopP: p.TopP, TopK: uint32(max(p.TopK, 0)),
-		Logprobs: p.Logprobs, TopLogprobs: uint32(max(p.TopLogprobs, 0))}
+		Logprobs: p.Logprobs, TopLogprobs: uint32(max(p.TopLogprobs, 0)),
+		PresencePenalty: p.PresencePenalty, FrequencyPenalty: p.FrequencyPenalty}
 	if p.Seed != nil {
 		seed := *p.Seed
 		out.Seed = &seed
+	}
+	if len(p.LogitBias) > 0 {
+		out.LogitBias = maps.Clone(p.LogitBias)
+	}
+	// Both set is invalid (sample.Params.Validate); the schema wins here
+	// only so that the conversion is total.
+	switch {
+	case p.Format.JSONSchema != "":
+		out.Constraint = &commonv1.OutputConstraint{Kind: &commonv1.OutputConstraint_JsonSchema{JsonSchema: p.Format.JSONSchema}}
+	case p.Format.JSONObject:
+		out.Constraint = &commonv1.OutputConstraint{Kind: &commonv1.OutputConstraint_JsonObject{JsonObject: &commonv1.JsonObject{}}}
 	}
 	return out
 }
