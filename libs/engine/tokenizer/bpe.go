@@ -125,6 +125,15 @@ func (t *BPE) Vocab(id uint32) string {
 	return t.vocab[id]
 }
 
+// Score returns token id's merge score (0 for an id out of range): the
+// priority of the merge that makes it, higher first.
+func (t *BPE) Score(id uint32) float32 {
+	if int(id) >= len(t.scores) {
+		return 0
+	}
+	return t.scores[id]
+}
+
 // Piece implements Tokenizer exactly as run.c decode: the leading space of a
 // piece is dropped after BOS, and "<0xXX>" pieces are raw bytes.
 func (t *BPE) Piece(prev, token uint32) []byte {
