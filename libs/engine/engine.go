@@ -99,6 +99,7 @@ type Engine struct {
 	journal *kvevent.Journal
 	wake    chan struct{}
 	running atomic.Bool
+	formats formats // structured output (constraint.go), built on first use
 
 	mu        sync.Mutex // guards everything below
 	kv        *kvcache.Manager
@@ -225,7 +226,7 @@ func (e *Engine) Validate(r Request) error {
 	if err := e.validate(&r); err != nil {
 		return err
 	}
-	_, err := e.constraintFor(&r)
+	_, err := e.grammarFor(&r)
 	return err
 }
 

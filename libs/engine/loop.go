@@ -24,6 +24,7 @@ type request struct {
 	seed      uint64 // request seed, or a hash of the prompt (executors without logits)
 	text      *tokenizer.TextStream
 	stops     map[uint32]bool
+	completer completer // the constraint, when it can tell its value is complete
 	generated int
 	stopCtx   func() bool
 	submitted time.Time
@@ -61,7 +62,12 @@ func newRequest(e *Engine, r Request, c sample.Constraint) *request {
 	if c != nil {
 		// onToken ends the request at MaxTokens or when the sequence
 		// fills the context, whichever comes first.
-		req.sampler.Constrain(c, min(r.Stop.MaxTokens, e.maxLen-len(r.Prompt)))
+		budget := e.OutputBudget(r)
+		if r.FormatBudget > 0 {
+			budget = r.FormatBudget
+		}
+		req.sampler.Constrain(c, budget)
+		req.completer, _ = c.(completer)
 	}
 	for _, t := range r.Stop.StopTokenIDs {
 		req.stops[t] = true
@@ -180,7 +186,7 @@ func (e *Engine) onToken(r *request, tok uint32) {
 		e.finish(r, FinishError, fmt.Errorf("engine: request %q, output position %d: %w", r.r.ID, r.generated-1, err), nil)
 		return
 	}
-	if r.stops[tok] {
+	if r.stops[tok] || e.endsValue(r, tok) {
 		e.finish(r, FinishStop, nil, nil)
 		return
 	}
@@ -201,7 +207,7 @@ func (e *Engine) onToken(r *request, tok uint32) {
 	case stopped:
 		e.finish(r, FinishStop, nil, &out)
 	case r.generated >= r.r.Stop.MaxTokens || len(r.seq.Tokens) >= e.maxLen:
-		e.finish(r, FinishLength, nil, &out)
+		e.finish(r, outOfRoom(r), nil, &out)
 	default:
 		out.Usage = r.usage()
 		r.stream.push(out)

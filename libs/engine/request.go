@@ -27,6 +27,13 @@ type Request struct {
 	// request's later tokens match a local run) and counts disagreements
 	// in Metrics.FirstTokenMismatches (greedy output never disagrees).
 	FirstToken *uint32
+	// FormatBudget, when positive, is the number of output tokens a
+	// Sampling.Format's constraint steers the value to complete within,
+	// in place of OutputBudget(r). A disaggregated prefill, which samples
+	// only the first token (MaxTokens 1), is given the decode engine's
+	// budget, so that its first token is masked as the decode engine's
+	// own first sample is, and the outputs match a local run.
+	FormatBudget int
 	// Arrival is when the request arrived in the serving system (for
 	// Switchyard, the router's decision); zero means at Submit, and a time
 	// after Submit counts as Submit's. Requests of equal priority are
@@ -57,6 +64,14 @@ type StopParams struct {
 	StopTokenIDs []uint32
 	// IgnoreEOS keeps generating through the model's stop tokens.
 	IgnoreEOS bool
+}
+
+// OutputBudget is the most tokens r can generate on this engine: its
+// Stop.MaxTokens, or fewer when the context fills first. A
+// Sampling.Format is steered to complete within it (unless
+// r.FormatBudget says otherwise).
+func (e *Engine) OutputBudget(r Request) int {
+	return max(min(r.Stop.MaxTokens, e.maxLen-len(r.Prompt)), 0)
 }
 
 // FinishReason says why a stream ended.

@@ -26,6 +26,7 @@ func runContract(t *testing.T, backend func(testing.TB) nixl.BackendFactory) {
 	t.Run("order", func(t *testing.T) { t.Parallel(); testOrder(t, backend) })
 	t.Run("full pool", func(t *testing.T) { t.Parallel(); testFullPool(t, backend) })
 	t.Run("prefix pull", func(t *testing.T) { t.Parallel(); testPrefixPull(t, backend) })
+	t.Run("constrained", func(t *testing.T) { t.Parallel(); testConstrained(t, backend) })
 }
 
 // testFullPool: two requests whose imports take every free block of the

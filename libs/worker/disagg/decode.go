@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -46,6 +47,9 @@ type DecodeEngine interface {
 	AllocateForImport(n int) ([]kvcache.Region, error)
 	CommitImportedAfter(parent uint64, blocks []int, tokens []uint32, salt uint64) ([]int, error)
 	ReleaseBlocks(blocks []int)
+	// OutputBudget is the most tokens r can generate here: what a remote
+	// prefill holds a structured output's first token to.
+	OutputBudget(r engine.Request) int
 }
 
 // Prefiller is what the decode side calls on a peer (a WorkerService
@@ -287,13 +291,17 @@ func (p *prepared) remote(ctx context.Context, r *engine.Request, worker string)
 func (p *prepared) call(ctx context.Context, r *engine.Request, worker string, k int, win *window, blockBytes uint64) (*workerv1.RemotePrefillResponse, error) {
 	d := p.d
 	// The first token's logprob is computed here, from this engine's own
-	// logits for it (package engine, Request.FirstToken).
+	// logits for it (package engine, Request.FirstToken). A structured
+	// output's first token is masked for the budget of the whole
+	// generation here (output_budget), not the prefill's one token, or it
+	// could differ from the one this engine would draw.
 	sampling := r.Sampling
 	sampling.Logprobs, sampling.TopLogprobs = false, 0
 	req := &workerv1.RemotePrefillRequest{
 		RequestId: r.ID, Model: d.cfg.Model, TokenIds: r.Prompt, Sampling: wire.SamplingProto(sampling),
 		FirstBlock: uint32(k), CacheSalt: r.CacheSalt, Priority: int32(r.Priority), ArrivalUnixNanos: arrivalNanos(r.Arrival),
-		Target: &workerv1.KvTarget{Agent: d.cfg.Agent.Name(), Metadata: win.metadata, Region: uint32(win.region), BlockOffsets: win.offsets, BlockBytes: blockBytes},
+		OutputBudget: uint32(min(int64(d.cfg.Engine.OutputBudget(*r)), math.MaxUint32)),
+		Target:       &workerv1.KvTarget{Agent: d.cfg.Agent.Name(), Metadata: win.metadata, Region: uint32(win.region), BlockOffsets: win.offsets, BlockBytes: blockBytes},
 	}
 	cctx, cancel := context.WithTimeout(ctx, d.cfg.Timeout)
 	defer cancel()

@@ -28,7 +28,9 @@
 // one, so seeded sampling stays reproducible) and decodes on.
 //
 // Prefill side (Exporter.Prefill): the prompt runs on the local engine
-// with max_tokens 1; every engine step's newly committed blocks (watched
+// with max_tokens 1 (a structured output's first token masked for the
+// decode worker's budget, output_budget, as the decode engine masks its
+// own first sample, so the outputs match a local run); every engine step's newly committed blocks (watched
 // through KV events) are pinned and written to the target at once, so the
 // transfer of early chunks overlaps the computation of later ones under
 // chunked prefill. Blocks served from the local prefix cache are sent

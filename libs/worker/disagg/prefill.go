@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"time"
 
 	"connectrpc.com/connect"
@@ -189,11 +190,13 @@ type writer struct {
 }
 
 // prefillRequest is the engine request a remote prefill runs: the prompt
-// and its first token only, in the request's priority and arrival order.
+// and its first token only, in the request's priority and arrival order,
+// a structured output's first token held to the decode worker's budget.
 func prefillRequest(m *workerv1.RemotePrefillRequest) engine.Request {
 	return engine.Request{ID: m.GetRequestId(), Prompt: m.GetTokenIds(), Sampling: wire.Sampling(m.GetSampling()),
 		Stop: engine.StopParams{MaxTokens: 1, IgnoreEOS: true}, CacheSalt: m.GetCacheSalt(),
-		Priority: int(m.GetPriority()), Arrival: wire.Arrival(m.GetArrivalUnixNanos())}
+		Priority: int(m.GetPriority()), Arrival: wire.Arrival(m.GetArrivalUnixNanos()),
+		FormatBudget: int(min(m.GetOutputBudget(), math.MaxInt32))}
 }
 
 func (w *writer) run(ctx context.Context, m *workerv1.RemotePrefillRequest, recv time.Time) (*workerv1.RemotePrefillResponse, error) {

@@ -1243,8 +1243,16 @@ type RemotePrefillRequest struct {
 	// worker orders the prompts it computes as a decode worker would.
 	Priority         int32 `protobuf:"varint,8,opt,name=priority,proto3" json:"priority,omitempty"`
 	ArrivalUnixNanos int64 `protobuf:"varint,9,opt,name=arrival_unix_nanos,json=arrivalUnixNanos,proto3" json:"arrival_unix_nanos,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// ADD only: the most tokens the decode worker will generate for the
+	// request (its max_tokens, capped by the context it has left). This
+	// worker samples only the first token, but it holds a structured
+	// output (sampling.constraint) to a complete value within this budget,
+	// as the decode worker does, so that it samples the token the decode
+	// worker would have. 0 (a decode worker that does not send it): its own
+	// budget of one token.
+	OutputBudget  uint32 `protobuf:"varint,10,opt,name=output_budget,json=outputBudget,proto3" json:"output_budget,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *RemotePrefillRequest) Reset() {
@@ -1336,6 +1344,13 @@ func (x *RemotePrefillRequest) GetPriority() int32 {
 func (x *RemotePrefillRequest) GetArrivalUnixNanos() int64 {
 	if x != nil {
 		return x.ArrivalUnixNanos
+	}
+	return 0
+}
+
+func (x *RemotePrefillRequest) GetOutputBudget() uint32 {
+	if x != nil {
+		return x.OutputBudget
 	}
 	return 0
 }
@@ -1690,7 +1705,7 @@ const file_switchyard_worker_v1_worker_proto_rawDesc = "" +
 	"\x06region\x18\x03 \x01(\rR\x06region\x12#\n" +
 	"\rblock_offsets\x18\x04 \x03(\x04R\fblockOffsets\x12\x1f\n" +
 	"\vblock_bytes\x18\x05 \x01(\x04R\n" +
-	"blockBytes\"\xec\x02\n" +
+	"blockBytes\"\x91\x03\n" +
 	"\x14RemotePrefillRequest\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x14\n" +
@@ -1703,7 +1718,9 @@ const file_switchyard_worker_v1_worker_proto_rawDesc = "" +
 	"\n" +
 	"cache_salt\x18\a \x01(\x04R\tcacheSalt\x12\x1a\n" +
 	"\bpriority\x18\b \x01(\x05R\bpriority\x12,\n" +
-	"\x12arrival_unix_nanos\x18\t \x01(\x03R\x10arrivalUnixNanos\"\xdf\x01\n" +
+	"\x12arrival_unix_nanos\x18\t \x01(\x03R\x10arrivalUnixNanos\x12#\n" +
+	"\routput_budget\x18\n" +
+	" \x01(\rR\foutputBudget\"\xdf\x01\n" +
 	"\x13ExportPrefixRequest\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x14\n" +
