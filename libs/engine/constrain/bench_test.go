@@ -89,7 +89,7 @@ func BenchmarkMask(b *testing.B) {
 				steps := 0
 				b.ResetTimer()
 				start := time.Now()
-				for i := 0; i < b.N; i++ {
+				for i := range b.N {
 					run := runs[i%len(runs)]
 					m := gc.g.Matcher(v)
 					for j, tok := range run {
@@ -121,7 +121,7 @@ func BenchmarkMaskInString(b *testing.B) {
 			}
 			logits := make([]float32, v.Size())
 			b.ResetTimer()
-			for i := 0; i < b.N; i++ {
+			for range b.N {
 				m.Mask(logits, 100)
 			}
 		})

@@ -90,8 +90,8 @@ func checkGenerated(t *testing.T, schema string, v *Vocab, rng *rand.Rand) {
 		t.Fatalf("generated schema %s: %v", schema, err)
 	}
 	ref := reference(t, schema)
-	min := g.MinTokens(v)
-	for _, b := range []int{min, min + 30, min + 150} {
+	least := g.MinTokens(v)
+	for _, b := range []int{least, least + 30, least + 150} {
 		out, done := walk(t, g.Matcher(v), v, b, rng)
 		if !done {
 			t.Fatalf("schema %s: budget %d: incomplete %q", schema, b, out)

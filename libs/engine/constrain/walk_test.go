@@ -110,12 +110,12 @@ func TestOverBudget(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	min := g.MinTokens(v)
-	out, done := walk(t, g.Matcher(v), v, min-3, rand.New(rand.NewPCG(1, 2)))
-	if done || len(out) != min-3 {
+	least := g.MinTokens(v)
+	out, done := walk(t, g.Matcher(v), v, least-3, rand.New(rand.NewPCG(1, 2)))
+	if done || len(out) != least-3 {
 		t.Fatalf("%q, done %v", out, done)
 	}
-	rest, done := walk(t, g.Matcher(v), v, min, rand.New(rand.NewPCG(1, 2)))
+	rest, done := walk(t, g.Matcher(v), v, least, rand.New(rand.NewPCG(1, 2)))
 	if !done || string(rest[:len(out)]) != string(out) {
 		t.Fatalf("%q is not a prefix of the cheapest %q", out, rest)
 	}
