@@ -72,12 +72,12 @@ func TestNomadScalesDecodeUnderLoad(t *testing.T) {
 		var running float64
 		scaleErr := make(chan error, 1)
 		got, usage := runStreams(t, c, id, prompts, maxTokens, func(total int) {
-			if total >= streams*4 && scaled.CompareAndSwap(false, true) {
+			if scaled.CompareAndSwap(false, true) {
 				go func() {
-					// The router may not have given the victim a stream yet
-					// (or its first ones already ended): wait, briefly, until
-					// it carries one, so the scale-down really drains.
-					for try := 0; victim != "" && try < 100; try++ {
+					// From the first chunk on, the router has spread the
+					// streams; wait, briefly, until the victim reports one
+					// running, so the scale-down really drains.
+					for try := 0; victim != "" && try < 500; try++ {
 						var err error
 						if running, err = metricValue(victim, "switchyard_worker_requests_running"); err != nil {
 							scaleErr <- err
@@ -86,7 +86,7 @@ func TestNomadScalesDecodeUnderLoad(t *testing.T) {
 						if running > 0 {
 							break
 						}
-						time.Sleep(20 * time.Millisecond)
+						time.Sleep(5 * time.Millisecond)
 					}
 					scaleErr <- scaleDecode(t, nomad, n)
 				}()
