@@ -209,6 +209,8 @@ func arrayField(k Kind, i int) string {
 			return "medium"
 		case 7:
 			return "lora_name"
+		case 8:
+			return "extra_keys"
 		}
 	case KindRemoved:
 		switch i {
@@ -270,6 +272,8 @@ func fieldName(key []byte) string {
 		return "medium"
 	case "lora_name":
 		return "lora_name"
+	case "extra_keys":
+		return "extra_keys"
 	}
 	return ""
 }

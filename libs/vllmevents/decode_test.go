@@ -55,6 +55,16 @@ func TestDecodeVariants(t *testing.T) {
 			},
 		},
 		{
+			name: "extra keys: all nil, then one set",
+			value: arr{1.0, arr{stored(ints(1, 2), nil, tokens(4, 0), 2, nil, "GPU", nil, arr{nil, nil}),
+				stored(ints(3), 2, tokens(2, 9), 2, nil, "GPU", nil, arr{arr{"salt-1"}})}},
+			check: func(t *testing.T, b *Batch) {
+				if b.Events[0].Stored.HasExtraKeys || !b.Events[1].Stored.HasExtraKeys {
+					t.Fatalf("%+v", b.Events)
+				}
+			},
+		},
+		{
 			name:  "unknown array event skipped",
 			value: arr{1.0, arr{arr{"Resized", 3, arr{1}}, arr{"AllBlocksCleared", "extra"}}},
 			check: func(t *testing.T, b *Batch) {

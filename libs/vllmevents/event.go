@@ -40,6 +40,10 @@ type Stored struct {
 	HasLoraID bool
 	LoraName  string
 	Tier      kvtier.Tier // mapped from the medium; an absent medium is Device
+	// HasExtraKeys: some block's extra_keys entry is set (multimodal
+	// inputs, a cache salt, prompt embeddings): the engine's hash covers
+	// more than TokenIDs, so the tokens alone do not name the block.
+	HasExtraKeys bool
 }
 
 // Removed is a BlockRemoved event: the worker evicted Hashes from Tier.

@@ -51,6 +51,10 @@ func (d *Decoder) field(e *Event, name string) error {
 			n, err = d.r.bytes()
 			s.LoraName = d.intern(n)
 		}
+	case "extra_keys":
+		if !d.r.nil() {
+			s.HasExtraKeys, err = d.extraKeys()
+		}
 	default:
 		err = d.r.skip(0)
 	}
@@ -58,6 +62,26 @@ func (d *Decoder) field(e *Event, name string) error {
 		return fmt.Errorf("%s: %w", name, err)
 	}
 	return nil
+}
+
+// extraKeys consumes an extra_keys list (one entry per block, nil for a
+// block without any) and reports whether any entry is set.
+func (d *Decoder) extraKeys() (bool, error) {
+	n, err := d.r.array()
+	if err != nil {
+		return false, err
+	}
+	set := false
+	for range n {
+		if d.r.nil() {
+			continue
+		}
+		set = true
+		if err := d.r.skip(0); err != nil {
+			return false, err
+		}
+	}
+	return set, nil
 }
 
 // finish turns the fields collected in e.Stored into e's final shape.

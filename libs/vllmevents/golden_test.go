@@ -169,7 +169,7 @@ func goldens() []golden {
 			}, 1},
 			want: Batch{TS: 1761234999.5, DPRank: 1, HasDPRank: true, Skipped: 1, Events: []Event{
 				{Kind: KindStored, Stored: Stored{Hashes: []uint64{0x191a1b1c1d1e1f20, 0x1a1b1c1d1e1f2021},
-					Parent: 0x18191a1b1c1d1e1f, HasParent: true, TokenIDs: tokenIDs(32, 9), BlockSize: 16}},
+					Parent: 0x18191a1b1c1d1e1f, HasParent: true, TokenIDs: tokenIDs(32, 9), BlockSize: 16, HasExtraKeys: true}},
 				{Kind: KindRemoved, Removed: Removed{Hashes: []uint64{0x191a1b1c1d1e1f20}, Tier: kvtier.Host}},
 				{Kind: KindCleared},
 			}},

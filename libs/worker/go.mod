@@ -13,6 +13,7 @@ require (
 	switchyard.dev/libs/engine v0.0.0
 	switchyard.dev/libs/kvhash v0.0.0
 	switchyard.dev/libs/mesh v0.0.0
+	switchyard.dev/libs/vllmevents v0.0.0
 )
 
 require (
@@ -34,6 +35,9 @@ require (
 	github.com/aws/aws-sdk-go-v2/service/ssooidc v1.44.5 // indirect
 	github.com/aws/aws-sdk-go-v2/service/sts v1.52.0 // indirect
 	github.com/aws/smithy-go v1.28.9 // indirect
+	github.com/go-zeromq/goczmq/v4 v4.2.2 // indirect
+	github.com/go-zeromq/zmq4 v0.17.0 // indirect
+	golang.org/x/sync v0.23.0 // indirect
 )
 
 require (
@@ -117,3 +121,5 @@ replace switchyard.dev/libs/sharedtest => ../sharedtest
 replace switchyard.dev/libs/kvbm => ../kvbm
 
 replace switchyard.dev/libs/nixl/backend/obj => ../nixl/backend/obj
+
+replace switchyard.dev/libs/vllmevents => ../vllmevents

@@ -93,9 +93,6 @@ func setup(ctx context.Context, rt *service.Runtime, f *flags) (*stack, error) {
 		icfg.OnNoEvents, icfg.OnEvents = router.SetApprox, router.ClearApprox
 	}
 	in := ingest.New(icfg)
-	for _, w := range f.vllm {
-		in.FollowVLLM(ctx, w)
-	}
 	if rt.Registry != nil {
 		if err := watchWorkers(ctx, rt.Registry, log, router, in, f.approx == "all"); err != nil {
 			return nil, err

@@ -1,6 +1,7 @@
 package app
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"net"
@@ -10,7 +11,6 @@ import (
 	"time"
 
 	"switchyard.dev/libs/kvtier"
-	"switchyard.dev/services/router/internal/ingest"
 	"switchyard.dev/services/router/internal/policy"
 )
 
@@ -31,25 +31,10 @@ type flags struct {
 	approx           string
 	approxTTL        time.Duration
 	approxMaxBlocks  int
-	vllm             vllmFlag
 	redisAddr        string
 	snapshotInterval time.Duration
 	namespace        string
 	sharePeers       bool
-}
-
-// vllmFlag collects repeated -vllm-endpoint values.
-type vllmFlag []ingest.VLLMWorker
-
-func (v *vllmFlag) String() string { return fmt.Sprint(len(*v), " endpoints") }
-
-func (v *vllmFlag) Set(s string) error {
-	w, err := ingest.ParseVLLM(s)
-	if err != nil {
-		return err
-	}
-	*v = append(*v, w)
-	return nil
 }
 
 func (f *flags) register(fs *flag.FlagSet) {
@@ -69,7 +54,9 @@ func (f *flags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.approx, "approx", "auto", "approximate KV caches from routing decisions: off, auto (workers that serve no KV events) or all")
 	fs.DurationVar(&f.approxTTL, "approx-ttl", 2*time.Minute, "approximate mode: how long a routed prefix counts as cached")
 	fs.IntVar(&f.approxMaxBlocks, "approx-max-blocks", 65536, "approximate mode: most blocks assumed cached per worker")
-	fs.Var(&f.vllm, "vllm-endpoint", "static vLLM/SGLang worker KV events: worker-id=tcp://host:port[,replay=tcp://host:port][,topic=T] (repeatable)")
+	fs.Func("vllm-endpoint", "removed: run vLLM/SGLang behind a worker (-engine vllm|sglang), which re-hashes their KV events (docs/engines.md)", func(string) error {
+		return errors.New("removed: the router no longer reads vLLM/SGLang ZeroMQ events, whose block hashes never match its lookups; run the engine behind a switchyard worker (-engine vllm|sglang), which re-hashes them and serves them like any worker's (docs/engines.md)")
+	})
 	fs.StringVar(&f.redisAddr, "redis-addr", "", "Redis host:port for index snapshots (empty: no snapshots)")
 	fs.DurationVar(&f.snapshotInterval, "snapshot-interval", 10*time.Second, "how often the index is saved to Redis")
 	fs.StringVar(&f.namespace, "namespace", "default", "snapshot namespace: routers of one namespace share the key switchyard:router:<namespace>:index")

@@ -45,3 +45,17 @@ func TestFlagsValidate(t *testing.T) {
 		})
 	}
 }
+
+// The router no longer reads engine sockets itself; an old command line
+// fails with the way forward rather than an unknown-flag error.
+func TestVLLMEndpointRemoved(t *testing.T) {
+	t.Parallel()
+	var f flags
+	fs := flag.NewFlagSet("router", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	f.register(fs)
+	err := fs.Parse([]string{"-vllm-endpoint", "w1=tcp://10.0.0.5:5557"})
+	if err == nil || !strings.Contains(err.Error(), "-engine vllm|sglang") {
+		t.Fatalf("Parse = %v; want the flag refused with the worker's -engine", err)
+	}
+}

@@ -11,8 +11,11 @@
 // capped exponential backoff. A worker that leaves discovery loses its
 // blocks at once.
 //
-// Static vLLM/SGLang workers are followed over ZeroMQ through
-// switchyard.dev/libs/vllmevents. Those engines cannot dump their cache, so a
-// lost batch clears the worker's entry (the index then refills from new
-// events) rather than leaving blocks the engine may have evicted.
+// vLLM and SGLang engines are followed the same way, through the worker
+// that fronts them: it consumes the engine's ZeroMQ events, re-hashes each
+// block from its token ids with the router's own chain
+// (libs/worker/engines/rehash) and serves them from its journal. The
+// engine's own hashes (sha256, or Python's hash with a per-process seed)
+// never match the chains routing looks up, so the router reads no engine
+// socket itself.
 package ingest

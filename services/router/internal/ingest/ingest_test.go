@@ -2,7 +2,6 @@ package ingest
 
 import (
 	"context"
-	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -11,7 +10,6 @@ import (
 	"switchyard.dev/libs/kvtier"
 	"switchyard.dev/libs/mesh/deptest"
 	"switchyard.dev/libs/radix"
-	"switchyard.dev/libs/vllmevents"
 	"switchyard.dev/services/router/internal/workertest"
 )
 
@@ -306,70 +304,5 @@ func TestNoEvents(t *testing.T) {
 	deptest.Eventually(t, 10*time.Second, "followed", inSync(ix, "w", w))
 	if len(calls) != 0 {
 		t.Errorf("more callbacks: %q", <-calls)
-	}
-}
-
-func TestParseVLLM(t *testing.T) {
-	t.Parallel()
-	tests := []struct {
-		in   string
-		want VLLMWorker
-		ok   bool
-	}{
-		{"w1=tcp://h:5557", VLLMWorker{ID: "w1", Endpoint: "tcp://h:5557"}, true},
-		{"w1=tcp://h:5557,replay=tcp://h:5558,topic=kv", VLLMWorker{ID: "w1", Endpoint: "tcp://h:5557", Replay: "tcp://h:5558", Topic: "kv"}, true},
-		{"tcp://h:5557", VLLMWorker{}, false},
-		{"w1=http://h", VLLMWorker{}, false},
-		{"w1=tcp://h:1,bogus=1", VLLMWorker{}, false},
-	}
-	for _, tt := range tests {
-		got, err := ParseVLLM(tt.in)
-		if (err == nil) != tt.ok || got != tt.want {
-			t.Errorf("ParseVLLM(%q) = %+v, %v", tt.in, got, err)
-		}
-	}
-}
-
-// A ZeroMQ worker's subscription resumes after what the index holds every
-// time it is restarted, so an engine that restarted meanwhile (its
-// sequence numbers start again) is seen as a restart and its old blocks
-// go, rather than its new batches being dropped as stale.
-func TestVLLMResubscribeResumes(t *testing.T) {
-	t.Parallel()
-	ix := radix.New()
-	if err := ix.AddWorker("v"); err != nil { // restored from a snapshot at 999
-		t.Fatal(err)
-	}
-	if err := ix.Resync("v", 999, []radix.Block{{Hash: 77, Tiers: kvtier.Device.Mask()}}); err != nil {
-		t.Fatal(err)
-	}
-	in := newIngester(t, ix)
-	ctx, cancel := context.WithCancel(t.Context())
-	defer func() { cancel(); in.Wait() }()
-	var calls []vllmevents.Config
-	in.subscribe = func(ctx context.Context, cfg vllmevents.Config, h vllmevents.Handler) error {
-		calls = append(calls, cfg)
-		if len(calls) > 1 {
-			cancel()
-			return ctx.Err()
-		}
-		// The engine restarted: the subscriber (told to expect 1000) sees 0.
-		if err := h.HandleGap(vllmevents.Gap{From: 1000, To: 0, Restart: true}); err != nil {
-			return err
-		}
-		b := &vllmevents.Batch{Events: []vllmevents.Event{{Kind: vllmevents.KindStored, Stored: vllmevents.Stored{Hashes: []uint64{5}, Tier: kvtier.Device}}}}
-		if err := h.HandleBatch(0, b); err != nil {
-			return err
-		}
-		return errors.New("connection lost")
-	}
-	in.FollowVLLM(ctx, VLLMWorker{ID: "v", Endpoint: "tcp://127.0.0.1:1"})
-	in.Wait()
-	if len(calls) != 2 || !calls[0].Resume || calls[0].ResumeFrom != 1000 || !calls[1].Resume || calls[1].ResumeFrom != 1 {
-		t.Fatalf("subscriptions %+v; want resume from 1000, then from 1", calls)
-	}
-	got := ix.Dump()["v"]
-	if got.Next != 1 || !slices.Equal(got.Blocks, []radix.Block{{Hash: 5, Tiers: kvtier.Device.Mask()}}) {
-		t.Errorf("index %+v; want block 5 alone, next 1", got)
 	}
 }

@@ -15,7 +15,6 @@ import (
 	"switchyard.dev/gen/switchyard/worker/v1/workerv1connect"
 	"switchyard.dev/libs/mesh/discovery"
 	"switchyard.dev/libs/radix"
-	"switchyard.dev/libs/vllmevents"
 )
 
 // Worker is a worker whose KV events the router follows.
@@ -58,11 +57,7 @@ type Ingester struct {
 
 	mu      sync.Mutex
 	running map[string]*running
-	static  map[string]bool // never removed by Sync (ZeroMQ workers)
 	wg      sync.WaitGroup
-
-	// subscribe follows a ZeroMQ worker (vllmevents.Subscribe; tests fake it).
-	subscribe func(context.Context, vllmevents.Config, vllmevents.Handler) error
 }
 
 type running struct {
@@ -88,10 +83,10 @@ func New(cfg Config) *Ingester {
 	if cfg.NoEventsRetry <= 0 {
 		cfg.NoEventsRetry = time.Minute
 	}
-	return &Ingester{cfg: cfg, running: map[string]*running{}, static: map[string]bool{}, subscribe: vllmevents.Subscribe}
+	return &Ingester{cfg: cfg, running: map[string]*running{}}
 }
 
-// Sync makes the followed workers exactly workers (plus static ones):
+// Sync makes the followed workers exactly workers:
 // new workers are added to the index (unless a restored snapshot already
 // has them, in which case they resume after its sequence number), and
 // workers that left are stopped and their blocks dropped. Followers run
@@ -117,7 +112,7 @@ func (in *Ingester) Sync(ctx context.Context, workers []Worker) {
 		}
 	}
 	for _, id := range in.cfg.Index.Workers() {
-		if _, ok := want[id]; !ok && !in.static[id] {
+		if _, ok := want[id]; !ok {
 			if err := in.cfg.Index.RemoveWorker(id); err == nil {
 				in.cfg.Logger.Info("worker left, blocks dropped", "worker", id)
 				if in.cfg.OnLeave != nil {
