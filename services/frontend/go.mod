@@ -4,7 +4,18 @@ go 1.26.8
 
 require switchyard.dev/libs/mesh v0.0.0
 
-require github.com/kylelemons/godebug v1.1.0 // indirect
+require (
+	github.com/chewxy/math32 v1.10.1 // indirect
+	github.com/klauspost/cpuid/v2 v2.2.10 // indirect
+	github.com/kylelemons/godebug v1.1.0 // indirect
+	github.com/viterin/partial v1.1.0 // indirect
+	github.com/viterin/vek v0.4.3 // indirect
+	github.com/zeebo/xxh3 v1.1.0 // indirect
+	switchyard.dev/libs/kvbm v0.0.0 // indirect
+	switchyard.dev/libs/kvhash v0.0.0 // indirect
+	switchyard.dev/libs/kvtier v0.0.0 // indirect
+	switchyard.dev/libs/nixl v0.0.0 // indirect
+)
 
 require (
 	connectrpc.com/connect v1.21.1
@@ -67,13 +78,20 @@ require (
 	google.golang.org/genproto/googleapis/api v0.0.0-20260928230214-8a89bd6388cc // indirect
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20260928230214-8a89bd6388cc
 	google.golang.org/grpc v1.85.0 // indirect
-	google.golang.org/protobuf v1.36.12 // indirect
+	google.golang.org/protobuf v1.36.12
 	switchyard.dev/gen v0.0.0
 	switchyard.dev/libs/engine v0.0.0
+	switchyard.dev/libs/sharedtest v0.0.0
 )
 
 replace (
 	switchyard.dev/gen => ../../gen
 	switchyard.dev/libs/engine => ../../libs/engine
+	switchyard.dev/libs/kvbm => ../../libs/kvbm
+	switchyard.dev/libs/kvhash => ../../libs/kvhash
+	switchyard.dev/libs/kvtier => ../../libs/kvtier
 	switchyard.dev/libs/mesh => ../../libs/mesh
+	switchyard.dev/libs/nixl => ../../libs/nixl
+	switchyard.dev/libs/nixl/backend/obj => ../../libs/nixl/backend/obj
+	switchyard.dev/libs/sharedtest => ../../libs/sharedtest
 )

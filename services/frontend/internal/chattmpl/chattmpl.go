@@ -13,6 +13,12 @@
 // template joins the contents with newlines and adds nothing, for base
 // models that just continue text. Which template a model uses is set per
 // model with the frontend's -chat-template flag.
+//
+// Tools and tool traffic render as JSON in the shape the engine generates
+// a call in ({"name":...,"arguments":...}, or an array of them), so the
+// model sees its own calls in the history as it is asked to write them
+// (tools.go). A conversation without tools or tool traffic renders exactly
+// as it did before tools existed.
 package chattmpl
 
 import (
@@ -22,14 +28,26 @@ import (
 	"strings"
 )
 
+// Conversation is what a template renders.
+type Conversation struct {
+	Messages []Message
+	// Tools are the functions offered to the model; none renders no tool
+	// instructions.
+	Tools []Tool
+	// Parallel asks for calls as an array of one or more.
+	Parallel bool
+}
+
 // Message is one rendered message.
 type Message struct {
 	Role    string
 	Content string
+	// ToolCalls are the calls an assistant message made.
+	ToolCalls []ToolCall
 }
 
-// Template renders messages into prompt text.
-type Template func(msgs []Message) string
+// Template renders a conversation into prompt text.
+type Template func(c Conversation) string
 
 // Builtin templates by name.
 func builtin(name string) (Template, bool) {
@@ -42,26 +60,48 @@ func builtin(name string) (Template, bool) {
 	return nil, false
 }
 
-// Plain is the default transcript template.
-func Plain(msgs []Message) string {
+// Plain is the default transcript template. Offered tools come first as
+// System lines; an assistant's calls follow its content on its line; a
+// tool result is a "Tool:" line.
+func Plain(c Conversation) string {
 	var b strings.Builder
-	for _, m := range msgs {
+	if len(c.Tools) > 0 {
+		b.WriteString("System: ")
+		writeToolPreamble(&b, c.Tools, c.Parallel)
+		b.WriteByte('\n')
+	}
+	for _, m := range c.Messages {
 		b.WriteString(roleLabel(m.Role))
 		b.WriteString(": ")
-		b.WriteString(m.Content)
+		writeContent(&b, m)
 		b.WriteByte('\n')
 	}
 	b.WriteString("Assistant:")
 	return b.String()
 }
 
-// Raw joins the contents with newlines.
-func Raw(msgs []Message) string {
-	parts := make([]string, len(msgs))
-	for i, m := range msgs {
-		parts[i] = m.Content
+// Raw joins the contents with newlines, an assistant's calls after its
+// content. It adds nothing, not even the tools.
+func Raw(c Conversation) string {
+	parts := make([]string, len(c.Messages))
+	for i, m := range c.Messages {
+		var b strings.Builder
+		writeContent(&b, m)
+		parts[i] = b.String()
 	}
 	return strings.Join(parts, "\n")
+}
+
+// writeContent writes a message's content, then its calls, space-separated.
+func writeContent(b *strings.Builder, m Message) {
+	b.WriteString(m.Content)
+	if len(m.ToolCalls) == 0 {
+		return
+	}
+	if m.Content != "" {
+		b.WriteByte(' ')
+	}
+	writeCalls(b, m.ToolCalls)
 }
 
 func roleLabel(role string) string {
@@ -70,6 +110,8 @@ func roleLabel(role string) string {
 		return "System"
 	case "assistant":
 		return "Assistant"
+	case "tool":
+		return "Tool"
 	default:
 		return "User"
 	}

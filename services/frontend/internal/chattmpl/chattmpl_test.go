@@ -4,7 +4,8 @@ import "testing"
 
 func TestRender(t *testing.T) {
 	t.Parallel()
-	msgs := []Message{{"system", "Be terse."}, {"user", "Hi"}, {"assistant", "Hello"}, {"developer", "No."}, {"user", "Story?"}}
+	msgs := []Message{{Role: "system", Content: "Be terse."}, {Role: "user", Content: "Hi"}, {Role: "assistant", Content: "Hello"},
+		{Role: "developer", Content: "No."}, {Role: "user", Content: "Story?"}}
 	tests := []struct {
 		spec, model, want string
 	}{
@@ -20,7 +21,7 @@ func TestRender(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := s.For(tc.model)(msgs); got != tc.want {
+			if got := s.For(tc.model)(Conversation{Messages: msgs}); got != tc.want {
 				t.Fatalf("got %q\nwant %q", got, tc.want)
 			}
 		})

@@ -8,9 +8,12 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"google.golang.org/protobuf/proto"
 
+	commonv1 "switchyard.dev/gen/switchyard/common/v1"
 	routerv1 "switchyard.dev/gen/switchyard/router/v1"
 	workerv1 "switchyard.dev/gen/switchyard/worker/v1"
+	"switchyard.dev/services/frontend/internal/upstream"
 )
 
 // attempt routes and streams once. done reports that the generation ended
@@ -22,7 +25,7 @@ func (g *Generator) attempt(ctx context.Context, st *state, n int, emit func(Del
 		id = fmt.Sprintf("%s-m%d", st.req.ID, n)
 	}
 	gen := st.generateRequest(id)
-	routed, err := g.cfg.Router.Route(ctx, &routerv1.RouteRequest{RequestId: id, Model: st.req.Model, TokenIds: gen.TokenIds,
+	routed, err := g.route(ctx, st, n, &routerv1.RouteRequest{RequestId: id, Model: st.req.Model, TokenIds: gen.TokenIds,
 		Hints: st.req.Hints, ExcludeInstanceIds: st.failed, ReportsPrefillDone: true, OmitCandidates: true})
 	if err != nil {
 		return true, routeError{err}
@@ -32,6 +35,7 @@ func (g *Generator) attempt(ctx context.Context, st *state, n int, emit func(Del
 	if w.GetAddress() == "" {
 		return true, routeError{connect.NewError(connect.CodeUnavailable, errors.New("router chose no decode worker"))}
 	}
+	st.worker = w.GetInstanceId()
 	defer func() {
 		if !done && err != nil { // a migration follows: steer it away from this worker
 			st.failed = append(st.failed, w.GetInstanceId())
@@ -85,6 +89,25 @@ func (g *Generator) attempt(ctx context.Context, st *state, n int, emit func(Del
 	return false, fmt.Errorf("worker %s: %w", w.GetInstanceId(), ErrIncomplete)
 }
 
+// route asks the router for a worker: on the first attempt of a request
+// with a PreferWorker, for that one, and if the router refuses it, as it
+// would without.
+func (g *Generator) route(ctx context.Context, st *state, n int, rr *routerv1.RouteRequest) (upstream.Routed, error) {
+	if prefer := st.req.PreferWorker; n == 0 && prefer != "" && rr.GetHints().GetWorkerId() == "" {
+		pinned := proto.CloneOf(rr)
+		if pinned.Hints == nil {
+			pinned.Hints = &commonv1.Hints{}
+		}
+		pinned.Hints.WorkerId = prefer
+		routed, err := g.cfg.Router.Route(ctx, pinned)
+		if err == nil || ctx.Err() != nil {
+			return routed, err
+		}
+		g.cfg.Logger.Debug("preferred worker refused", "request_id", rr.GetRequestId(), "worker", prefer, "err", err)
+	}
+	return g.cfg.Router.Route(ctx, rr)
+}
+
 // consume handles one worker message.
 func (st *state) consume(msg *workerv1.GenerateResponse, emit func(Delta) error) (done bool, err error) {
 	var b strings.Builder
@@ -132,7 +155,7 @@ func (st *state) consume(msg *workerv1.GenerateResponse, emit func(Delta) error)
 		b.WriteString(st.text.Flush())
 	}
 	if len(ids) > 0 || b.Len() > 0 {
-		if err := emit(Delta{Text: b.String(), TokenIDs: ids, Logprobs: lps}); err != nil {
+		if err := emit(Delta{Text: b.String(), TokenIDs: ids, Logprobs: lps, Worker: st.worker}); err != nil {
 			return true, emitError{err}
 		}
 	}

@@ -57,6 +57,13 @@ type Request struct {
 	StopIDs   []uint32
 	IgnoreEOS bool
 	Hints     *commonv1.Hints
+	// PreferWorker, when set and Hints names no worker, asks the router
+	// for this worker instance on the first attempt (as hints.worker_id
+	// does): the choices of one request go where the first one is, so they
+	// share its prompt's KV blocks. Unlike hints.worker_id it is only a
+	// preference: if the router refuses it, and on every migration, the
+	// router chooses freely.
+	PreferWorker string
 }
 
 // Delta is new output: the tokens TokenIDs arrived and Text can be shown
@@ -68,6 +75,8 @@ type Delta struct {
 	Text     string
 	TokenIDs []uint32
 	Logprobs []Logprob
+	// Worker is the instance id of the worker that generated the tokens.
+	Worker string
 }
 
 // Logprob is the log probability of one output token, from the worker
@@ -219,6 +228,7 @@ type state struct {
 	haveCached bool
 	migrations int
 	failed     []string // workers whose stream broke, excluded when re-routing
+	worker     string   // the current attempt's worker instance
 	// arrival is the request's first routing decision (Unix ns), which
 	// every attempt passes on: a migrated request keeps its place.
 	arrival int64

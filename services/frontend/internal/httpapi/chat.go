@@ -20,29 +20,50 @@ func (a *API) chat(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, err, "")
 		return
 	}
-	msgs := chatMessages(req.Messages)
+	conv := chatMessages(req.Messages)
+	var f chatFormat
+	if use := req.ToolUse(); use != nil {
+		conv.Tools, conv.Parallel = chatTools(use.Tools), use.Parallel
+		f.tools = newToolReply(use, func() string { return newID("call_") })
+	}
 	gen, err := a.prepare(r.Context(), g, func(m *catalog.Model) ([]uint32, error) {
-		return textPrompt(a.cfg.Templates.For(m.Name)(msgs), m, g) // the model's own name: an alias has its template
+		return textPrompt(a.cfg.Templates.For(m.Name)(conv), m, g) // the model's own name: an alias has its template
 	})
 	if err != nil {
 		a.fail(w, r, err, g.Model)
 		return
 	}
 	c := call{id: newID("chatcmpl-"), created: a.cfg.Now().Unix()}
-	a.serve(w, r, epChat, g, gen, c, chatFormat{})
+	a.serve(w, r, epChat, g, gen, c, f)
 }
 
 // chatMessages are a request's messages as the chat templates take them.
-func chatMessages(ms []openai.ChatMessage) []chattmpl.Message {
+func chatMessages(ms []openai.ChatMessage) chattmpl.Conversation {
 	out := make([]chattmpl.Message, len(ms))
 	for i, m := range ms {
 		out[i] = chattmpl.Message{Role: m.Role, Content: m.Content.Text}
+		for _, tc := range m.ToolCalls {
+			out[i].ToolCalls = append(out[i].ToolCalls, chattmpl.ToolCall{Name: tc.Function.Name, Arguments: tc.Function.Arguments})
+		}
+	}
+	return chattmpl.Conversation{Messages: out}
+}
+
+// chatTools are the offered functions as the chat templates take them.
+func chatTools(defs []openai.FunctionDef) []chattmpl.Tool {
+	out := make([]chattmpl.Tool, len(defs))
+	for i, d := range defs {
+		out[i] = chattmpl.Tool{Name: d.Name, Description: d.Description, Parameters: d.Parameters}
 	}
 	return out
 }
 
 // chatFormat builds chat.completion and chat.completion.chunk bodies.
-type chatFormat struct{}
+// With tools it reads the reply as calls where they ask for them; without,
+// it sends text as it comes.
+type chatFormat struct {
+	tools *toolReply
+}
 
 func (chatFormat) chunk(c call, delta openai.ChatDelta, reason *string, lps []generate.Logprob) openai.ChatChunk {
 	choice := openai.ChatChunkChoice{Delta: delta, FinishReason: reason}
@@ -54,15 +75,24 @@ func (chatFormat) chunk(c call, delta openai.ChatDelta, reason *string, lps []ge
 }
 
 func (f chatFormat) start(c call) any {
+	if f.tools != nil {
+		return f.tools.start(f, c)
+	}
 	empty := ""
 	return f.chunk(c, openai.ChatDelta{Role: "assistant", Content: &empty}, nil, nil)
 }
 
 func (f chatFormat) delta(c call, text string, lps []generate.Logprob) any {
+	if f.tools != nil {
+		return f.tools.delta(f, c, text, lps)
+	}
 	return f.chunk(c, openai.ChatDelta{Content: &text}, nil, lps)
 }
 
 func (f chatFormat) finish(c call, reason string, lps []generate.Logprob) any {
+	if f.tools != nil {
+		return f.tools.finish(f, c, reason, lps)
+	}
 	return f.chunk(c, openai.ChatDelta{}, &reason, lps)
 }
 
@@ -71,8 +101,14 @@ func (chatFormat) usage(c call, u openai.Usage) any {
 		Choices: []openai.ChatChunkChoice{}, Usage: &u}
 }
 
-func (chatFormat) whole(c call, text, reason string, lps []generate.Logprob, u openai.Usage) any {
+func (f chatFormat) whole(c call, text, reason string, lps []generate.Logprob, u openai.Usage) any {
 	choice := openai.ChatChoice{Message: openai.AssistantReply{Role: "assistant", Content: text}, FinishReason: reason}
+	if f.tools != nil {
+		if calls, why, ok := f.tools.whole(text, reason); ok {
+			choice.Message = openai.AssistantReply{Role: "assistant", ToolCalls: calls}
+			choice.FinishReason = why
+		}
+	}
 	if c.logprobs {
 		choice.Logprobs = chatLogprobs(lps)
 	}

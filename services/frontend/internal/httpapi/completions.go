@@ -3,6 +3,7 @@ package httpapi
 import (
 	"net/http"
 
+	"switchyard.dev/libs/engine/tokenizer"
 	"switchyard.dev/services/frontend/internal/catalog"
 	"switchyard.dev/services/frontend/internal/generate"
 	"switchyard.dev/services/frontend/internal/openai"
@@ -29,14 +30,33 @@ func (a *API) completions(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, err, g.Model)
 		return
 	}
+	f := &completionFormat{}
+	if g.Echo {
+		f.echo = echoText(req.Prompt, gen)
+	}
 	c := call{id: newID("cmpl-"), created: a.cfg.Now().Unix()}
-	a.serve(w, r, epCompletions, g, gen, c, &completionFormat{})
+	a.serve(w, r, epCompletions, g, gen, c, f)
+}
+
+// echoText is the prompt as echo returns it: a text prompt as sent, a
+// token-id prompt decoded as the workers decode output.
+func echoText(p openai.Prompt, gen generate.Request) string {
+	if len(p.Texts) == 1 {
+		return p.Texts[0]
+	}
+	return string(tokenizer.Decode(gen.Tokenizer, gen.Tokenizer.BOS(), gen.Prompt))
 }
 
 // completionFormat builds text_completion bodies; chunks have the same
 // shape as the whole response. It counts the text_offset of a stream's
-// tokens across chunks, so it serves one response.
-type completionFormat struct{ offsets textOffsets }
+// tokens across chunks, so it serves one choice of one response.
+type completionFormat struct {
+	offsets textOffsets
+	// echo is the prompt text, sent before the completion's (echo=true).
+	echo string
+}
+
+func (f *completionFormat) fork() format { return &completionFormat{echo: f.echo} }
 
 func (f *completionFormat) body(c call, text string, reason *string, lp *openai.CompletionLogprobs, u *openai.Usage) openai.Completion {
 	choices := []openai.CompletionChoice{{Text: text, FinishReason: reason, Logprobs: lp}}
@@ -54,7 +74,13 @@ func (f *completionFormat) chunkLogprobs(lps []generate.Logprob) *openai.Complet
 	return f.offsets.completionLogprobs(lps)
 }
 
-func (*completionFormat) start(call) any { return nil }
+// start is the echoed prompt, if any: the stream's first chunk.
+func (f *completionFormat) start(c call) any {
+	if f.echo == "" {
+		return nil
+	}
+	return f.body(c, f.echo, nil, nil, nil)
+}
 
 func (f *completionFormat) delta(c call, text string, lps []generate.Logprob) any {
 	return f.body(c, text, nil, f.chunkLogprobs(lps), nil)
@@ -71,5 +97,5 @@ func (f *completionFormat) whole(c call, text, reason string, lps []generate.Log
 	if c.logprobs {
 		lp = f.offsets.completionLogprobs(lps)
 	}
-	return f.body(c, text, &reason, lp, &u)
+	return f.body(c, f.echo+text, &reason, lp, &u)
 }

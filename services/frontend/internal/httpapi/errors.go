@@ -64,10 +64,14 @@ func apiError(err error, model string) *openai.Error {
 // sampling.logprobs, for example. Fields with no single OpenAI parameter
 // (the prompt's token ids are "messages" or "prompt") are left unnamed.
 var workerParams = map[string]string{
-	"sampling.logprobs":   "logprobs",
-	"stop.max_tokens":     "max_tokens",
-	"stop.stop":           "stop",
-	"stop.stop_token_ids": "stop_token_ids",
+	"sampling.logprobs":          "logprobs",
+	"sampling.presence_penalty":  "presence_penalty",
+	"sampling.frequency_penalty": "frequency_penalty",
+	"sampling.logit_bias":        "logit_bias",
+	"sampling.constraint":        "response_format",
+	"stop.max_tokens":            "max_tokens",
+	"stop.stop":                  "stop",
+	"stop.stop_token_ids":        "stop_token_ids",
 }
 
 // workerParam names the parameter a worker's rejection is about, from the
@@ -92,7 +96,9 @@ func workerParam(ce *connect.Error) string {
 
 // genError is apiError for a generation under way. A worker that refuses
 // stop.max_tokens is refusing whichever of max_tokens and
-// max_completion_tokens the client sent, and the error names that one; a
+// max_completion_tokens the client sent, and the error names that one;
+// one that refuses sampling.constraint is refusing the field the format
+// came from (response_format, or tool_choice for a forced call); a
 // router that knows no worker of the pinned id is not saying the model is
 // unknown.
 func genError(err error, g openai.Generation) *openai.Error {
@@ -102,12 +108,21 @@ func genError(err error, g openai.Generation) *openai.Error {
 			Message: fmt.Sprintf("No worker %q serves model %q.", g.Hints.WorkerID, g.Model)}
 	}
 	e := apiError(err, g.Model)
-	if e.Param == workerParams["stop.max_tokens"] && g.MaxTokensParam != "" && g.MaxTokensParam != e.Param {
-		named := *e // e may be shared (errors.As): change a copy
-		named.Param = g.MaxTokensParam
-		return &named
+	switch {
+	case e.Param == workerParams["stop.max_tokens"] && g.MaxTokensParam != "" && g.MaxTokensParam != e.Param:
+		return renamed(e, g.MaxTokensParam)
+	case e.Param == workerParams["sampling.constraint"] && g.Format.Param != "" && g.Format.Param != e.Param:
+		return renamed(e, g.Format.Param)
 	}
 	return e
+}
+
+// renamed is e naming param. e may be shared (errors.As): it changes a
+// copy.
+func renamed(e *openai.Error, param string) *openai.Error {
+	named := *e
+	named.Param = param
+	return &named
 }
 
 // fail answers with err, which must happen before anything was written.

@@ -63,7 +63,7 @@ func TestRequestErrors(t *testing.T) {
 		{name: "top_p", path: chat, body: chatBody(`"top_p":1.5`), status: 400, typ: inv, param: "top_p"},
 		{name: "max_tokens", path: chat, body: chatBody(`"max_tokens":0`), status: 400, typ: inv, param: "max_tokens"},
 		{name: "model name too long", path: cmpl, body: `{"model":"` + strings.Repeat("m", openai.MaxModelLen+1) + `","prompt":"x"}`, status: 400, typ: inv, param: "model"},
-		{name: "n", path: chat, body: chatBody(`"n":2`), status: 400, typ: inv, param: "n"},
+		{name: "n", path: chat, body: chatBody(`"n":9`), status: 400, typ: inv, param: "n"},
 		{name: "top_logprobs without logprobs", path: chat, body: chatBody(`"top_logprobs":2`), status: 400, typ: inv, param: "top_logprobs"},
 		{name: "completion logprobs", path: cmpl, body: `{"model":"tiny","prompt":"x","logprobs":6}`, status: 400, typ: inv, param: "logprobs"},
 		{name: "token beyond vocab", path: cmpl, body: `{"model":"tiny","prompt":[1,5000]}`, status: 400, typ: inv, param: "prompt"},

@@ -49,6 +49,8 @@ type stackConfig struct {
 	noRouter   bool
 	noAttempts bool
 	aliases    map[string]string
+	// wrap, if set, wraps the generator the API runs.
+	wrap func(Generator) Generator
 }
 
 func newStack(t testing.TB, cfg stackConfig) *stack {
@@ -87,10 +89,14 @@ func newStack(t testing.TB, cfg stackConfig) *stack {
 		t.Fatal(err)
 	}
 	s.Metrics = m
+	var gen Generator = generate.New(generate.Config{Router: routers, Dialer: workers, MigrationAttempts: cfg.attempts,
+		OnMigrate: func(model string) { m.Migrations.WithLabelValues(model).Inc() }})
+	if cfg.wrap != nil {
+		gen = cfg.wrap(gen)
+	}
 	api, err := New(Config{
 		Catalog: cat, Metrics: m, Guard: cfg.guard, Logger: log, MaxBodyBytes: cfg.maxBody, Version: "test", Aliases: cfg.aliases,
-		Generator: generate.New(generate.Config{Router: routers, Dialer: workers, MigrationAttempts: cfg.attempts,
-			OnMigrate: func(model string) { m.Migrations.WithLabelValues(model).Inc() }}),
+		Generator: gen,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -50,10 +50,14 @@ func (a *API) prepare(ctx context.Context, g openai.Generation, prompt promptFun
 			return generate.Request{}, openai.Invalid("stop_token_ids", "Token id %d is not below the vocabulary size %d.", id, m.Tok.VocabSize())
 		}
 	}
+	if err := checkLogitBias(g.LogitBias, m.Tok.VocabSize()); err != nil {
+		return generate.Request{}, err
+	}
 	return generate.Request{
 		Model: m.Name, Prompt: ids, Tokenizer: m.Tok, MaxTokens: maxTokens,
 		Sampling: &commonv1.SamplingParams{Temperature: g.Temperature, TopP: g.TopP, TopK: g.TopK, Seed: g.Seed,
-			Logprobs: g.Logprobs, TopLogprobs: uint32(g.TopLogprobs)},
+			Logprobs: g.Logprobs, TopLogprobs: uint32(g.TopLogprobs), Constraint: constraint(g.Format),
+			PresencePenalty: g.PresencePenalty, FrequencyPenalty: g.FrequencyPenalty, LogitBias: g.LogitBias},
 		Stop:      g.Stop,
 		StopIDs:   g.StopTokenIDs,
 		IgnoreEOS: g.IgnoreEOS,
@@ -97,4 +101,31 @@ func tokenPrompt(ids []int64, m *catalog.Model) ([]uint32, error) {
 		out[i] = uint32(id)
 	}
 	return out, nil
+}
+
+// constraint is f as the workers take it; nil for free text.
+func constraint(f openai.Format) *commonv1.OutputConstraint {
+	switch {
+	case len(f.JSONSchema) > 0:
+		return &commonv1.OutputConstraint{Kind: &commonv1.OutputConstraint_JsonSchema{JsonSchema: string(f.JSONSchema)}}
+	case f.JSONObject:
+		return &commonv1.OutputConstraint{Kind: &commonv1.OutputConstraint_JsonObject{JsonObject: &commonv1.JsonObject{}}}
+	}
+	return nil
+}
+
+// checkLogitBias checks logit_bias's token ids against the vocabulary,
+// naming the lowest one out of it (so the message does not depend on the
+// map's order).
+func checkLogitBias(bias map[uint32]float32, vocab int) error {
+	bad, found := uint32(0), false
+	for id := range bias {
+		if int(id) >= vocab && (!found || id < bad) {
+			bad, found = id, true
+		}
+	}
+	if found {
+		return openai.Invalid("logit_bias", "logit_bias names token id %d, which is not below the vocabulary size %d.", bad, vocab)
+	}
+	return nil
 }

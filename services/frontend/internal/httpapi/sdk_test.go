@@ -103,7 +103,7 @@ func TestSDKErrors(t *testing.T) {
 	}{
 		{name: "bad key", key: "sk-wrong", status: http.StatusUnauthorized},
 		{name: "unknown model", key: "sk-test", mutate: func(p *openai.ChatCompletionNewParams) { p.Model = "gpt-9" }, status: http.StatusNotFound, param: "model"},
-		{name: "n", key: "sk-test", mutate: func(p *openai.ChatCompletionNewParams) { p.N = openai.Int(3) }, status: http.StatusBadRequest, param: "n"},
+		{name: "n", key: "sk-test", mutate: func(p *openai.ChatCompletionNewParams) { p.N = openai.Int(9) }, status: http.StatusBadRequest, param: "n"},
 		{name: "temperature", key: "sk-test", mutate: func(p *openai.ChatCompletionNewParams) { p.Temperature = openai.Float(9) }, status: http.StatusBadRequest, param: "temperature"},
 		{name: "context", key: "sk-test", mutate: func(p *openai.ChatCompletionNewParams) { p.MaxTokens = openai.Int(100000) }, status: http.StatusBadRequest, param: "max_tokens"},
 	}

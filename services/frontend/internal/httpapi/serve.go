@@ -21,17 +21,24 @@ type call struct {
 	logprobs bool
 }
 
-// format builds an endpoint's response bodies. lps are the logprob
-// entries of the tokens the body carries (none without logprobs).
+// format builds an endpoint's response bodies for one choice (index 0;
+// withIndex renumbers them). lps are the logprob entries of the tokens
+// the body carries (none without logprobs). delta and finish may return
+// nil (nothing to send yet: a tool call being read) or an []any of
+// several events.
 type format interface {
 	start(c call) any // first chunk, or nil
 	delta(c call, text string, lps []generate.Logprob) any
 	finish(c call, reason string, lps []generate.Logprob) any
 	usage(c call, u openai.Usage) any
 	whole(c call, text, reason string, lps []generate.Logprob, u openai.Usage) any
+	// fork returns a format for another choice of the same response: a
+	// format may keep the state of one reply.
+	fork() format
 }
 
-// serve runs a prepared generation and writes the response.
+// serve runs a prepared generation, one per choice, and writes the
+// response.
 func (a *API) serve(w http.ResponseWriter, r *http.Request, endpoint string, g openai.Generation, req generate.Request, c call, f format) {
 	c.model, c.logprobs = g.Model, g.Logprobs
 	start := time.Now()
@@ -42,25 +49,15 @@ func (a *API) serve(w http.ResponseWriter, r *http.Request, endpoint string, g o
 		defer cancel()
 	}
 	req.ID = c.id
+	g.N = max(g.N, 1)
+	reqs, fs := choiceRequests(req, g), forks(f, g.N)
 	tm := a.timing(endpoint, req.Model, start)
 	var res generate.Result
 	var err error
 	if g.Stream {
-		res, err = a.stream(ctx, w, r, req, g, c, f, tm)
+		res, err = a.stream(ctx, w, r, reqs, g, c, fs, tm)
 	} else {
-		var text strings.Builder
-		var lps []generate.Logprob
-		res, err = a.cfg.Generator.Run(ctx, req, func(d generate.Delta) error {
-			tm.observe(d)
-			text.WriteString(d.Text)
-			lps = append(lps, d.Logprobs...)
-			return nil
-		})
-		if err == nil {
-			writeJSON(w, http.StatusOK, f.whole(c, text.String(), res.Finish, lps, usage(res)))
-		} else if r.Context().Err() == nil {
-			a.failWith(w, r, err, g.Model, genError(err, g))
-		}
+		res, err = a.answer(ctx, w, r, reqs, g, c, fs, tm)
 	}
 	if m := a.cfg.Metrics; m != nil {
 		m.PromptTokens.WithLabelValues(req.Model).Add(float64(res.PromptTokens))
@@ -75,58 +72,168 @@ func (a *API) serve(w http.ResponseWriter, r *http.Request, endpoint string, g o
 	}
 }
 
-// stream writes server-sent events. Headers go out with the first text, so
-// a failure before it is still an ordinary error response. The logprob
-// entries of tokens whose text is held back go with the next chunk that
-// has text, or with the finish chunk.
-func (a *API) stream(ctx context.Context, w http.ResponseWriter, r *http.Request, req generate.Request, g openai.Generation, c call, f format, tm *timing) (generate.Result, error) {
-	sse := newSSE(w)
-	begin := func() error {
-		if sse.started {
-			return nil
+// answer writes the whole response once every choice is complete.
+func (a *API) answer(ctx context.Context, w http.ResponseWriter, r *http.Request, reqs []generate.Request, g openai.Generation, c call, fs []format, tm *timing) (generate.Result, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	events := make(chan choiceEvent, queuedEvents)
+	a.fanOut(ctx, reqs, events)
+	n := len(reqs)
+	texts := make([]strings.Builder, n)
+	lps := make([][]generate.Logprob, n)
+	res := make([]generate.Result, n)
+	var failed error
+	for left := n; left > 0; {
+		ev := <-events
+		switch {
+		case ev.end:
+			left--
+			res[ev.i] = ev.res
+			if ev.err != nil && failed == nil {
+				failed = ev.err
+				cancel()
+			}
+		case failed == nil:
+			if ev.i == 0 {
+				tm.observe(ev.d)
+			}
+			texts[ev.i].WriteString(ev.d.Text)
+			lps[ev.i] = append(lps[ev.i], ev.d.Logprobs...)
 		}
-		sse.begin()
-		if first := f.start(c); first != nil {
-			return sse.event(first)
-		}
-		return nil
 	}
-	var held []generate.Logprob
-	res, err := a.cfg.Generator.Run(ctx, req, func(d generate.Delta) error {
-		tm.observe(d)
-		held = append(held, d.Logprobs...)
-		if d.Text == "" {
+	sum := total(res)
+	if failed != nil {
+		if r.Context().Err() == nil {
+			a.failWith(w, r, failed, g.Model, genError(failed, g))
+		}
+		return sum, failed
+	}
+	bodies := make([]any, n)
+	for i, f := range fs {
+		bodies[i] = withIndex(f.whole(c, texts[i].String(), res[i].Finish, lps[i], usage(res[i])), i)
+	}
+	writeJSON(w, http.StatusOK, merged(bodies, usage(sum)))
+	return sum, nil
+}
+
+// streamed is the writer's state of one choice of a stream.
+type streamed struct {
+	begun bool
+	// held are the logprob entries of tokens whose text is held back:
+	// they go with the next chunk that has text, or with the finish
+	// chunk.
+	held []generate.Logprob
+	res  generate.Result
+}
+
+// stream writes server-sent events, the choices' chunks interleaved as
+// they come, each with its index. Headers go out with the first text, so
+// a failure before it is still an ordinary error response. Whatever the
+// generations have ready is written at once, in one write: the writer
+// never waits for more.
+func (a *API) stream(ctx context.Context, w http.ResponseWriter, r *http.Request, reqs []generate.Request, g openai.Generation, c call, fs []format, tm *timing) (generate.Result, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	events := make(chan choiceEvent, queuedEvents)
+	a.fanOut(ctx, reqs, events)
+	sse := newSSE(w)
+	st := make([]streamed, len(reqs))
+	var failed error // the first failure: of a choice, or of the client
+	gone := false    // the client could not be written to
+	for left := len(reqs); left > 0; {
+		ev := <-events
+		for {
+			if ev.end {
+				left--
+				st[ev.i].res = ev.res
+			}
+			if failed == nil {
+				if err := a.streamEvent(sse, ev, fs[ev.i], &st[ev.i], c, tm); err != nil {
+					failed = err
+					cancel()
+				}
+			}
+			if left == 0 {
+				break
+			}
+			select {
+			case ev = <-events:
+				continue
+			default:
+			}
+			break
+		}
+		if failed == nil {
+			if err := sse.flush(); err != nil {
+				failed, gone = err, true
+				cancel()
+			}
+		}
+	}
+	res := make([]generate.Result, len(st))
+	for i := range st {
+		res[i] = st[i].res
+	}
+	sum := total(res)
+	switch {
+	case failed != nil && !sse.started:
+		if r.Context().Err() == nil {
+			a.failWith(w, r, failed, g.Model, genError(failed, g))
+		}
+		return sum, failed
+	case failed != nil:
+		if r.Context().Err() == nil && !gone {
+			a.cfg.Logger.Warn("stream failed mid-way", "request_id", c.id, "err", failed)
+			_ = sse.add(genError(failed, g).Body())
+			sse.done()
+			_ = sse.flush()
+		}
+		return sum, failed
+	}
+	if g.IncludeUsage {
+		_ = sse.add(fs[0].usage(c, usage(sum)))
+	}
+	sse.done()
+	return sum, sse.flush()
+}
+
+// streamEvent adds the chunks of one event of choice ev.i to sse; an
+// error is the choice's failure, or a body that would not encode.
+func (a *API) streamEvent(sse *sseWriter, ev choiceEvent, f format, s *streamed, c call, tm *timing) error {
+	begin := func() error {
+		if !sse.started {
+			sse.begin()
+		}
+		if s.begun {
 			return nil
+		}
+		s.begun = true
+		return sse.add(withIndex(f.start(c), ev.i))
+	}
+	if ev.end {
+		if ev.err != nil {
+			return ev.err
 		}
 		if err := begin(); err != nil {
 			return err
 		}
-		ev := f.delta(c, d.Text, held)
-		held = held[:0]
-		return sse.event(ev)
-	})
-	switch {
-	case err != nil && !sse.started:
-		if r.Context().Err() == nil {
-			a.failWith(w, r, err, g.Model, genError(err, g))
-		}
-		return res, err
-	case err != nil:
-		if r.Context().Err() == nil {
-			a.cfg.Logger.Warn("stream failed mid-way", "request_id", c.id, "err", err)
-			_ = sse.event(genError(err, g).Body())
-			_ = sse.done()
-		}
-		return res, err
+		err := sse.add(withIndex(f.finish(c, ev.res.Finish, s.held), ev.i))
+		s.held = nil
+		return err
+	}
+	if ev.i == 0 {
+		tm.observe(ev.d)
+	}
+	s.held = append(s.held, ev.d.Logprobs...)
+	if ev.d.Text == "" {
+		return nil
 	}
 	if err := begin(); err != nil {
-		return res, err
+		return err
 	}
-	_ = sse.event(f.finish(c, res.Finish, held))
-	if g.IncludeUsage {
-		_ = sse.event(f.usage(c, usage(res)))
-	}
-	return res, sse.done()
+	err := sse.add(withIndex(f.delta(c, ev.d.Text, s.held), ev.i))
+	s.held = s.held[:0]
+	return err
 }
 
 func usage(res generate.Result) openai.Usage {

@@ -1,12 +1,14 @@
 package httpapi
 
 import (
-	"encoding/json"
 	"net/http"
 )
 
-// sseWriter writes server-sent events, flushing each so tokens reach the
-// client as they are generated.
+// sseWriter writes server-sent events. Events are encoded into one buffer
+// (add) and go out together, one Write and one Flush, when the caller
+// has nothing more ready (flush): a stream that keeps up sends each
+// event as it comes, and one that fell behind catches up in one write
+// rather than a syscall per token.
 type sseWriter struct {
 	w       http.ResponseWriter
 	rc      *http.ResponseController
@@ -27,24 +29,45 @@ func (s *sseWriter) begin() {
 	s.w.WriteHeader(http.StatusOK)
 }
 
-// event writes "data: <json>\n\n".
-func (s *sseWriter) event(v any) error {
-	b, err := json.Marshal(v)
-	if err != nil {
+// add appends a format's body as events: nothing for nil, an event for
+// each element of an []any, else one event ("data: <json>\n\n").
+func (s *sseWriter) add(v any) error {
+	switch v := v.(type) {
+	case nil:
+		return nil
+	case []any:
+		for _, e := range v {
+			if err := s.add(e); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	n := len(s.buf)
+	s.buf = append(s.buf, "data: "...)
+	var err error
+	if s.buf, err = appendChunk(s.buf, v); err != nil {
+		s.buf = s.buf[:n]
 		return err
 	}
-	s.buf = append(append(append(s.buf[:0], "data: "...), b...), "\n\n"...)
-	return s.write()
+	s.buf = append(s.buf, "\n\n"...)
+	return nil
 }
 
-// done ends the stream as OpenAI does.
-func (s *sseWriter) done() error {
-	s.buf = append(s.buf[:0], "data: [DONE]\n\n"...)
-	return s.write()
+// done adds the event that ends the stream, as OpenAI ends it.
+func (s *sseWriter) done() {
+	s.buf = append(s.buf, "data: [DONE]\n\n"...)
 }
 
-func (s *sseWriter) write() error {
-	if _, err := s.w.Write(s.buf); err != nil {
+// flush writes the events added since the last flush and flushes them to
+// the client.
+func (s *sseWriter) flush() error {
+	if len(s.buf) == 0 {
+		return nil
+	}
+	_, err := s.w.Write(s.buf)
+	s.buf = s.buf[:0]
+	if err != nil {
 		return err
 	}
 	return s.rc.Flush()

@@ -51,7 +51,37 @@ type Generation struct {
 	// position.
 	Logprobs    bool
 	TopLogprobs int
+
+	// Format holds the output to a language: response_format, or the tool
+	// call that tool_choice forces. The zero value is free text.
+	Format Format
+
+	// PresencePenalty, FrequencyPenalty and LogitBias (token id → bias)
+	// adjust the logits; zero and nil change nothing.
+	PresencePenalty  float32
+	FrequencyPenalty float32
+	LogitBias        map[uint32]float32
+	// N is the number of choices, in [1, MaxN].
+	N int
+	// Echo (completions) puts the prompt's text before each choice's.
+	Echo bool
 }
+
+// Format is a request's structured-output format, as the engine applies
+// it (a token mask at every step).
+type Format struct {
+	// JSONObject asks for any JSON object.
+	JSONObject bool
+	// JSONSchema asks for a value valid against this schema (a JSON
+	// document); it excludes JSONObject.
+	JSONSchema []byte
+	// Param names the request field the format came from, for errors a
+	// worker reports about it ("response_format", "tool_choice").
+	Param string
+}
+
+// IsZero reports whether f is free text.
+func (f Format) IsZero() bool { return !f.JSONObject && len(f.JSONSchema) == 0 }
 
 // DecodeChat decodes and checks a chat completion request. Every error is
 // an *Error with status 400.
@@ -77,6 +107,9 @@ func DecodeChat(data []byte) (*ChatRequest, Generation, error) {
 	if err := checkMessages(req.Messages); err != nil {
 		return nil, Generation{}, err
 	}
+	if err := req.checkTools(&g); err != nil {
+		return nil, Generation{}, err
+	}
 	return &req, g, nil
 }
 
@@ -100,14 +133,16 @@ func DecodeCompletion(data []byte) (*CompletionRequest, Generation, error) {
 		}
 		g.Logprobs, g.TopLogprobs = true, int(*n)
 	}
+	if err := checkBestOf(req.BestOf, g.N); err != nil {
+		return nil, Generation{}, err
+	}
 	switch {
-	case req.Echo:
-		return nil, Generation{}, Unsupported("echo", "echo is not supported")
-	case req.BestOf != nil && *req.BestOf != 1:
-		return nil, Generation{}, Unsupported("best_of", "best_of must be 1")
+	case req.Echo && g.Logprobs:
+		return nil, Generation{}, Unsupported("echo", "echo with logprobs is not supported: the prompt's tokens have no logprobs; ask for one or the other.")
 	case req.Suffix != "":
 		return nil, Generation{}, Unsupported("suffix", "suffix is not supported")
 	}
+	g.Echo = req.Echo
 	if err := checkPrompt(req.Prompt); err != nil {
 		return nil, Generation{}, err
 	}
@@ -136,15 +171,11 @@ func (r *ChatRequest) checkLogprobs(g *Generation) error {
 // yet. Asked for, each is a 400 naming it: a client that asked for JSON or
 // a tool call and got prose would break later, and worse.
 var unsupported = map[string]string{
-	"response_format":     "structured output (response_format) is not supported yet",
-	"tools":               "tools are not supported yet",
-	"tool_choice":         "tool_choice is not supported yet (no tools)",
-	"parallel_tool_calls": "parallel_tool_calls is not supported yet (no tools)",
-	"functions":           "functions are not supported (deprecated by OpenAI for tools, which are not supported yet)",
-	"function_call":       "function_call is not supported (deprecated by OpenAI for tool_choice, which is not supported yet)",
-	"tool_calls":          "messages with tool_calls are not supported yet (no tools)",
-	"tool_call_id":        "tool messages are not supported yet (no tools)",
-	"logit_bias":          "logit_bias is not supported yet",
+	"tools":               "tools are only supported by chat completions",
+	"tool_choice":         "tool_choice is only supported by chat completions",
+	"parallel_tool_calls": "parallel_tool_calls is only supported by chat completions",
+	"functions":           "functions (deprecated by OpenAI) is not supported; use tools",
+	"function_call":       "function_call (deprecated by OpenAI) is not supported; use tool_choice, and tool_calls in assistant messages",
 	"modalities":          "modalities are not supported: this server generates text",
 	"audio":               "audio is not supported: this server generates text",
 	"prediction":          "predicted outputs are not supported",
@@ -276,14 +307,20 @@ func (p *Params) checkSampling(g *Generation) error {
 		s := uint64(*p.Seed)
 		g.Seed = &s
 	}
-	if p.N != nil && *p.N != 1 {
-		return Unsupported("n", fmt.Sprintf("n must be 1, got %d.", *p.N))
+	if err := p.checkN(g); err != nil {
+		return err
 	}
-	for name, v := range map[string]*float64{"presence_penalty": p.PresencePenalty, "frequency_penalty": p.FrequencyPenalty} {
-		if v != nil && *v != 0 {
-			return Unsupported(name, name+" is not supported; it must be 0 or absent.")
-		}
+	if err := p.checkPenalties(g); err != nil {
+		return err
 	}
+	if err := p.checkLogitBias(g); err != nil {
+		return err
+	}
+	f, err := checkFormat(p.ResponseFormat)
+	if err != nil {
+		return err
+	}
+	g.Format = f
 	return nil
 }
 
@@ -316,25 +353,66 @@ func checkMaxTokens(param string, v int64) error {
 	return nil
 }
 
+// checkMessages checks roles, contents and the tool traffic: a tool
+// message answers a call of an earlier assistant message, which may then
+// have no content.
 func checkMessages(msgs []ChatMessage) error {
 	if len(msgs) == 0 {
 		return Invalid("messages", "messages must contain at least one message.")
 	}
+	calls := map[string]bool{}
 	for i, m := range msgs {
+		at := fmt.Sprintf("messages[%d]", i)
 		switch m.Role {
-		case "system", "developer", "user", "assistant":
+		case "system", "developer", "user", "assistant", "tool":
 		case "":
-			return Invalid(fmt.Sprintf("messages[%d].role", i), "messages[%d] has no role.", i)
+			return Invalid(at+".role", "messages[%d] has no role.", i)
+		case "function":
+			return Unsupported(at+".role", `Role "function" (deprecated by OpenAI) is not supported; use tool messages.`)
 		default:
-			return Unsupported(fmt.Sprintf("messages[%d].role", i), fmt.Sprintf("Role %q is not supported; use system, developer, user or assistant.", m.Role))
+			return Unsupported(at+".role", fmt.Sprintf("Role %q is not supported; use system, developer, user, assistant or tool.", m.Role))
+		}
+		if err := checkToolTraffic(at, m, calls); err != nil {
+			return err
 		}
 		if !m.Content.Set {
-			return Invalid(fmt.Sprintf("messages[%d].content", i), "messages[%d] has no content.", i)
+			if m.Role == "assistant" && len(m.ToolCalls) > 0 {
+				continue
+			}
+			return Invalid(at+".content", "messages[%d] has no content.", i)
 		}
 		if m.Content.BadPart >= 0 {
-			return Unsupported(fmt.Sprintf("messages[%d].content[%d].type", i, m.Content.BadPart),
+			return Unsupported(fmt.Sprintf("%s.content[%d].type", at, m.Content.BadPart),
 				fmt.Sprintf("Content part type %q is not supported; only text parts are.", m.Content.BadType))
 		}
+	}
+	return nil
+}
+
+// checkToolTraffic checks message at's tool calls or tool_call_id, and
+// adds its calls' ids to calls.
+func checkToolTraffic(at string, m ChatMessage, calls map[string]bool) error {
+	switch {
+	case len(m.ToolCalls) > 0 && m.Role != "assistant":
+		return Invalid(at+".tool_calls", "Only assistant messages have tool_calls; %s is a %s message.", at, m.Role)
+	case m.ToolCallID != "" && m.Role != "tool":
+		return Invalid(at+".tool_call_id", "Only tool messages have a tool_call_id; %s is a %s message.", at, m.Role)
+	case m.Role == "tool" && m.ToolCallID == "":
+		return Invalid(at+".tool_call_id", "%s is a tool message without the tool_call_id of the call it answers.", at)
+	case m.Role == "tool" && !calls[m.ToolCallID]:
+		return Invalid(at+".tool_call_id", "%s answers tool call %q, which no earlier assistant message made.", at, m.ToolCallID)
+	}
+	for j, c := range m.ToolCalls {
+		cat := fmt.Sprintf("%s.tool_calls[%d]", at, j)
+		switch {
+		case c.Type != ToolTypeFunction:
+			return Invalid(cat+".type", `%s.type must be "function", got %q.`, cat, c.Type)
+		case c.ID == "":
+			return Invalid(cat+".id", "%s has no id.", cat)
+		case c.Function.Name == "":
+			return Invalid(cat+".function.name", "%s has no function name.", cat)
+		}
+		calls[c.ID] = true
 	}
 	return nil
 }

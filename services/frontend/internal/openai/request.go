@@ -20,12 +20,24 @@ type Params struct {
 	// Stop is a string or a list of up to 16 strings; the match is not
 	// returned.
 	Stop Stop `json:"stop,omitempty"`
-	// N must be 1.
+	// N is how many choices to generate for the prompt, 1 to MaxN
+	// (default 1). Choice i of a seeded request uses seed+i.
 	N *int64 `json:"n,omitempty"`
-	// PresencePenalty must be 0 (not implemented).
+	// PresencePenalty in [-2, 2] is subtracted from the logit of every
+	// token the completion already holds. Default 0.
 	PresencePenalty *float64 `json:"presence_penalty,omitempty"`
-	// FrequencyPenalty must be 0 (not implemented).
+	// FrequencyPenalty in [-2, 2], times the number of times a token
+	// occurs in the completion so far, is subtracted from its logit.
+	// Default 0.
 	FrequencyPenalty *float64 `json:"frequency_penalty,omitempty"`
+	// LogitBias maps token ids (decimal strings, below the model's
+	// vocabulary size) to a bias in [-100, 100] added to their logits at
+	// every step; at most MaxLogitBias entries. -100 bans a token, 100
+	// all but forces it.
+	LogitBias map[string]float64 `json:"logit_bias,omitempty"`
+	// ResponseFormat holds the output to JSON: any JSON object, or a value
+	// valid against a JSON schema. Default free text.
+	ResponseFormat *ResponseFormat `json:"response_format,omitempty"`
 	// User is accepted and ignored.
 	User string `json:"user,omitempty"`
 
@@ -72,16 +84,39 @@ type ChatRequest struct {
 	// TopLogprobs in [0, 20] also returns that many most likely tokens at
 	// each position; non-zero needs logprobs=true.
 	TopLogprobs *int64 `json:"top_logprobs,omitempty"`
+
+	// Tools are the functions the model may call (at most MaxTools).
+	Tools []Tool `json:"tools,omitempty"`
+	// ToolChoice is "none", "auto" (the default with tools), "required",
+	// or {"type":"function","function":{"name":...}}: "required" and a
+	// named function make the reply a call, valid by construction.
+	ToolChoice ToolChoice `json:"tool_choice,omitempty"`
+	// ParallelToolCalls lets the reply be several calls. Default false,
+	// unlike OpenAI's true.
+	ParallelToolCalls *bool `json:"parallel_tool_calls,omitempty"`
+
+	// use is how the tools shape the reply, set by DecodeChat.
+	use *ToolUse
 }
+
+// ToolUse returns how the request's tools shape the reply, or nil when
+// they do not (no tools, or tool_choice "none").
+func (r *ChatRequest) ToolUse() *ToolUse { return r.use }
 
 // ChatMessage is one message of a conversation.
 type ChatMessage struct {
-	// Role is system, developer (same as system), user or assistant.
+	// Role is system, developer (same as system), user, assistant or tool.
 	Role string `json:"role"`
-	// Content is a string or an array of text parts.
+	// Content is a string or an array of text parts; it may be null or
+	// absent in an assistant message with tool_calls.
 	Content Content `json:"content"`
 	// Name is accepted and ignored.
 	Name string `json:"name,omitempty"`
+	// ToolCalls are the calls an assistant message made.
+	ToolCalls []ToolCall `json:"tool_calls,omitempty"`
+	// ToolCallID is the call a tool message answers: the id of a tool call
+	// of an earlier assistant message.
+	ToolCallID string `json:"tool_call_id,omitempty"`
 }
 
 // CompletionRequest is the body of POST /v1/completions.
@@ -95,9 +130,11 @@ type CompletionRequest struct {
 	// choices[].logprobs; absent or null is off. Workers of the sim
 	// executor reject it.
 	Logprobs *int64 `json:"logprobs,omitempty"`
-	// Echo must be false (not implemented).
+	// Echo puts the prompt's text before the completion's in each choice
+	// (a token-id prompt decoded). Not with logprobs: the prompt's tokens
+	// have none.
 	Echo bool `json:"echo,omitempty"`
-	// BestOf must be absent or 1.
+	// BestOf must be absent or equal to n: every choice is returned.
 	BestOf *int64 `json:"best_of,omitempty"`
 	// Suffix must be empty (not implemented).
 	Suffix string `json:"suffix,omitempty"`

@@ -1,5 +1,7 @@
 package openai
 
+import "encoding/json"
+
 // Object names and finish reasons as OpenAI spells them.
 const (
 	ObjectChatCompletion      = "chat.completion"
@@ -8,8 +10,11 @@ const (
 	ObjectList                = "list"
 	ObjectModel               = "model"
 
-	FinishStop   = "stop"
-	FinishLength = "length"
+	FinishStop      = "stop"
+	FinishLength    = "length"
+	FinishToolCalls = "tool_calls"
+
+	ToolTypeFunction = "function"
 )
 
 // Usage counts the tokens of one request.
@@ -44,10 +49,55 @@ type ChatChoice struct {
 	Logprobs     *ChatLogprobs  `json:"logprobs"`
 }
 
-// AssistantReply is the generated message.
+// AssistantReply is the generated message: text, or tool calls.
 type AssistantReply struct {
-	Role    string `json:"role"`
+	Role string `json:"role"`
+	// Content is the text; it is sent as null when ToolCalls is set.
 	Content string `json:"content"`
+	// ToolCalls are the calls the reply makes, if it makes any.
+	ToolCalls []ToolCall `json:"tool_calls,omitempty"`
+}
+
+// MarshalJSON writes content as null in a reply that calls tools, as
+// OpenAI does.
+func (r AssistantReply) MarshalJSON() ([]byte, error) {
+	type wire struct {
+		Role      string     `json:"role"`
+		Content   *string    `json:"content"`
+		ToolCalls []ToolCall `json:"tool_calls,omitempty"`
+	}
+	w := wire{Role: r.Role, ToolCalls: r.ToolCalls}
+	if len(r.ToolCalls) == 0 {
+		w.Content = &r.Content
+	}
+	return json.Marshal(w)
+}
+
+// JSONSchema describes the reply for the OpenAPI document (content is
+// null beside tool_calls).
+func (AssistantReply) JSONSchema() map[string]any {
+	return map[string]any{"type": "object", "required": []string{"role", "content"}, "properties": map[string]any{
+		"role":       map[string]any{"type": "string", "enum": []string{"assistant"}},
+		"content":    map[string]any{"type": []string{"string", "null"}},
+		"tool_calls": map[string]any{"type": "array", "items": map[string]any{"$ref": "#/components/schemas/ToolCall"}},
+	}}
+}
+
+// ToolCall is one call to a function: in a reply, and in the assistant
+// messages of a conversation.
+type ToolCall struct {
+	// ID names the call ("call_..."); a tool message answers it.
+	ID string `json:"id"`
+	// Type is "function".
+	Type     string       `json:"type"`
+	Function FunctionCall `json:"function"`
+}
+
+// FunctionCall is the function a call calls.
+type FunctionCall struct {
+	Name string `json:"name"`
+	// Arguments are the call's arguments as JSON text.
+	Arguments string `json:"arguments"`
 }
 
 // ChatChunk is one server-sent event of a streamed chat completion.
@@ -71,8 +121,26 @@ type ChatChunkChoice struct {
 
 // ChatDelta is the new part of the assistant message.
 type ChatDelta struct {
-	Role    string  `json:"role,omitempty"`
-	Content *string `json:"content,omitempty"`
+	Role      string          `json:"role,omitempty"`
+	Content   *string         `json:"content,omitempty"`
+	ToolCalls []ToolCallDelta `json:"tool_calls,omitempty"`
+}
+
+// ToolCallDelta is the new part of one tool call in a stream: the call's
+// first delta has its id, type and function name; the arguments arrive as
+// fragments to concatenate.
+type ToolCallDelta struct {
+	// Index is the call's position in the reply's tool_calls.
+	Index    int               `json:"index"`
+	ID       string            `json:"id,omitempty"`
+	Type     string            `json:"type,omitempty"`
+	Function FunctionCallDelta `json:"function"`
+}
+
+// FunctionCallDelta is the new part of a call's function.
+type FunctionCallDelta struct {
+	Name      string `json:"name,omitempty"`
+	Arguments string `json:"arguments"`
 }
 
 // Completion is the completion response, and with Object text_completion

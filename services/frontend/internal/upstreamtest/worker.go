@@ -51,6 +51,11 @@ type WorkerConfig struct {
 	// IgnoreLogprobs sends no logprobs even when asked, as a worker built
 	// before they existed would.
 	IgnoreLogprobs bool
+	// Reply, if set and not empty for a request, is the text the worker
+	// sends instead of the script, a byte a token, then end-of-sequence
+	// (as a constrained engine ends a value). It is by completion
+	// position, so it does not survive a migration.
+	Reply func(*workerv1.GenerateRequest) string
 }
 
 // Logprob is the fake log probability of the token at sequence position
@@ -101,7 +106,9 @@ func StartWorker(tb testing.TB, cfg WorkerConfig) *Worker {
 		cfg.Context = 512
 	}
 	w := &Worker{cfg: cfg, cancelCh: make(chan struct{})}
-	w.URL = serve(tb, handler(workerv1connect.NewWorkerServiceHandler(w)))
+	// Compressing only large messages, as libs/mesh/server does: gzip of
+	// every one-token message would cost the fake more than the frontend.
+	w.URL = serve(tb, handler(workerv1connect.NewWorkerServiceHandler(w, connect.WithCompressMinBytes(4096))))
 	return w
 }
 
@@ -174,8 +181,16 @@ func (w *Worker) recite(ctx context.Context, m *workerv1.GenerateRequest, st *co
 		return &workerv1.Usage{PromptTokens: uint32(prompt), CompletionTokens: uint32(n), CachedTokens: w.cfg.Cached}
 	}
 	maxTokens := int(m.GetStop().GetMaxTokens())
+	var reply string
+	if w.cfg.Reply != nil {
+		reply = w.cfg.Reply(m)
+	}
 	msg := &workerv1.GenerateResponse{}
 	for n := 0; ; n++ {
+		if reply != "" && n == len(reply) {
+			msg.FinishReason, msg.Usage = workerv1.FinishReason_FINISH_REASON_STOP, usage(n+1)
+			return st.Send(msg)
+		}
 		if w.cfg.DieAfter > 0 && n == w.cfg.DieAfter {
 			if w.cfg.Abort {
 				return connect.NewError(connect.CodeUnavailable, errors.New("worker died"))
@@ -190,7 +205,11 @@ func (w *Worker) recite(ctx context.Context, m *workerv1.GenerateRequest, st *co
 			return err
 		}
 		p := prompt + n
-		msg.TokenIds = append(msg.TokenIds, ScriptToken(p))
+		tok := ScriptToken(p)
+		if reply != "" {
+			tok = uint32(reply[n]) + tokenizer.ByteOffset
+		}
+		msg.TokenIds = append(msg.TokenIds, tok)
 		if s := m.GetSampling(); s.GetLogprobs() && !w.cfg.IgnoreLogprobs {
 			msg.Logprobs = append(msg.Logprobs, &workerv1.TokenLogprob{Logprob: Logprob(p), Top: TopLogprobs(p, int(s.GetTopLogprobs()))})
 		}
