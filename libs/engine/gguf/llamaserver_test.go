@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -67,22 +68,10 @@ func TestLlamaServerServesConvertedStories260K(t *testing.T) {
 			Tokens []uint32 `json:"tokens"`
 		}
 		post(t, srv.URL+"/tokenize", map[string]any{"content": s, "add_special": true}, &got)
-		if want := tok.Encode(s, true, false); !equal(got.Tokens, want) {
+		if want := tok.Encode(s, true, false); !slices.Equal(got.Tokens, want) {
 			t.Errorf("tokenize %q: llama-server %v, llama2.c %v", s, got.Tokens, want)
 		}
 	}
-}
-
-func equal(a, b []uint32) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // post sends body as JSON (GET when nil) and decodes the answer into out.
