@@ -70,15 +70,7 @@ func TestParamErrors(t *testing.T) {
 				} else {
 					_, _, err = DecodeCompletion([]byte(`{"model":"m","prompt":"x",` + tc.fields + `}`))
 				}
-				var apiErr *Error
-				switch {
-				case !errors.As(err, &apiErr) || apiErr.Status != http.StatusBadRequest:
-					t.Fatalf("want a 400, got %v", err)
-				case apiErr.Param != tc.param:
-					t.Errorf("param %q, want %q (%s)", apiErr.Param, tc.param, apiErr.Message)
-				case !strings.Contains(apiErr.Message, tc.message):
-					t.Errorf("message %q, want it to contain %q", apiErr.Message, tc.message)
-				}
+				want400(t, err, tc.param, tc.message)
 			})
 		}
 	}
@@ -182,5 +174,20 @@ func TestCompletionEchoAndBestOf(t *testing.T) {
 		if g.Echo != strings.Contains(fields, `"echo":true`) {
 			t.Fatalf("%s: echo %v", fields, g.Echo)
 		}
+	}
+}
+
+// want400 checks that err is a 400 naming param whose message contains
+// message.
+func want400(t *testing.T, err error, param, message string) {
+	t.Helper()
+	var apiErr *Error
+	switch {
+	case !errors.As(err, &apiErr) || apiErr.Status != http.StatusBadRequest:
+		t.Fatalf("want a 400, got %v", err)
+	case apiErr.Param != param:
+		t.Errorf("param %q, want %q (%s)", apiErr.Param, param, apiErr.Message)
+	case !strings.Contains(apiErr.Message, message):
+		t.Errorf("message %q, want it to contain %q", apiErr.Message, message)
 	}
 }

@@ -67,15 +67,7 @@ func TestToolErrors(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			_, _, err := DecodeChat([]byte(toolBody(tc.extra)))
-			var apiErr *Error
-			switch {
-			case !errors.As(err, &apiErr) || apiErr.Status != http.StatusBadRequest:
-				t.Fatalf("want a 400, got %v", err)
-			case apiErr.Param != tc.param:
-				t.Errorf("param %q, want %q (%s)", apiErr.Param, tc.param, apiErr.Message)
-			case !strings.Contains(apiErr.Message, tc.message):
-				t.Errorf("message %q, want it to contain %q", apiErr.Message, tc.message)
-			}
+			want400(t, err, tc.param, tc.message)
 		})
 	}
 }
