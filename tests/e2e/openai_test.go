@@ -36,6 +36,27 @@ func waitModel(t *testing.T, c openai.Client) string {
 	return ""
 }
 
+// waitServing waits until model answers a one-token completion: a model
+// is listed as soon as one worker registers, before every router has
+// found a worker to send it to.
+func waitServing(t *testing.T, c openai.Client, model string) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		_, err := c.Completions.New(t.Context(), openai.CompletionNewParams{
+			Model:  openai.CompletionNewParamsModel(model),
+			Prompt: openai.CompletionNewParamsPromptUnion{OfString: openai.String("Once")}, MaxTokens: openai.Int(1),
+		})
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("model %s not served within 60s: %v", model, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
 // The official SDK works unchanged against the real mesh: models, chat and
 // completions, streaming and not, and OpenAI-shaped errors.
 func TestOpenAISDKAgainstMesh(t *testing.T) {

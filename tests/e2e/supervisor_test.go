@@ -100,6 +100,7 @@ func TestSupervisorRestartsAndDrains(t *testing.T) {
 	s := startSupervised(t, "-executor", "llama", "-model", model, "-tokenizer", tok)
 	c := client(s.mesh)
 	id := waitModel(t, c)
+	waitServing(t, c, id)
 	const streams, maxTokens = 40, 96
 	prompts := make([]string, streams)
 	for i := range prompts {
