@@ -12,6 +12,13 @@
 #   MODEL        llama2.c checkpoint; empty = the built-in tiny-random model
 #   TOKENIZER    tokenizer.bin for MODEL (default: found beside the model)
 #   EXECUTOR     llama | sim
+#   ENGINE       builtin (default: libs/engine, with EXECUTOR) | llamacpp (every
+#                worker starts a llama.cpp llama-server child serving MODEL,
+#                converted once to GGUF into the cache) | mixed (DECODE
+#                built-in workers plus LLAMACPP_DECODE llama.cpp workers, on
+#                BASE+250+i, of the same model). llama-server comes from
+#                LLAMA_SERVER_BIN, else scripts/llamacpp.sh (built once);
+#                ENGINE_SLOTS (default 4) slots a llama-server
 #   PREFILL      number of prefill workers (0 = aggregated serving)
 #   DECODE       number of decode workers
 #   MAX_DECODE, MAX_PREFILL  the most instances the supervisor lets those
@@ -53,8 +60,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 : "${BASE_PORT:=9000}" "${EXECUTOR:=llama}" "${PREFILL:=0}" "${DECODE:=1}" "${ROUTERS:=1}" "${ROUTER_MODE:=kv}" "${DISCOVERY:=file}" "${PORT:=8000}"
+: "${ENGINE:=builtin}" "${LLAMACPP_DECODE:=1}" "${ENGINE_SLOTS:=4}"
 die() { echo "run: $*" >&2; exit 2; }
-for v in PREFILL DECODE ROUTERS PORT BASE_PORT; do [[ "${!v}" =~ ^[0-9]+$ ]] || die "$v=${!v}: want a number"; done
+for v in PREFILL DECODE ROUTERS PORT BASE_PORT LLAMACPP_DECODE ENGINE_SLOTS; do [[ "${!v}" =~ ^[0-9]+$ ]] || die "$v=${!v}: want a number"; done
 (( DECODE >= 1 )) || die "DECODE=$DECODE: at least one decode worker is needed"
 (( ROUTERS >= 1 )) || die "ROUTERS=$ROUTERS: at least one router is needed"
 [ -z "${MODEL:-}" ] || [ -f "$MODEL" ] || die "MODEL=$MODEL: no such file"
@@ -66,6 +74,7 @@ command -v curl >/dev/null || die "curl is needed for the health checks (apt-get
 b=$BASE_PORT
 ports=($(seq $((b + 200)) $((b + 200 + DECODE - 1))) $(seq $b $((b + ROUTERS - 1))) $((b + 300)) $((b + 400)) "$PORT" $((b + 600)))
 if (( PREFILL > 0 )); then ports+=($(seq $((b + 100)) $((b + 100 + PREFILL - 1)))); fi
+[ "$ENGINE" = mixed ] && ports+=($(seq $((b + 250)) $((b + 250 + LLAMACPP_DECODE - 1))))
 busy=("${ports[@]}")
 [ "$DISCOVERY" = consul ] && busy+=(8500)
 [ "${KVBM_S3:-}" = local ] && busy+=($((b + 500)))
@@ -145,9 +154,48 @@ for v in MAX_DECODE MAX_PREFILL; do [[ "${!v}" =~ ^[0-9]+$ ]] || die "$v=${!v}: 
 (( MAX_DECODE >= DECODE )) || MAX_DECODE=$DECODE
 (( MAX_PREFILL >= PREFILL )) || MAX_PREFILL=$PREFILL
 
+# llama.cpp workers: each starts llama-server on MODEL as GGUF, converted
+# once into the cache (keyed by the checkpoint's contents), and keeps its
+# KV itself (no tiers, no remote prefill).
+llama=()
+case "$ENGINE" in
+  builtin) ;;
+  llamacpp|mixed)
+    [ -n "${MODEL:-}" ] || die "ENGINE=$ENGINE needs MODEL (a llama2.c checkpoint or a GGUF file)"
+    (( PREFILL == 0 )) || die "PREFILL=$PREFILL: remote prefill needs ENGINE=builtin"
+    bin_ls=${LLAMA_SERVER_BIN:-$(scripts/llamacpp.sh | tail -1)}
+    tok=${TOKENIZER:-}
+    if [ -z "$tok" ]; then
+      for f in "$(dirname "$MODEL")"/tok*.bin "$(dirname "$MODEL")/tokenizer.bin"; do [ -f "$f" ] && { tok=$f; break; }; done
+    fi
+    [ -n "$tok" ] || die "ENGINE=$ENGINE: set TOKENIZER (the llama2.c tokenizer the frontend tokenizes with)"
+    gguf=$MODEL
+    if [[ "$MODEL" != *.gguf ]]; then
+      name=$(basename "${MODEL%.*}")
+      gguf="${SWITCHYARD_CACHE:-$HOME/.cache/switchyard}/gguf/$(sha256sum "$MODEL" | cut -c1-16)/$name.gguf"
+      if [ ! -f "$gguf" ]; then
+        echo "run: converting $MODEL to $gguf (once)"
+        mkdir -p "$(dirname "$gguf")"
+        go run ./libs/engine/cmd/llama2gguf -checkpoint "$MODEL" -tokenizer "$tok" -name "$name" -o "$gguf.tmp" && mv "$gguf.tmp" "$gguf"
+      fi
+    fi
+    llama=(-engine llamacpp -llama-server-bin "$bin_ls" -model "$gguf" -tokenizer "$tok" -engine-slots "$ENGINE_SLOTS"
+      -engine-log "$logs/llama-server-{id}.log" ${WORKER_ARGS:-}) ;;
+  *) die "ENGINE=$ENGINE: want builtin, llamacpp or mixed" ;;
+esac
+
 listen='127.0.0.1:{port}'
-pool decode "\"count\":$DECODE,\"port\":$((BASE_PORT + 200)),\"scalable\":true,\"min\":1,\"max\":$MAX_DECODE,$health" \
-  bin/decode "${common[@]}" "${worker[@]}" "${tiers[@]}" "${disagg[@]}" -id '{id}' -listen "$listen"
+if [ "$ENGINE" = llamacpp ]; then
+  pool decode "\"count\":$DECODE,\"port\":$((BASE_PORT + 200)),\"scalable\":true,\"min\":1,\"max\":$MAX_DECODE,$health" \
+    bin/decode "${common[@]}" "${llama[@]}" -id '{id}' -listen "$listen"
+else
+  pool decode "\"count\":$DECODE,\"port\":$((BASE_PORT + 200)),\"scalable\":true,\"min\":1,\"max\":$MAX_DECODE,$health" \
+    bin/decode "${common[@]}" "${worker[@]}" "${tiers[@]}" "${disagg[@]}" -id '{id}' -listen "$listen"
+fi
+if [ "$ENGINE" = mixed ]; then
+  pool decode-llamacpp "\"count\":$LLAMACPP_DECODE,\"port\":$((BASE_PORT + 250)),$health" \
+    bin/decode "${common[@]}" "${llama[@]}" -id '{id}' -listen "$listen"
+fi
 if (( PREFILL > 0 )); then
   pool prefill "\"count\":$PREFILL,\"port\":$((BASE_PORT + 100)),\"scalable\":true,\"min\":1,\"max\":$MAX_PREFILL,$health" \
     bin/prefill "${common[@]}" "${worker[@]}" "${tiers[@]}" -id '{id}' -listen "$listen"

@@ -33,6 +33,10 @@ const TinyRandomName = "tiny-random"
 // Config is a worker's own configuration, filled from flags by Register
 // and checked by Validate.
 type Config struct {
+	// EngineCfg picks the engine (-engine): the built-in one, configured
+	// by the flags below, or a third-party server (package engines).
+	EngineCfg EngineConfig
+
 	Executor  string
 	Model     string // llama2.c checkpoint; empty means the tiny random model
 	Tokenizer string // llama2.c tokenizer.bin; see ResolveTokenizer
@@ -77,6 +81,7 @@ type Config struct {
 
 // Register adds the worker flags to fs.
 func (c *Config) Register(fs *flag.FlagSet) {
+	c.registerEngine(fs)
 	fs.StringVar(&c.Executor, "executor", ExecutorLlama, "model executor: llama (real forward pass) or sim (timing simulator)")
 	fs.StringVar(&c.Model, "model", "", "llama2.c checkpoint file; empty serves a built-in tiny random model with a byte tokenizer")
 	fs.StringVar(&c.Tokenizer, "tokenizer", "", "llama2.c tokenizer file; default tokenizer.bin beside -model, else tok<vocab>.bin beside it")
@@ -119,6 +124,9 @@ func (c *Config) Validate() error {
 		return err
 	}
 	if err := c.validateTiers(); err != nil {
+		return err
+	}
+	if err := c.validateEngine(); err != nil || c.EngineCfg.Engine != EngineBuiltin {
 		return err
 	}
 	switch c.Executor {

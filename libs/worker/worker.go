@@ -58,6 +58,9 @@ func Spec(role, version, defaultListen string) service.Spec {
 // the discovery record, and runs the engine until ctx ends and the drain
 // is over. cfg must have passed Validate.
 func Setup(ctx context.Context, rt *service.Runtime, cfg *Config) error {
+	if cfg.EngineCfg.Engine != "" && cfg.EngineCfg.Engine != EngineBuiltin {
+		return setupEngine(ctx, rt, cfg)
+	}
 	log := rt.Logger
 	m, err := cfg.openModel()
 	if err != nil {

@@ -45,6 +45,8 @@ require (
 	github.com/go-logr/logr v1.4.4 // indirect
 	github.com/go-logr/stdr v1.2.2 // indirect
 	github.com/go-viper/mapstructure/v2 v2.5.0 // indirect
+	github.com/go-zeromq/goczmq/v4 v4.2.2 // indirect
+	github.com/go-zeromq/zmq4 v0.17.0 // indirect
 	github.com/google/uuid v1.6.0 // indirect
 	github.com/grpc-ecosystem/go-grpc-middleware/v2 v2.3.4 // indirect
 	github.com/grpc-ecosystem/grpc-gateway/v2 v2.30.0 // indirect
@@ -85,6 +87,7 @@ require (
 	go.opentelemetry.io/proto/otlp v1.11.0 // indirect
 	golang.org/x/exp v0.0.0-20260218203240-3dfff04db8fa // indirect
 	golang.org/x/net v0.60.0 // indirect
+	golang.org/x/sync v0.23.0 // indirect
 	golang.org/x/sys v0.48.0 // indirect
 	golang.org/x/text v0.42.0 // indirect
 	google.golang.org/genproto/googleapis/api v0.0.0-20260928230214-8a89bd6388cc // indirect
@@ -98,6 +101,7 @@ require (
 	switchyard.dev/libs/kvtier v0.0.0 // indirect
 	switchyard.dev/libs/nixl v0.0.0 // indirect
 	switchyard.dev/libs/nixl/backend/obj v0.0.0 // indirect
+	switchyard.dev/libs/vllmevents v0.0.0 // indirect
 )
 
 replace (
@@ -116,3 +120,5 @@ replace switchyard.dev/libs/kvtier => ../../libs/kvtier
 replace switchyard.dev/libs/kvbm => ../../libs/kvbm
 
 replace switchyard.dev/libs/nixl/backend/obj => ../../libs/nixl/backend/obj
+
+replace switchyard.dev/libs/vllmevents => ../../libs/vllmevents

@@ -70,10 +70,11 @@ type Server struct {
 	opts     []connect.HandlerOption
 	started  time.Time
 
-	mu       sync.Mutex
-	ln       net.Listener
-	draining bool
-	reg      discovery.Registration // once registered
+	mu        sync.Mutex
+	ln        net.Listener
+	draining  bool
+	unhealthy error                  // SetHealthy's latest report
+	reg       discovery.Registration // once registered
 
 	metaMu sync.Mutex // orders PublishMeta's updates of the registration
 }
@@ -178,12 +179,17 @@ func publishable(a net.Addr) string {
 
 func (s *Server) ready(w http.ResponseWriter, _ *http.Request) {
 	s.mu.Lock()
-	draining := s.draining
+	draining, unhealthy := s.draining, s.unhealthy
 	s.mu.Unlock()
 	w.Header().Set("Content-Type", "application/json")
 	if draining {
 		w.WriteHeader(http.StatusServiceUnavailable)
 		fmt.Fprintf(w, `{"status":"draining","version":%q}`+"\n", s.cfg.Instance.Version)
+		return
+	}
+	if unhealthy != nil {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		fmt.Fprintf(w, `{"status":"unhealthy","reason":%q,"version":%q}`+"\n", unhealthy.Error(), s.cfg.Instance.Version)
 		return
 	}
 	fmt.Fprintf(w, `{"status":"ok","role":%q,"version":%q}`+"\n", s.cfg.Instance.Role, s.cfg.Instance.Version)
@@ -201,9 +207,15 @@ func (s *Server) Serve(ctx context.Context) error {
 	reflector := grpcreflect.NewStaticReflector(append([]string{grpchealth.HealthV1ServiceName}, s.services...)...)
 	s.mux.Handle(grpcreflect.NewHandlerV1(reflector))
 	s.mux.Handle(grpcreflect.NewHandlerV1Alpha(reflector))
-	s.checker.SetStatus("", grpchealth.StatusServing)
+	status := grpchealth.StatusServing
+	s.mu.Lock()
+	if s.unhealthy != nil {
+		status = grpchealth.StatusNotServing
+	}
+	s.mu.Unlock()
+	s.checker.SetStatus("", status)
 	for _, svc := range s.services {
-		s.checker.SetStatus(svc, grpchealth.StatusServing)
+		s.checker.SetStatus(svc, status)
 	}
 
 	protocols := new(http.Protocols)
@@ -229,7 +241,11 @@ func (s *Server) Serve(ctx context.Context) error {
 		if err == nil {
 			s.mu.Lock()
 			s.reg = r
+			unhealthy := s.unhealthy
 			s.mu.Unlock()
+			if unhealthy != nil {
+				_ = r.SetHealth(context.WithoutCancel(ctx), discovery.Critical)
+			}
 		}
 		s.metaMu.Unlock()
 		if err != nil {
@@ -290,6 +306,35 @@ func (s *Server) graceOver() {
 	if s.cfg.GraceOver != nil {
 		s.cfg.GraceOver()
 	}
+}
+
+// SetHealthy reports the health of what the service depends on while it
+// serves (a worker's engine process): with err set, /health answers 503,
+// gRPC health NOT_SERVING, and the registration turns Critical, so
+// watchers stop listing the instance; with nil, it serves again. A report
+// before Serve registers applies at registration.
+func (s *Server) SetHealthy(ctx context.Context, err error) error {
+	s.metaMu.Lock()
+	defer s.metaMu.Unlock()
+	s.mu.Lock()
+	s.unhealthy = err
+	reg, draining := s.reg, s.draining
+	s.mu.Unlock()
+	if draining {
+		return nil
+	}
+	status, h := grpchealth.StatusServing, discovery.Passing
+	if err != nil {
+		status, h = grpchealth.StatusNotServing, discovery.Critical
+	}
+	s.checker.SetStatus("", status)
+	for _, svc := range s.services {
+		s.checker.SetStatus(svc, status)
+	}
+	if reg == nil {
+		return nil
+	}
+	return reg.SetHealth(ctx, h)
 }
 
 // SetInfo replaces Config.Info, for detail a service learns in Setup (a

@@ -11,6 +11,7 @@ import (
 
 	workerv1 "switchyard.dev/gen/switchyard/worker/v1"
 	"switchyard.dev/libs/engine"
+	"switchyard.dev/libs/worker/engines"
 	"switchyard.dev/libs/worker/wire"
 )
 
@@ -41,7 +42,7 @@ func (h *Handler) Generate(ctx context.Context, req *connect.Request[workerv1.Ge
 		}
 		submitted, first = h.dis.Prepare(ctx, &r, req.Msg.GetPrefillWorker(), req.Msg.GetPrefixWorker(), int(req.Msg.GetPrefixBlocks()))
 	}
-	st, err := h.eng.Submit(ctx, r)
+	st, err := h.eng.Generate(ctx, r)
 	if err != nil {
 		first(nil)
 		return wire.SubmitError(ctx, err)
@@ -104,7 +105,7 @@ func (h *Handler) checkModel(model string) error {
 
 // relay streams st's outputs to out until the final one.
 // first is called with the first output, or nil if there is none.
-func (h *Handler) relay(ctx context.Context, st *engine.Stream, promptLen int, first func(*engine.Output), out *connect.ServerStream[workerv1.GenerateResponse]) error {
+func (h *Handler) relay(ctx context.Context, st engines.Stream, promptLen int, first func(*engine.Output), out *connect.ServerStream[workerv1.GenerateResponse]) error {
 	pending := int64(promptLen)
 	h.pendingPrefill.Add(pending)
 	defer func() { h.pendingPrefill.Add(-pending) }()
@@ -152,7 +153,7 @@ const maxCoalesce = 256
 // network) slower than the engine gets fewer, larger messages and never a
 // later one. It relies on Recv returning queued outputs before looking at
 // its (here already cancelled) context.
-func (h *Handler) coalesce(st *engine.Stream, o engine.Output) engine.Output {
+func (h *Handler) coalesce(st engines.Stream, o engine.Output) engine.Output {
 	for i := 0; o.Finish == "" && i < maxCoalesce; i++ {
 		next, err := st.Recv(h.noWait)
 		if err != nil {

@@ -1,4 +1,5 @@
-// Package handler serves switchyard.worker.v1.WorkerService over an engine:
+// Package handler serves switchyard.worker.v1.WorkerService over an engine
+// (the built-in one, or any behind package engines' seam):
 // it turns RPCs into engine requests, engine outputs and KV events into
 // stream messages, and engine errors into precise Connect codes.
 //
@@ -8,7 +9,11 @@
 //     which field and value), or model was empty.
 //   - NotFound: the request names a model this worker does not serve.
 //   - ResourceExhausted: the request can never fit in the KV cache.
-//   - Unavailable: the worker is draining or stopped; retry elsewhere.
+//   - Unavailable: the worker is draining or stopped, or its engine is
+//     down; retry elsewhere.
+//   - Unimplemented: SubscribeKvEvents on an engine that publishes no KV
+//     events (the router then approximates), RemotePrefill and
+//     ExportPrefix without a transfer agent.
 //   - OutOfRange: SubscribeKvEvents asked to resume at a sequence number
 //     that is no longer buffered (or was never issued, as after a restart).
 //     The subscriber must resubscribe with dump=true. OutOfRange rather
@@ -34,9 +39,11 @@ import (
 	"switchyard.dev/gen/switchyard/worker/v1/workerv1connect"
 	"switchyard.dev/libs/engine"
 	"switchyard.dev/libs/engine/kvevent"
+	"switchyard.dev/libs/worker/engines"
 )
 
-// Engine is what the handler needs from *engine.Engine.
+// Engine is what the handler needs from the built-in engine
+// (*engine.Engine); New drives it through Backend like any other.
 type Engine interface {
 	Validate(r engine.Request) error
 	Submit(ctx context.Context, r engine.Request) (*engine.Stream, error)
@@ -47,9 +54,24 @@ type Engine interface {
 	ModelInfo() engine.ModelInfo
 }
 
+// Backend is what the handler needs from any engine (package engines): the
+// built-in one or an adapter of a third-party server. A nil KV means the
+// engine publishes no KV events: SubscribeKvEvents answers Unimplemented
+// and the router approximates the worker's cache from its own decisions.
+type Backend interface {
+	Validate(r engine.Request) error
+	Generate(ctx context.Context, r engine.Request) (engines.Stream, error)
+	Metrics() engine.Metrics
+	ModelInfo() engine.ModelInfo
+	KV() engines.KVEvents
+}
+
 // Config configures a Handler.
 type Config struct {
+	// Engine is the built-in engine; Backend, when set, is served instead.
 	Engine Engine
+	// Backend is any engine behind the seam (engines.Engine).
+	Backend Backend
 	// Model is the served model name that requests must name.
 	Model string
 	// Tokenizer is the llama2.c tokenizer file's bytes, or nil for a
@@ -83,7 +105,7 @@ type Exporter interface {
 
 // Handler implements workerv1connect.WorkerServiceHandler.
 type Handler struct {
-	eng   Engine
+	eng   Backend
 	model string
 	info  *workerv1.GetModelInfoResponse
 	log   *slog.Logger
@@ -112,11 +134,15 @@ func New(cfg Config) *Handler {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	mi := cfg.Engine.ModelInfo()
+	eng := cfg.Backend
+	if eng == nil {
+		eng = builtin{cfg.Engine}
+	}
+	mi := eng.ModelInfo()
 	noWait, cancel := context.WithCancel(context.Background())
 	cancel()
 	return &Handler{
-		eng: cfg.Engine, model: cfg.Model, log: cfg.Logger, dis: cfg.Disagg, exp: cfg.Exporter, stopped: make(chan struct{}), noWait: noWait,
+		eng: eng, model: cfg.Model, log: cfg.Logger, dis: cfg.Disagg, exp: cfg.Exporter, stopped: make(chan struct{}), noWait: noWait,
 		info: &workerv1.GetModelInfoResponse{
 			Model: cfg.Model, VocabSize: u32(mi.VocabSize), ContextLength: u32(mi.ContextLen),
 			BlockSize: u32(mi.BlockSize), BosTokenId: mi.BOS, EosTokenId: mi.EOS,
@@ -192,6 +218,19 @@ func (h *Handler) end() {
 		h.idle = nil
 	}
 }
+
+// builtin drives the built-in engine as a Backend.
+type builtin struct{ Engine }
+
+func (b builtin) Generate(ctx context.Context, r engine.Request) (engines.Stream, error) {
+	st, err := b.Submit(ctx, r)
+	if err != nil {
+		return nil, err
+	}
+	return st, nil
+}
+
+func (b builtin) KV() engines.KVEvents { return b.Engine }
 
 func u32(n int) uint32 {
 	return uint32(min(max(n, 0), math.MaxUint32))

@@ -24,13 +24,19 @@ const dumpChunk = 256
 // sequence they reflect) and then continues after that sequence, ignoring
 // after_sequence; otherwise it resumes after after_sequence. A position
 // that is not buffered, or is ahead of the latest batch, is OutOfRange.
-// The stream ends with Unavailable when the worker drains.
+// The stream ends with Unavailable when the worker drains. An engine that
+// publishes no KV events makes it Unimplemented, which tells the router to
+// approximate this worker's cache from its own routing decisions.
 func (h *Handler) SubscribeKvEvents(ctx context.Context, req *connect.Request[workerv1.SubscribeKvEventsRequest], out *connect.ServerStream[workerv1.SubscribeKvEventsResponse]) error {
+	kv := h.eng.KV()
+	if kv == nil {
+		return connect.NewError(connect.CodeUnimplemented, errors.New("this worker's engine publishes no KV events"))
+	}
 	ctx, cancel := h.untilStopped(ctx)
 	defer cancel()
 	after, tokens := req.Msg.GetAfterSequence(), !req.Msg.GetOmitTokenIds()
 	if req.Msg.GetDump() {
-		seq, err := sendDump(h.eng.Dump(), tokens, out)
+		seq, err := sendDump(kv.Dump(), tokens, out)
 		if err != nil {
 			return err
 		}
@@ -39,11 +45,11 @@ func (h *Handler) SubscribeKvEvents(ctx context.Context, req *connect.Request[wo
 		// A position ahead of the latest batch belongs to another run of
 		// this worker (each run starts at a random sequence number), as
 		// does one below the run's start (ErrGap from the journal).
-		if last := h.eng.EventSeq(); after > last {
+		if last := kv.EventSeq(); after > last {
 			return connect.NewError(connect.CodeOutOfRange, fmt.Errorf("after_sequence %d is ahead of this worker's latest batch %d (did it restart?); resubscribe with dump=true", after, last))
 		}
 	}
-	sub := h.eng.Subscribe(after)
+	sub := kv.Subscribe(after)
 	for {
 		b, err := sub.Next(ctx)
 		if err != nil {

@@ -19,6 +19,7 @@ import (
 	workerv1 "switchyard.dev/gen/switchyard/worker/v1"
 	"switchyard.dev/libs/engine"
 	"switchyard.dev/libs/engine/sample"
+	"switchyard.dev/libs/worker/engines"
 )
 
 // ErrDraining is returned (as Unavailable) by a worker that is shutting
@@ -115,8 +116,10 @@ func SamplingProto(p sample.Params) *commonv1.SamplingParams {
 	return out
 }
 
-// SubmitError maps an error from engine.Submit: invalid requests are
-// InvalidArgument, a stopping engine Unavailable (ErrDraining), a caller
+// SubmitError maps an error from engine.Submit (or an adapter's
+// Generate): invalid requests are InvalidArgument, a stopping engine
+// Unavailable (ErrDraining), an engine that stopped answering
+// (engines.ErrUnavailable) Unavailable, a caller
 // gone Canceled or DeadlineExceeded, anything else Internal.
 func SubmitError(ctx context.Context, err error) error {
 	switch {
@@ -124,6 +127,8 @@ func SubmitError(ctx context.Context, err error) error {
 		return InvalidArgument(err)
 	case errors.Is(err, engine.ErrStopped):
 		return connect.NewError(connect.CodeUnavailable, fmt.Errorf("%w: %w", ErrDraining, err))
+	case errors.Is(err, engines.ErrUnavailable):
+		return connect.NewError(connect.CodeUnavailable, err)
 	case ctx.Err() != nil:
 		return ContextError(ctx, err)
 	}
@@ -132,8 +137,8 @@ func SubmitError(ctx context.Context, err error) error {
 
 // FinishError maps the error of an engine output that finished with
 // engine.FinishError: no KV room ever ResourceExhausted, a stopping engine
-// Unavailable (ErrDraining), an invalid request InvalidArgument, anything
-// else Internal.
+// Unavailable (ErrDraining), an invalid request InvalidArgument, an engine
+// that stopped answering Unavailable, anything else Internal.
 func FinishError(err error) error {
 	switch {
 	case err == nil:
@@ -144,6 +149,8 @@ func FinishError(err error) error {
 		return connect.NewError(connect.CodeUnavailable, fmt.Errorf("%w: %w", ErrDraining, err))
 	case errors.Is(err, engine.ErrInvalidRequest):
 		return InvalidArgument(err)
+	case errors.Is(err, engines.ErrUnavailable):
+		return connect.NewError(connect.CodeUnavailable, err)
 	}
 	return connect.NewError(connect.CodeInternal, err)
 }
