@@ -18,10 +18,11 @@ mapfile -t bins < <(scripts/deps.sh | tail -2)
 CONSUL_BIN=${bins[0]} VERSITYGW_BIN=${bins[1]}
 NOMAD_BIN=$(scripts/deps.sh nomad)
 LLAMA_SERVER_BIN=$(scripts/llamacpp.sh | tail -1)
+LLAMACPP_TESTDATA=$(scripts/llamacpp.sh testdata | tail -1)
 REDIS_BIN=$(command -v redis-server)
-export CONSUL_BIN REDIS_BIN VERSITYGW_BIN NOMAD_BIN LLAMA_SERVER_BIN
+export CONSUL_BIN REDIS_BIN VERSITYGW_BIN NOMAD_BIN LLAMA_SERVER_BIN LLAMACPP_TESTDATA
 echo "consul:    $CONSUL_BIN"; echo "redis:     $REDIS_BIN"; echo "versitygw: $VERSITYGW_BIN"; echo "nomad:     $NOMAD_BIN"
-echo "llama-server: $LLAMA_SERVER_BIN"
+echo "llama-server: $LLAMA_SERVER_BIN"; echo "llama.cpp test data: $LLAMACPP_TESTDATA"
 
 mapfile -t mods < <(scripts/modules.sh mods)
 mapfile -t pkgs < <(scripts/modules.sh pkgs)

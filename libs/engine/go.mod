@@ -9,6 +9,7 @@ require (
 	github.com/santhosh-tekuri/jsonschema/v6 v6.0.3
 	github.com/viterin/vek v0.4.3
 	golang.org/x/sys v0.48.0
+	golang.org/x/text v0.42.0
 	switchyard.dev/libs/kvhash v0.0.0
 	switchyard.dev/libs/nixl v0.0.0
 )
@@ -29,7 +30,6 @@ require (
 	github.com/aws/aws-sdk-go-v2/service/ssooidc v1.44.5 // indirect
 	github.com/aws/aws-sdk-go-v2/service/sts v1.52.0 // indirect
 	github.com/aws/smithy-go v1.28.9 // indirect
-	golang.org/x/text v0.42.0 // indirect
 )
 
 require (

@@ -85,3 +85,30 @@ func Optional(tb testing.TB, rel string) (string, bool) {
 
 // Required reports whether a missing shared file fails the test.
 func Required() bool { return os.Getenv(RequireEnv) == "1" }
+
+// LlamaCppTestDataEnv names the directory of llama.cpp's own reference
+// data (its ggml-vocab-* vocabularies with their tokenizer test vectors,
+// models/templates/ and tests/test-chat-template.cpp), which
+// `scripts/llamacpp.sh testdata` keeps in the tool cache and `make test`
+// exports.
+const LlamaCppTestDataEnv = "LLAMACPP_TESTDATA"
+
+// LlamaCpp returns the path of rel inside the llama.cpp test data
+// directory, or ends the test as Path does: it fails when
+// SWITCHYARD_REQUIRE_SHARED=1 and skips otherwise.
+func LlamaCpp(tb testing.TB, rel string) string {
+	tb.Helper()
+	dir := os.Getenv(LlamaCppTestDataEnv)
+	p := filepath.Join(dir, rel)
+	if dir != "" {
+		if _, err := os.Stat(p); err == nil {
+			return p
+		}
+	}
+	if Required() {
+		tb.Fatalf("llama.cpp test data %s not found (%s=%q); %s=1 requires it: run scripts/llamacpp.sh testdata", rel, LlamaCppTestDataEnv, dir, RequireEnv)
+		return ""
+	}
+	tb.Skipf("llama.cpp test data %s not found (%s=%q; scripts/llamacpp.sh testdata makes it); set %s=1 to fail instead", rel, LlamaCppTestDataEnv, dir, RequireEnv)
+	return ""
+}

@@ -1,13 +1,22 @@
-// Package gguf writes GGUF files, the model format of llama.cpp, and
-// converts llama2.c checkpoints into it, so that the models the built-in
+// Package gguf reads and writes GGUF files, the model format of llama.cpp.
+//
+// Writing converts llama2.c checkpoints, so that the models the built-in
 // engine serves can be served by llama.cpp too, with the same weights,
 // tokenizer and context: a worker driving llama-server must produce the
-// same greedy text as one running the built-in engine.
+// same greedy text as one running the built-in engine. Only what the
+// conversion needs of tensors is written (GGUF version 3, little-endian,
+// float32); metadata values may be of any GGUF type. llama.cpp's own
+// converter for llama2.c checkpoints fixes the context at 128 tokens; this
+// one keeps the checkpoint's.
 //
-// Only what the conversion needs is here: GGUF version 3, little-endian,
-// float32 tensors, the metadata value types scalars, strings and arrays
-// of them. llama.cpp's own converter for llama2.c checkpoints fixes the
-// context at 128 tokens; this one keeps the checkpoint's.
+// Reading (ReadMetadata) parses a header, version 2 or 3, without the
+// tensor data: the metadata entries of every value type, arrays of arrays
+// included, and the tensor infos. A corrupt file is an error wrapping
+// ErrFormat that names the offset and entry, never an allocation of what
+// a length field claims. Vocab turns a model's tokenizer.ggml.* entries
+// into a tokenizer.Vocab, applying the defaults and fix-ups llama.cpp
+// applies when it loads the file, so the frontend tokenizes a prompt as
+// the llama.cpp engine serving that file does.
 package gguf
 
 import (
@@ -52,8 +61,10 @@ const (
 // TensorF32 is ggml's type tag for float32 tensors.
 const TensorF32 uint32 = 0
 
-// KV is one metadata entry. Value is a uint32, int32, float32, bool,
-// string, uint64, or a []string, []float32, []int32 or []uint32.
+// KV is one metadata entry. Value is one of GGUF's scalars as its Go type
+// (uint8, int8, uint16, int16, uint32, int32, float32, bool, string,
+// uint64, int64, float64), an array as a slice of one of them, or an array
+// of arrays as []any whose entries are such slices (or []any, deeper).
 type KV struct {
 	Key   string
 	Value any
@@ -160,57 +171,145 @@ func (e *encoder) pad() {
 }
 
 func (e *encoder) value(v any) error {
-	switch v := v.(type) {
+	t, ok := typeOf(v)
+	if !ok {
+		return fmt.Errorf("%w: unsupported metadata value of type %T", ErrShape, v)
+	}
+	e.u32(uint32(t))
+	return e.payload(v, 0)
+}
+
+// typeOf is the GGUF type tag of a Go value the writer accepts.
+func typeOf(v any) (ValueType, bool) {
+	switch v.(type) {
+	case uint8:
+		return TypeUint8, true
+	case int8:
+		return TypeInt8, true
+	case uint16:
+		return TypeUint16, true
+	case int16:
+		return TypeInt16, true
 	case uint32:
-		e.u32(uint32(TypeUint32))
+		return TypeUint32, true
+	case int32:
+		return TypeInt32, true
+	case float32:
+		return TypeFloat32, true
+	case bool:
+		return TypeBool, true
+	case string:
+		return TypeString, true
+	case uint64:
+		return TypeUint64, true
+	case int64:
+		return TypeInt64, true
+	case float64:
+		return TypeFloat64, true
+	case []uint8, []int8, []uint16, []int16, []uint32, []int32, []float32, []bool, []string, []uint64, []int64, []float64, []any:
+		return TypeArray, true
+	}
+	return 0, false
+}
+
+// payload writes v without its type tag.
+func (e *encoder) payload(v any, depth int) error {
+	switch v := v.(type) {
+	case uint8:
+		e.raw([]byte{v})
+	case int8:
+		e.raw([]byte{byte(v)})
+	case uint16:
+		binary.LittleEndian.PutUint16(e.b[:2], v)
+		e.raw(e.b[:2])
+	case int16:
+		binary.LittleEndian.PutUint16(e.b[:2], uint16(v))
+		e.raw(e.b[:2])
+	case uint32:
 		e.u32(v)
 	case int32:
-		e.u32(uint32(TypeInt32))
 		e.u32(uint32(v))
 	case float32:
-		e.u32(uint32(TypeFloat32))
 		e.u32(math.Float32bits(v))
 	case bool:
-		e.u32(uint32(TypeBool))
 		b := byte(0)
 		if v {
 			b = 1
 		}
 		e.raw([]byte{b})
 	case string:
-		e.u32(uint32(TypeString))
 		e.str(v)
 	case uint64:
-		e.u32(uint32(TypeUint64))
 		e.u64(v)
-	case []string:
-		e.array(TypeString, len(v))
-		for _, s := range v {
-			e.str(s)
-		}
-	case []float32:
-		e.array(TypeFloat32, len(v))
-		for _, f := range v {
-			e.u32(math.Float32bits(f))
-		}
-	case []int32:
-		e.array(TypeInt32, len(v))
-		for _, x := range v {
-			e.u32(uint32(x))
-		}
+	case int64:
+		e.u64(uint64(v))
+	case float64:
+		e.u64(math.Float64bits(v))
+	case []uint8:
+		e.array(TypeUint8, len(v))
+		e.raw(v)
+	case []int8:
+		return writeArray(e, TypeInt8, v, depth)
+	case []uint16:
+		return writeArray(e, TypeUint16, v, depth)
+	case []int16:
+		return writeArray(e, TypeInt16, v, depth)
 	case []uint32:
-		e.array(TypeUint32, len(v))
-		for _, x := range v {
-			e.u32(x)
-		}
+		return writeArray(e, TypeUint32, v, depth)
+	case []int32:
+		return writeArray(e, TypeInt32, v, depth)
+	case []float32:
+		return writeArray(e, TypeFloat32, v, depth)
+	case []bool:
+		return writeArray(e, TypeBool, v, depth)
+	case []string:
+		return writeArray(e, TypeString, v, depth)
+	case []uint64:
+		return writeArray(e, TypeUint64, v, depth)
+	case []int64:
+		return writeArray(e, TypeInt64, v, depth)
+	case []float64:
+		return writeArray(e, TypeFloat64, v, depth)
+	case []any:
+		return e.nested(v, depth)
 	default:
 		return fmt.Errorf("%w: unsupported metadata value of type %T", ErrShape, v)
 	}
 	return nil
 }
 
+func writeArray[T any](e *encoder, t ValueType, v []T, depth int) error {
+	e.array(t, len(v))
+	for _, x := range v {
+		if err := e.payload(x, depth); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// nested writes an array of arrays: every entry must be an array.
+func (e *encoder) nested(v []any, depth int) error {
+	if depth >= maxArrayDepth {
+		return fmt.Errorf("%w: arrays nested deeper than %d", ErrShape, maxArrayDepth)
+	}
+	for i, x := range v {
+		if t, _ := typeOf(x); t != TypeArray {
+			return fmt.Errorf("%w: array of arrays has a %T at %d", ErrShape, x, i)
+		}
+	}
+	e.array(TypeArray, len(v))
+	for _, x := range v {
+		if err := e.payload(x, depth+1); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// array writes an array's header: its element type and length (the
+// TypeArray tag before it is the value's, or the enclosing array's).
 func (e *encoder) array(t ValueType, n int) {
-	e.u32(uint32(TypeArray))
 	e.u32(uint32(t))
 	e.u64(uint64(n))
 }

@@ -278,7 +278,9 @@ func TestWriteRefusesBadTensorsAndValues(t *testing.T) {
 	if err := Write(&bytes.Buffer{}, nil, []Tensor{{Name: "t", Dims: []uint64{3}, Data: make([]byte, 8)}}); !errors.Is(err, ErrShape) {
 		t.Errorf("short tensor: %v", err)
 	}
-	if err := Write(&bytes.Buffer{}, []KV{{"k", 1.5}}, nil); !errors.Is(err, ErrShape) {
-		t.Errorf("float64 value: %v", err)
+	for _, v := range []any{1, []int{1}, []any{uint32(1)}, map[string]int{}} {
+		if err := Write(&bytes.Buffer{}, []KV{{"k", v}}, nil); !errors.Is(err, ErrShape) {
+			t.Errorf("%T value: %v", v, err)
+		}
 	}
 }
