@@ -99,6 +99,7 @@ func TestFlags(t *testing.T) {
 		{[]string{"-migration-attempts", "-1"}, 2},
 		{[]string{"-request-timeout", "-1s"}, 2},
 		{[]string{"-chat-template", "jinja"}, 2},
+		{[]string{"-chat-template", "m=" + filepath.Join(t.TempDir(), "missing.jinja")}, 2},
 		{[]string{"-router-url", "grpc://x"}, 2},
 		{[]string{"-api-keys-file", filepath.Join(t.TempDir(), "missing")}, 2},
 		{[]string{"-api-keys-file", keys, "-version"}, 0},

@@ -42,7 +42,7 @@ func (f *flags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.migrationAttempts, "migration-attempts", 3, "times a generation whose worker fails mid-stream is moved to another worker")
 	fs.DurationVar(&f.requestTimeout, "request-timeout", 10*time.Minute, "longest one generation may run (0: no limit)")
 	fs.StringVar(&f.modelAlias, "model-alias", "", "more names for served models, NAME=MODEL comma-separated (as vLLM's --served-model-name); answers echo the name asked for")
-	fs.StringVar(&f.chatTemplate, "chat-template", "plain", "chat template: plain or raw, for all models or per model as model=template, comma-separated")
+	fs.StringVar(&f.chatTemplate, "chat-template", "plain", "chat template: plain, raw, a Jinja file (NAME.jinja) or a Hugging Face tokenizer_config.json (NAME.json), for all models or per model as model=template, comma-separated")
 }
 
 func (f *flags) validate() error {

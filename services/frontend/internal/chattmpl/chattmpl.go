@@ -19,11 +19,34 @@
 // model sees its own calls in the history as it is asked to write them
 // (tools.go). A conversation without tools or tool traffic renders exactly
 // as it did before tools existed.
+//
+// Real models bring their own chat template, in Jinja: Jinja (jinja.go)
+// renders one with what Hugging Face's apply_chat_template gives it —
+// messages in OpenAI's shape (tool calls with their arguments as an
+// object, tool results with tool_call_id and the tool's name), tools
+// (undefined when none are offered), add_generation_prompt true, bos_token
+// and eos_token, raise_exception and strftime_now — through the engine in
+// internal/jinja. Two adjustments follow llama.cpp, whose test vectors
+// the package is checked against: a template that drops or refuses a
+// system message gets it merged into the first user message, and
+// developer messages reach templates that never mention that role as
+// system messages. Templates differ in how they take a call (arguments
+// as an object or as JSON text, empty content as "" or None): a probe
+// at load time finds the shape each one shows. Special tokens are text
+// in the rendered prompt; turning them into token ids is the
+// tokenizer's business.
+//
+// A template is only ever chosen by the operator (-chat-template) or
+// shipped with the model, never by a request; still, every render runs
+// under the engine's step, byte and call-depth limits, so no template can
+// hang or crash the frontend.
 package chattmpl
 
 import (
 	"fmt"
 	"maps"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 )
@@ -44,18 +67,24 @@ type Message struct {
 	Content string
 	// ToolCalls are the calls an assistant message made.
 	ToolCalls []ToolCall
+	// ToolCallID is, in a tool message, the id of the call it answers.
+	ToolCallID string
+	// Name is, in a tool message, the name of the tool that answered.
+	Name string
 }
 
-// Template renders a conversation into prompt text.
-type Template func(c Conversation) string
+// Template renders a conversation into prompt text. An error is the
+// conversation the template cannot render (a *RefusalError when the template
+// itself refused it).
+type Template func(c Conversation) (string, error)
 
 // Builtin templates by name.
 func builtin(name string) (Template, bool) {
 	switch name {
 	case "plain":
-		return Plain, true
+		return func(c Conversation) (string, error) { return Plain(c), nil }, true
 	case "raw":
-		return Raw, true
+		return func(c Conversation) (string, error) { return Raw(c), nil }, true
 	}
 	return nil, false
 }
@@ -126,10 +155,15 @@ type Set struct {
 }
 
 // Parse reads a -chat-template value: a comma-separated list of either a
-// template name (the default for every model) or model=template. Empty
-// means plain for every model.
+// template (the default for every model) or model=template. A template
+// is plain, raw, a file of Jinja source (NAME.jinja, rendered with empty
+// bos_token and eos_token) or a Hugging Face tokenizer_config.json
+// (NAME.json: its chat_template and special tokens). Files are read and
+// parsed here, so a bad one fails start-up, naming it. Empty means plain
+// for every model.
 func Parse(spec string) (*Set, error) {
-	s := &Set{def: Plain, defName: "plain", perModel: map[string]Template{}, names: map[string]string{}}
+	plain, _ := builtin("plain")
+	s := &Set{def: plain, defName: "plain", perModel: map[string]Template{}, names: map[string]string{}}
 	for item := range strings.SplitSeq(spec, ",") {
 		item = strings.TrimSpace(item)
 		if item == "" {
@@ -139,9 +173,9 @@ func Parse(spec string) (*Set, error) {
 		if !perModel {
 			name = model
 		}
-		t, ok := builtin(name)
-		if !ok {
-			return nil, fmt.Errorf("chat template %q: want plain or raw", name)
+		t, err := load(name)
+		if err != nil {
+			return nil, err
 		}
 		if !perModel {
 			s.def, s.defName = t, name
@@ -153,6 +187,25 @@ func Parse(spec string) (*Set, error) {
 		s.perModel[model], s.names[model] = t, name
 	}
 	return s, nil
+}
+
+// load resolves one template of a -chat-template value.
+func load(name string) (Template, error) {
+	if t, ok := builtin(name); ok {
+		return t, nil
+	}
+	ext := filepath.Ext(name)
+	if ext != ".jinja" && ext != ".json" {
+		return nil, fmt.Errorf("chat template %q: want plain, raw, a .jinja file or a tokenizer_config.json", name)
+	}
+	data, err := os.ReadFile(name)
+	if err != nil {
+		return nil, fmt.Errorf("chat template: %w", err)
+	}
+	if ext == ".json" {
+		return FromTokenizerConfig(name, data)
+	}
+	return Jinja(name, string(data), "", "")
 }
 
 // For returns the template of model.

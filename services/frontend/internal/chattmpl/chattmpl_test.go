@@ -21,8 +21,9 @@ func TestRender(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := s.For(tc.model)(Conversation{Messages: msgs}); got != tc.want {
-				t.Fatalf("got %q\nwant %q", got, tc.want)
+			got, err := s.For(tc.model)(Conversation{Messages: msgs})
+			if err != nil || got != tc.want {
+				t.Fatalf("got %q, %v\nwant %q", got, err, tc.want)
 			}
 		})
 	}

@@ -16,6 +16,8 @@ type Tool struct {
 
 // ToolCall is a call an assistant message made.
 type ToolCall struct {
+	// ID names the call; a tool message answers it by this id.
+	ID   string
 	Name string
 	// Arguments is the JSON text of the arguments, as the call carried it.
 	Arguments string

@@ -32,7 +32,7 @@ func TestRenderTools(t *testing.T) {
 	)
 	tests := []struct {
 		name string
-		tmpl Template
+		tmpl func(Conversation) string
 		c    Conversation
 		want string
 	}{

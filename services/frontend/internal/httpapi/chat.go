@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"errors"
 	"net/http"
 
 	"switchyard.dev/services/frontend/internal/catalog"
@@ -27,7 +28,11 @@ func (a *API) chat(w http.ResponseWriter, r *http.Request) {
 		f.tools = newToolReply(use, func() string { return newID("call_") })
 	}
 	gen, err := a.prepare(r.Context(), g, func(m *catalog.Model) ([]uint32, error) {
-		return textPrompt(a.cfg.Templates.For(m.Name)(conv), m, g) // the model's own name: an alias has its template
+		text, err := renderChat(a.cfg.Templates.For(m.Name), conv) // the model's own name: an alias has its template
+		if err != nil {
+			return nil, err
+		}
+		return textPrompt(text, m, g)
 	})
 	if err != nil {
 		a.fail(w, r, err, g.Model)
@@ -38,15 +43,40 @@ func (a *API) chat(w http.ResponseWriter, r *http.Request) {
 }
 
 // chatMessages are a request's messages as the chat templates take them.
+// A tool message names its tool as the request did, or else as the call
+// it answers did.
 func chatMessages(ms []openai.ChatMessage) chattmpl.Conversation {
 	out := make([]chattmpl.Message, len(ms))
+	toolNames := map[string]string{}
 	for i, m := range ms {
-		out[i] = chattmpl.Message{Role: m.Role, Content: m.Content.Text}
+		out[i] = chattmpl.Message{Role: m.Role, Content: m.Content.Text, ToolCallID: m.ToolCallID}
 		for _, tc := range m.ToolCalls {
-			out[i].ToolCalls = append(out[i].ToolCalls, chattmpl.ToolCall{Name: tc.Function.Name, Arguments: tc.Function.Arguments})
+			out[i].ToolCalls = append(out[i].ToolCalls, chattmpl.ToolCall{ID: tc.ID, Name: tc.Function.Name, Arguments: tc.Function.Arguments})
+			toolNames[tc.ID] = tc.Function.Name
+		}
+		if m.Role == "tool" {
+			out[i].Name = m.Name
+			if out[i].Name == "" {
+				out[i].Name = toolNames[m.ToolCallID]
+			}
 		}
 	}
 	return chattmpl.Conversation{Messages: out}
+}
+
+// renderChat renders conv with t. A conversation the template cannot
+// render is the caller's to fix: a 400 that carries the template's own
+// message when it refused the conversation.
+func renderChat(t chattmpl.Template, conv chattmpl.Conversation) (string, error) {
+	text, err := t(conv)
+	if err == nil {
+		return text, nil
+	}
+	var refusal *chattmpl.RefusalError
+	if errors.As(err, &refusal) {
+		return "", openai.Invalid("messages", "%s", refusal.Message)
+	}
+	return "", openai.Invalid("messages", "The model's chat template cannot render these messages: %v", err)
 }
 
 // chatTools are the offered functions as the chat templates take them.

@@ -28,8 +28,9 @@ func (a *API) tokenize(w http.ResponseWriter, r *http.Request) {
 	var text string
 	if req.Prompt != nil {
 		text = *req.Prompt
-	} else {
-		text = a.cfg.Templates.For(m.Name)(chatMessages(req.Messages))
+	} else if text, err = renderChat(a.cfg.Templates.For(m.Name), chatMessages(req.Messages)); err != nil {
+		a.fail(w, r, err, req.Model)
+		return
 	}
 	ids := m.Encode(text)
 	if req.AddSpecialTokens != nil && !*req.AddSpecialTokens && len(ids) > 0 && ids[0] == m.Info.GetBosTokenId() {

@@ -110,7 +110,8 @@ type ChatMessage struct {
 	// Content is a string or an array of text parts; it may be null or
 	// absent in an assistant message with tool_calls.
 	Content Content `json:"content"`
-	// Name is accepted and ignored.
+	// Name is, in a tool message, the tool's name (chat templates show
+	// it); elsewhere it is accepted and ignored.
 	Name string `json:"name,omitempty"`
 	// ToolCalls are the calls an assistant message made.
 	ToolCalls []ToolCall `json:"tool_calls,omitempty"`
