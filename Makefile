@@ -63,8 +63,8 @@ runc-compare: ## single-stream greedy decode on stories260K against llama2.c run
 	@scripts/runc-compare.sh
 
 .PHONY: fuzz
-fuzz: ## run each fuzz target for FUZZTIME (default 10s)
-	@scripts/fuzz.sh $${FUZZTIME:-10s}
+fuzz: ## run each fuzz target, or those named in FUZZ ("FuzzA FuzzB"), for FUZZTIME (default 10s) each; see docs/development.md
+	@scripts/fuzz.sh $${FUZZTIME:-10s} $${FUZZ:-}
 
 .PHONY: clean
 clean: ## remove build outputs

@@ -1,5 +1,13 @@
 #!/usr/bin/env bash
-# Runs every fuzz target in the workspace for the given time each.
+# Runs fuzz targets for the given time each:
+#
+#   scripts/fuzz.sh [TIME] [TARGET...]
+#
+# TIME is a -fuzztime (default 10s). With no TARGET every fuzz target in
+# the workspace runs; otherwise only those named, in every package that
+# has one of that name (FuzzParseMessage, or pkg.FuzzName to pick one
+# package by its last path element), and a TARGET that names none fails
+# the run, so a typo cannot pass for a clean fuzz.
 #
 # A target fails when the fuzzer wrote a failing input (testdata/fuzz/<target>/).
 # A nonzero exit without one is Go's own coordinator race at the -fuzztime
@@ -9,11 +17,29 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 t="${1:-10s}"
+shift || true
+want=("$@")
+found=()
 failed=0
+
+# selected reports whether target $2 of package $1 is one to run.
+selected() {
+  [ "${#want[@]}" -eq 0 ] && return 0
+  local w
+  for w in "${want[@]}"; do
+    if [ "$w" = "$2" ] || [ "$w" = "${1##*/}.$2" ]; then
+      found+=("$w")
+      return 0
+    fi
+  done
+  return 1
+}
+
 for m in $(scripts/modules.sh mods); do
   for pkg in $(cd "$m" && go list ./...); do
     dir=$(cd "$m" && go list -f '{{.Dir}}' "$pkg")
     for f in $(grep -ho '^func Fuzz[A-Za-z0-9_]*' "$dir"/*_test.go 2>/dev/null | sed 's/func //'); do
+      selected "$pkg" "$f" || continue
       for attempt in 1 2; do
         echo "== $pkg $f ($t)"
         before=$(ls "$dir/testdata/fuzz/$f" 2>/dev/null | sort || true)
@@ -35,5 +61,11 @@ for m in $(scripts/modules.sh mods); do
       done
     done
   done
+done
+for w in "${want[@]}"; do
+  if ! printf '%s\n' "${found[@]}" | grep -qxF -- "$w"; then
+    echo "!! no fuzz target $w" >&2
+    failed=1
+  fi
 done
 exit "$failed"

@@ -9,3 +9,7 @@ require (
 )
 
 replace switchyard.dev/gen => ../../gen
+
+require switchyard.dev/libs/mesh v0.0.0
+
+replace switchyard.dev/libs/mesh => ../../libs/mesh

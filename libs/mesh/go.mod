@@ -4,7 +4,12 @@ go 1.26.8
 
 require github.com/hashicorp/consul/api v1.34.5
 
-require github.com/grpc-ecosystem/go-grpc-middleware/v2 v2.3.4
+require (
+	github.com/grpc-ecosystem/go-grpc-middleware/v2 v2.3.4
+	go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp v0.72.0
+)
+
+require github.com/felixge/httpsnoop v1.1.0 // indirect
 
 require (
 	connectrpc.com/connect v1.21.1

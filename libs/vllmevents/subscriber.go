@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/go-zeromq/zmq4"
+
+	"switchyard.dev/libs/mesh/backoff"
 )
 
 // Config configures Subscribe.
@@ -84,7 +86,7 @@ func Subscribe(ctx context.Context, cfg Config, h Handler) error {
 		}
 		return fmt.Errorf("vllmevents: dial %s: %w", cfg.Endpoint, err)
 	}
-	backoff := time.Duration(0)
+	retry := backoff.New(recvRetry, nil)
 	for {
 		msg, err := sub.Recv()
 		if ctx.Err() != nil {
@@ -93,14 +95,16 @@ func Subscribe(ctx context.Context, cfg Config, h Handler) error {
 		if err != nil {
 			// The connection dropped; zmq4 redials by itself. Back off so a
 			// persistent error cannot spin.
-			backoff = min(max(2*backoff, 10*time.Millisecond), time.Second)
-			cfg.Logger.Warn("kv events receive failed", "endpoint", cfg.Endpoint, "err", err, "retry_in", backoff)
-			if err := sleep(ctx, backoff); err != nil {
-				return err
+			wait := retry.Next()
+			if backoff.LogWorthy(retry.Failures()) {
+				cfg.Logger.Warn("kv events receive failed", "endpoint", cfg.Endpoint, "err", err, "failures", retry.Failures(), "retry_in", wait)
+			}
+			if !backoff.Sleep(ctx, wait) {
+				return ctx.Err()
 			}
 			continue
 		}
-		backoff = 0
+		retry.Reset()
 		_, seq, payload, err := ParseMessage(msg.Frames)
 		if err != nil {
 			cfg.Logger.Warn("kv events message dropped", "endpoint", cfg.Endpoint, "err", err)
@@ -112,16 +116,10 @@ func Subscribe(ctx context.Context, cfg Config, h Handler) error {
 	}
 }
 
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
-}
+// recvRetry spaces the receives after a failed one: capped, jittered
+// backoff (package backoff), so that the workers subscribed to engines
+// that restarted together do not poll in lockstep.
+var recvRetry = backoff.Policy{Base: 10 * time.Millisecond, Max: time.Second}
 
 // stream is the sequencing state of one subscription.
 type stream struct {

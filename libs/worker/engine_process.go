@@ -9,11 +9,12 @@ import (
 	"strings"
 	"time"
 
+	"switchyard.dev/libs/mesh/backoff"
 	"switchyard.dev/libs/worker/engines/child"
 )
 
 // engineProcess is the engine server a worker started (-llama-server-bin,
-// -engine-cmd) and keeps running: restarted with capped backoff when it
+// -engine-cmd) and keeps running: restarted with capped, jittered backoff when it
 // dies, stopped with the worker. A nil *engineProcess is an engine the
 // worker only connects to (-engine-url).
 type engineProcess struct {
@@ -91,12 +92,11 @@ func (ep *engineProcess) exited() <-chan struct{} {
 	return ep.p.Done()
 }
 
-// Restarts of an engine process that keeps dying are spaced from
-// restartFirst, doubling up to restartCeiling.
-const (
-	restartFirst   = time.Second
-	restartCeiling = 30 * time.Second
-)
+// engineRestart spaces the restarts of an engine process that keeps
+// dying: the ceiling doubles from 1s to 30s, the wait is drawn below it
+// (full jitter, package backoff), so that the workers of a host whose
+// engines died together do not restart them in lockstep.
+var engineRestart = backoff.Policy{Base: time.Second, Max: 30 * time.Second}
 
 // downer is an engine told at once that its process died.
 type downer interface{ Down(error) }
@@ -106,7 +106,7 @@ func (ep *engineProcess) supervise(ctx context.Context, eng any, log *slog.Logge
 	if ep == nil {
 		return
 	}
-	wait := restartFirst
+	restart := backoff.New(engineRestart, nil)
 	for {
 		select {
 		case <-ctx.Done():
@@ -114,16 +114,14 @@ func (ep *engineProcess) supervise(ctx context.Context, eng any, log *slog.Logge
 		case <-ep.p.Done():
 		}
 		err := ep.p.Err()
+		wait := restart.Next()
 		log.Error("engine process exited; restarting it", "err", err, "in", wait, "output", lastLines(ep.p.Tail(), 5))
 		if d, ok := eng.(downer); ok {
 			d.Down(err)
 		}
-		select {
-		case <-ctx.Done():
+		if !backoff.Sleep(ctx, wait) {
 			return
-		case <-time.After(wait):
 		}
-		wait = min(2*wait, restartCeiling)
 		p, err := child.Start(ep.cfg)
 		if err != nil {
 			log.Error("restarting the engine process", "err", err)

@@ -42,7 +42,9 @@ func TestShutdownFinishesInflight(t *testing.T) {
 // generations during the drain are refused.
 func TestShutdownStopsLongGeneration(t *testing.T) {
 	t.Parallel()
-	w := start(t, "decode", "-executor", "sim", "-sim-speedup", "0.05", "-drain-timeout", "500ms")
+	// 2s leaves the server 200ms past the worker's drain window to end the
+	// stream with its status, enough on a loaded 2-core machine under -race.
+	w := start(t, "decode", "-executor", "sim", "-sim-speedup", "0.05", "-drain-timeout", "2s")
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	st, err := w.client.Generate(ctx, req("sim", []uint32{1, 2, 3}, 5000))

@@ -15,8 +15,10 @@ require (
 )
 
 require (
+	github.com/felixge/httpsnoop v1.1.0 // indirect
 	github.com/klauspost/cpuid/v2 v2.2.10 // indirect
 	github.com/zeebo/xxh3 v1.1.0 // indirect
+	go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp v0.72.0 // indirect
 )
 
 require (

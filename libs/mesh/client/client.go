@@ -1,11 +1,12 @@
 // Package client builds what a Switchyard service needs to call another:
 // an HTTP client that speaks HTTP/2 without TLS (h2c), as every Switchyard
 // server does, and the Connect client options every call carries (tracing
-// and metrics). One constructor each, so every caller gets the same
+// and metrics, the request id, a unary deadline, message size limits). One constructor each, so every caller gets the same
 // pooling, dead-peer detection and trace propagation.
 package client
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -13,6 +14,8 @@ import (
 
 	"connectrpc.com/connect"
 
+	"switchyard.dev/libs/mesh/reqid"
+	"switchyard.dev/libs/mesh/rpclimit"
 	"switchyard.dev/libs/mesh/telemetry"
 )
 
@@ -35,9 +38,19 @@ func NewHTTP() *http.Client {
 }
 
 // Options returns the Connect client options of an instance with telemetry
-// tel: an otelconnect interceptor that records client spans and RPC metrics
-// with tel's providers and propagates the trace context to the callee.
+// tel and the default limits: OptionsWith(tel, rpclimit.Limits{}).
 func Options(tel *telemetry.Telemetry) ([]connect.ClientOption, error) {
+	return OptionsWith(tel, rpclimit.Limits{})
+}
+
+// OptionsWith returns the Connect client options of an instance with
+// telemetry tel: an otelconnect interceptor that records client spans and
+// RPC metrics with tel's providers and propagates the trace context to the
+// callee; the request id of the call's context sent along (package
+// reqid); a deadline for unary calls whose context has none; and l's
+// bound on every message sent and received (package rpclimit; zero
+// fields are the defaults).
+func OptionsWith(tel *telemetry.Telemetry, l rpclimit.Limits) ([]connect.ClientOption, error) {
 	if tel == nil {
 		return nil, errors.New("client: nil telemetry")
 	}
@@ -45,5 +58,34 @@ func Options(tel *telemetry.Telemetry) ([]connect.ClientOption, error) {
 	if err != nil {
 		return nil, fmt.Errorf("client: otel interceptor: %w", err)
 	}
-	return []connect.ClientOption{connect.WithInterceptors(otel)}, nil
+	l = l.WithDefaults()
+	return []connect.ClientOption{
+		connect.WithInterceptors(otel, reqid.NewInterceptor(), unaryDeadline{l.UnaryTimeout}),
+		connect.WithReadMaxBytes(l.MaxMessageBytes),
+		connect.WithSendMaxBytes(l.MaxMessageBytes),
+	}, nil
+}
+
+// unaryDeadline gives a unary call whose context has no deadline one of
+// d, so a peer that accepted the call and never answers cannot hold the
+// caller forever. Streams are left alone (package rpclimit).
+type unaryDeadline struct{ d time.Duration }
+
+func (u unaryDeadline) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
+	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+		if _, ok := ctx.Deadline(); ok || !req.Spec().IsClient {
+			return next(ctx, req)
+		}
+		ctx, cancel := context.WithTimeout(ctx, u.d)
+		defer cancel()
+		return next(ctx, req)
+	}
+}
+
+func (unaryDeadline) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {
+	return next
+}
+
+func (unaryDeadline) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
+	return next
 }

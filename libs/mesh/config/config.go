@@ -22,6 +22,8 @@ import (
 	"switchyard.dev/libs/mesh/discovery"
 	"switchyard.dev/libs/mesh/discovery/consuldisc"
 	"switchyard.dev/libs/mesh/discovery/filedisc"
+	"switchyard.dev/libs/mesh/reqid"
+	"switchyard.dev/libs/mesh/rpclimit"
 )
 
 // Common are the shared settings.
@@ -42,6 +44,9 @@ type Common struct {
 	// frontends see it gone before it refuses work.
 	DeregisterGrace time.Duration
 	Pprof           bool
+	// RPC bounds every RPC the service serves and, through
+	// Runtime.ClientOptions, makes (package rpclimit).
+	RPC rpclimit.Limits
 }
 
 // DefaultDiscoveryDir is where the file backend keeps records by default.
@@ -72,6 +77,10 @@ func (c *Common) Register(fs *flag.FlagSet, defaultListen string, getenv func(st
 	fs.DurationVar(&c.DrainTimeout, "drain-timeout", 10*time.Second, "how long in-flight requests may finish on shutdown")
 	fs.DurationVar(&c.DeregisterGrace, "deregister-grace", 0, "on shutdown, keep serving this long after leaving discovery, so peers stop sending work first (Nomad jobs use 2s; 0 refuses new work at once, which peers retry elsewhere; no effect with -discovery=none)")
 	fs.BoolVar(&c.Pprof, "pprof", false, "serve Go's profiler at /debug/pprof/ on the listen address (for diagnosis; off in production)")
+	fs.IntVar(&c.RPC.MaxMessageBytes, "rpc-max-message-bytes", rpclimit.DefaultMaxMessageBytes,
+		"largest RPC message served or sent, in bytes; a larger one fails with resource_exhausted (a worker's GetModelInfo carries its tokenizer)")
+	fs.DurationVar(&c.RPC.UnaryTimeout, "rpc-timeout", rpclimit.DefaultUnaryTimeout,
+		"deadline of a unary RPC whose caller set none, served or sent (streams have none)")
 }
 
 // Validate checks every shared setting.
@@ -119,8 +128,18 @@ func (c *Common) Validate() error {
 	if c.DeregisterGrace < 0 || c.DeregisterGrace > time.Minute {
 		return fmt.Errorf("-deregister-grace=%v: want 0 to 1m", c.DeregisterGrace)
 	}
+	if c.RPC.MaxMessageBytes < minMessageBytes {
+		return fmt.Errorf("-rpc-max-message-bytes=%d: want at least %d", c.RPC.MaxMessageBytes, minMessageBytes)
+	}
+	if c.RPC.UnaryTimeout <= 0 {
+		return fmt.Errorf("-rpc-timeout=%v: must be positive", c.RPC.UnaryTimeout)
+	}
 	return nil
 }
+
+// minMessageBytes is the smallest -rpc-max-message-bytes: below it even
+// health checks and small control messages would not fit.
+const minMessageBytes = 64 << 10
 
 // unspecified reports whether host names no host: empty, 0.0.0.0 or ::.
 func unspecified(host string) bool {
@@ -171,7 +190,8 @@ func parseLevel(s string) (slog.Level, error) {
 	return l, nil
 }
 
-// Logger builds the service's logger writing to w.
+// Logger builds the service's logger writing to w. A line logged with a
+// request's context carries its request_id (package reqid).
 func (c *Common) Logger(w io.Writer, role string) *slog.Logger {
 	level, _ := parseLevel(c.LogLevel)
 	opts := &slog.HandlerOptions{Level: level}
@@ -179,7 +199,7 @@ func (c *Common) Logger(w io.Writer, role string) *slog.Logger {
 	if c.LogFormat == "json" {
 		h = slog.NewJSONHandler(w, opts)
 	}
-	return slog.New(h).With("service", role)
+	return slog.New(reqid.LogHandler(h)).With("service", role)
 }
 
 // ID returns the instance id, generating one if none was set.

@@ -7,11 +7,13 @@ import (
 	"maps"
 	"sync"
 	"time"
+
+	"switchyard.dev/libs/mesh/backoff"
 )
 
-// rewatchMaxDelay caps the RetryDelay of a watch that ended before its
-// context.
-const rewatchMaxDelay = 10 * time.Second
+// rewatch spaces the attempts to watch again a role whose watch ended
+// before its context.
+var rewatch = backoff.Policy{Base: 100 * time.Millisecond, Max: 10 * time.Second}
 
 // WatchRole calls fn with the healthy instances of role, first at once and
 // then on every change, until ctx ends. It is WatchRoles for one role.
@@ -34,8 +36,9 @@ func WatchRole(ctx context.Context, reg Registry, log *slog.Logger, role string,
 //
 // WatchRoles returns once every watch is set up, or with the first error
 // (the watches it started are stopped). A watch that later ends before ctx
-// does is set up again with capped backoff, logging the first and every
-// tenth failure; meanwhile the role's last instances stay in force.
+// does is set up again with capped, jittered backoff (package backoff),
+// logging the first and every tenth failure; meanwhile the role's last
+// instances stay in force.
 func WatchRoles(ctx context.Context, reg Registry, log *slog.Logger, roles []string, fn func(latest map[string][]Instance)) error {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -102,10 +105,10 @@ func (m *merged) deliver(ctx context.Context, fn func(map[string][]Instance)) {
 // follow forwards one role's watch until ctx ends, watching again when the
 // backend closes the channel early.
 func (m *merged) follow(ctx context.Context, role string, ch <-chan []Instance) {
-	failures := 0
+	b := backoff.New(rewatch, nil)
 	for {
 		for ins := range ch {
-			failures = 0
+			b.Reset()
 			m.set(role, ins)
 		}
 		if ctx.Err() != nil {
@@ -113,11 +116,11 @@ func (m *merged) follow(ctx context.Context, role string, ch <-chan []Instance) 
 		}
 		err := fmt.Errorf("discovery: watch %s ended early", role)
 		for {
-			failures++
-			if LogRetry(failures) {
-				m.log.Warn("discovery watch failed; watching again", "role", role, "failures", failures, "err", err)
+			wait := b.Next()
+			if backoff.LogWorthy(b.Failures()) {
+				m.log.Warn("discovery watch failed; watching again", "role", role, "failures", b.Failures(), "retry_in", wait, "err", err)
 			}
-			if !SleepCtx(ctx, RetryDelay(failures, rewatchMaxDelay)) {
+			if !backoff.Sleep(ctx, wait) {
 				return
 			}
 			if ch, err = m.reg.Watch(ctx, role); err == nil {

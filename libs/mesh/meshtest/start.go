@@ -32,14 +32,20 @@ func (w lockedWriter) Write(p []byte) (int, error) {
 // it serves.
 func Start(t testing.TB, spec service.Spec, args ...string) *Running {
 	t.Helper()
+	return StartEnv(t, spec, service.Env{}, args...)
+}
+
+// StartEnv is Start with more of the service's environment (Getenv,
+// SpanProcessor); Args, Stdout, Stderr and Ready are Start's own.
+func StartEnv(t testing.TB, spec service.Spec, env service.Env, args ...string) *Running {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &Running{cancel: cancel, done: make(chan int, 1), log: new(bytes.Buffer)}
 	ready := make(chan net.Addr, 1)
 	go func() {
-		r.done <- service.Run(ctx, spec, service.Env{
-			Args: args, Stdout: lockedWriter{r}, Stderr: lockedWriter{r},
-			Ready: func(a net.Addr) { ready <- a },
-		})
+		env.Args, env.Stdout, env.Stderr = args, lockedWriter{r}, lockedWriter{r}
+		env.Ready = func(a net.Addr) { ready <- a }
+		r.done <- service.Run(ctx, spec, env)
 	}()
 	select {
 	case a := <-ready:

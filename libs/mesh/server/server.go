@@ -2,8 +2,8 @@
 // HTTP server carrying the service's Connect handlers, gRPC health and
 // reflection, the InfoService, Prometheus metrics and plain health
 // endpoints, with the interceptors every handler gets (tracing, metrics,
-// logging, panic recovery, deadlines), discovery registration, and graceful
-// shutdown.
+// request ids, logging, panic recovery, deadlines, message size limits),
+// discovery registration, and graceful shutdown.
 //
 // Shutdown order matters and is fixed here so no service gets it wrong: when
 // the run context ends the instance turns unhealthy (gRPC health
@@ -30,6 +30,8 @@ import (
 
 	"switchyard.dev/gen/switchyard/mesh/v1/meshv1connect"
 	"switchyard.dev/libs/mesh/discovery"
+	"switchyard.dev/libs/mesh/reqid"
+	"switchyard.dev/libs/mesh/rpclimit"
 	"switchyard.dev/libs/mesh/telemetry"
 )
 
@@ -51,10 +53,13 @@ type Config struct {
 	// background work stops then, on the same clock).
 	GraceOver func()
 	// UnaryTimeout is the deadline of unary handlers whose caller set none
-	// (default 30s); callers' deadlines are capped at 10× it.
+	// (default rpclimit.DefaultUnaryTimeout); callers' deadlines are
+	// capped at 10× it.
 	UnaryTimeout time.Duration
-	// MaxRequestBytes bounds one RPC message (default 16 MiB).
-	MaxRequestBytes int
+	// MaxMessageBytes bounds one RPC message, received or sent (default
+	// rpclimit.DefaultMaxMessageBytes): a larger one fails the call with
+	// ResourceExhausted.
+	MaxMessageBytes int
 	// Info adds service-specific detail to InfoService responses.
 	Info InfoFunc
 	// Pprof serves net/http/pprof at /debug/pprof/.
@@ -90,21 +95,21 @@ func New(cfg Config) (*Server, error) {
 	if cfg.DrainTimeout <= 0 {
 		cfg.DrainTimeout = 10 * time.Second
 	}
-	if cfg.UnaryTimeout <= 0 {
-		cfg.UnaryTimeout = 30 * time.Second
-	}
-	if cfg.MaxRequestBytes <= 0 {
-		cfg.MaxRequestBytes = 16 << 20
-	}
+	l := rpclimit.Limits{MaxMessageBytes: cfg.MaxMessageBytes, UnaryTimeout: cfg.UnaryTimeout}.WithDefaults()
+	cfg.MaxMessageBytes, cfg.UnaryTimeout = l.MaxMessageBytes, l.UnaryTimeout
 	otel, err := cfg.Telemetry.ConnectInterceptor()
 	if err != nil {
 		return nil, fmt.Errorf("server: otel interceptor: %w", err)
 	}
 	s := &Server{cfg: cfg, mux: http.NewServeMux(), checker: grpchealth.NewStaticChecker(), started: time.Now()}
 	s.opts = []connect.HandlerOption{
-		connect.WithInterceptors(otel, loggingInterceptor{cfg.Logger}, deadlineInterceptor{def: cfg.UnaryTimeout, max: 10 * cfg.UnaryTimeout}),
+		// reqid after otel (it tags the span otel starts), before logging
+		// (whose lines then carry the id).
+		connect.WithInterceptors(otel, reqid.NewInterceptor(), loggingInterceptor{cfg.Logger},
+			deadlineInterceptor{def: cfg.UnaryTimeout, max: 10 * cfg.UnaryTimeout}),
 		connect.WithRecover(recoverHandler(cfg.Logger)),
-		connect.WithReadMaxBytes(cfg.MaxRequestBytes),
+		connect.WithReadMaxBytes(cfg.MaxMessageBytes),
+		connect.WithSendMaxBytes(cfg.MaxMessageBytes),
 		// Token streams are many tiny messages: gzip would cost more than it saves.
 		connect.WithCompressMinBytes(4096),
 	}
@@ -137,8 +142,14 @@ func (s *Server) Mount(path string, h http.Handler) {
 	s.services = append(s.services, strings.Trim(path, "/"))
 }
 
-// Handle adds a plain HTTP handler (the frontend's OpenAI API).
-func (s *Server) Handle(pattern string, h http.Handler) { s.mux.Handle(pattern, h) }
+// Handle adds a plain HTTP handler (the frontend's OpenAI API), traced as
+// Connect handlers are: each request gets a server span that continues
+// the caller's trace (a traceparent header), so the calls the handler
+// makes with the request's context are its children, one trace per
+// request.
+func (s *Server) Handle(pattern string, h http.Handler) {
+	s.mux.Handle(pattern, s.cfg.Telemetry.HTTPHandler(h))
+}
 
 // Listen binds the listener; Addr is valid afterwards.
 func (s *Server) Listen() (net.Addr, error) {

@@ -18,6 +18,10 @@ import (
 	"syscall"
 	"time"
 
+	"connectrpc.com/connect"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+
+	"switchyard.dev/libs/mesh/client"
 	"switchyard.dev/libs/mesh/config"
 	"switchyard.dev/libs/mesh/discovery"
 	"switchyard.dev/libs/mesh/server"
@@ -47,6 +51,10 @@ type Env struct {
 	Getenv func(string) string
 	// Ready, if set, is called with the bound address once serving.
 	Ready func(net.Addr)
+	// SpanProcessor, if set, receives every span the service records, on
+	// top of what the OTEL_* settings export: tests collect a mesh's
+	// spans with it (tracetest.SpanRecorder).
+	SpanProcessor sdktrace.SpanProcessor
 }
 
 // Runtime is what Setup gets to work with.
@@ -58,6 +66,13 @@ type Runtime struct {
 	Common    config.Common
 
 	drained []func(context.Context)
+}
+
+// ClientOptions are the Connect client options for the service's calls to
+// its peers: tracing, the request id, and the -rpc-* limits
+// (client.OptionsWith).
+func (rt *Runtime) ClientOptions() ([]connect.ClientOption, error) {
+	return client.OptionsWith(rt.Telemetry, rt.Common.RPC)
 }
 
 // AfterDrain registers f to run at shutdown once the server has drained
@@ -146,7 +161,8 @@ func (c *Command) Run(ctx context.Context) int {
 
 func run(ctx context.Context, spec Spec, env Env, common config.Common, log *slog.Logger) (err error) {
 	id := common.ID(spec.Role)
-	tel, err := telemetry.New(ctx, telemetry.Config{Service: "switchyard-" + spec.Role, Version: spec.Version, InstanceID: id, Getenv: env.Getenv, Stdout: env.Stdout})
+	tel, err := telemetry.New(ctx, telemetry.Config{Service: "switchyard-" + spec.Role, Version: spec.Version, InstanceID: id,
+		Getenv: env.Getenv, Stdout: env.Stdout, SpanProcessor: env.SpanProcessor})
 	if err != nil {
 		return err
 	}
@@ -174,6 +190,8 @@ func run(ctx context.Context, spec Spec, env Env, common config.Common, log *slo
 		DrainTimeout:    common.DrainTimeout,
 		DeregisterGrace: common.DeregisterGrace,
 		GraceOver:       stopWork,
+		UnaryTimeout:    common.RPC.UnaryTimeout,
+		MaxMessageBytes: common.RPC.MaxMessageBytes,
 		Pprof:           common.Pprof,
 	})
 	if err != nil {

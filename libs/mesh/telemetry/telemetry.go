@@ -23,6 +23,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
 	"go.opentelemetry.io/otel/exporters/stdout/stdouttrace"
@@ -45,6 +46,10 @@ type Config struct {
 	Getenv func(string) string
 	// Stdout receives spans when the exporter is "console".
 	Stdout io.Writer
+	// SpanProcessor, if set, receives every span as well, whatever the
+	// OTEL_* settings say (tracing is then on): for tests that collect
+	// spans (tracetest.SpanRecorder) and for embedding.
+	SpanProcessor sdktrace.SpanProcessor
 }
 
 // Telemetry holds one instance's providers.
@@ -86,11 +91,18 @@ func New(ctx context.Context, cfg Config) (*Telemetry, error) {
 		_ = mp.Shutdown(ctx)
 		return nil, err
 	}
-	if spanExp == nil {
+	opts := []sdktrace.TracerProviderOption{sdktrace.WithResource(res)}
+	if spanExp != nil {
+		opts = append(opts, sdktrace.WithBatcher(spanExp))
+	}
+	if cfg.SpanProcessor != nil {
+		opts = append(opts, sdktrace.WithSpanProcessor(cfg.SpanProcessor))
+	}
+	if len(opts) == 1 {
 		t.Tracer = noop.NewTracerProvider()
 		return t, nil
 	}
-	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(spanExp), sdktrace.WithResource(res))
+	tp := sdktrace.NewTracerProvider(opts...)
 	t.Tracer = tp
 	t.shutdown = append(t.shutdown, tp.Shutdown)
 	return t, nil
@@ -126,12 +138,39 @@ func (t *Telemetry) MetricsHandler() http.Handler {
 // ConnectInterceptor returns an otelconnect interceptor that records RPC
 // spans and metrics with the instance's providers and carries the trace
 // context with its propagator. Servers and clients both use it, so the two
-// ends of a call are traced alike.
+// ends of a call are traced alike. A handler's span is a child of its
+// caller's (otelconnect would otherwise start a new trace linked to it):
+// the callers are the mesh's own services, and one client request is one
+// trace across all of them.
 func (t *Telemetry) ConnectInterceptor() (*otelconnect.Interceptor, error) {
 	return otelconnect.NewInterceptor(
 		otelconnect.WithTracerProvider(t.Tracer),
 		otelconnect.WithMeterProvider(t.Meter),
 		otelconnect.WithPropagator(t.Propagator),
+		otelconnect.WithTrustRemote(),
+	)
+}
+
+// HTTPHandler wraps h, a plain HTTP handler, in a server span per
+// request, recorded and propagated as ConnectInterceptor does for RPCs: a
+// request with a traceparent header continues the caller's trace, and the
+// calls h makes with the request's context are children of its span.
+// Spans are named by method and the pattern that routed the request
+// ("POST /v1/"), never by its path, which may carry ids.
+func (t *Telemetry) HTTPHandler(h http.Handler) http.Handler {
+	return otelhttp.NewHandler(h, "http",
+		otelhttp.WithTracerProvider(t.Tracer),
+		otelhttp.WithMeterProvider(t.Meter),
+		otelhttp.WithPropagators(t.Propagator),
+		otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string {
+			if r.Pattern == "" {
+				return r.Method
+			}
+			if strings.HasPrefix(r.Pattern, r.Method+" ") {
+				return r.Pattern
+			}
+			return r.Method + " " + r.Pattern
+		}),
 	)
 }
 

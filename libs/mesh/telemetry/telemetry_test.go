@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace/noop"
 )
 
@@ -65,5 +66,34 @@ func TestConsoleExporterWritesSpans(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), "hello-span") {
 		t.Fatalf("stdout lacks the span: %q", out.String())
+	}
+}
+
+// A span processor set in the config gets every span, with tracing off in
+// the environment, and with the instance's resource.
+func TestSpanProcessor(t *testing.T) {
+	t.Parallel()
+	rec := tracetest.NewSpanRecorder()
+	tel, err := New(context.Background(), Config{Service: "svc", InstanceID: "svc-1", SpanProcessor: rec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, span := tel.Tracer.Tracer("test").Start(context.Background(), "recorded")
+	span.End()
+	if err := tel.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	spans := rec.Ended()
+	if len(spans) != 1 || spans[0].Name() != "recorded" {
+		t.Fatalf("recorded %d spans, want the one", len(spans))
+	}
+	var service string
+	for _, a := range spans[0].Resource().Attributes() {
+		if a.Key == "service.name" {
+			service = a.Value.AsString()
+		}
+	}
+	if service != "svc" {
+		t.Errorf("span of service %q, want svc", service)
 	}
 }

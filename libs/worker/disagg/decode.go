@@ -143,14 +143,14 @@ func (d *Decoder) Prepare(ctx context.Context, r *engine.Request, prefillWorker,
 		if err := p.remote(ctx, r, prefillWorker); err != nil {
 			p.path = PathFallback
 			p.span.RecordError(err)
-			d.cfg.Logger.Warn("remote prefill failed; prefilling locally", "request", r.ID, "prefill_worker", prefillWorker, "err", err)
+			d.cfg.Logger.WarnContext(ctx, "remote prefill failed; prefilling locally", "request", r.ID, "prefill_worker", prefillWorker, "err", err)
 		}
 	}
 	if d.cfg.Mode != ModeOff && p.path == PathLocal && prefixWorker != "" && d.cfg.Dial != nil {
 		if err := p.pull(ctx, r, prefixWorker, prefixBlocks); err != nil {
 			p.path = PathFallback
 			p.span.RecordError(err)
-			d.cfg.Logger.Warn("prefix pull failed; prefilling locally", "request", r.ID, "prefix_worker", prefixWorker, "err", err)
+			d.cfg.Logger.WarnContext(ctx, "prefix pull failed; prefilling locally", "request", r.ID, "prefix_worker", prefixWorker, "err", err)
 		}
 	}
 	if p.pulling == nil { // else the pull's goroutine decides the path and ends the span

@@ -118,7 +118,7 @@ func (p *prepared) pull(ctx context.Context, r *engine.Request, worker string, h
 		if err != nil {
 			p.path = PathFallback
 			p.span.RecordError(err)
-			d.cfg.Logger.Warn("prefix pull failed; prefilling locally", "request", req.GetRequestId(), "prefix_worker", worker, "err", err)
+			d.cfg.Logger.WarnContext(ctx, "prefix pull failed; prefilling locally", "request", req.GetRequestId(), "prefix_worker", worker, "err", err)
 			return
 		}
 		if got > 0 {

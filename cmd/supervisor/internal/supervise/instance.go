@@ -93,7 +93,7 @@ func (in *instance) run() {
 			crashes = 0
 		}
 		crashes++
-		wait := backoff(crashes)
+		wait := restartWait(crashes, nil)
 		in.sv.mu.Lock()
 		in.restarts++
 		in.lastExit, in.pid = err.Error(), 0

@@ -23,7 +23,6 @@ import (
 	"io"
 	"log/slog"
 	"maps"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
@@ -34,18 +33,24 @@ import (
 	supervisorv1 "switchyard.dev/gen/switchyard/supervisor/v1"
 
 	"switchyard.dev/cmd/supervisor/internal/spec"
+	"switchyard.dev/libs/mesh/backoff"
 )
 
-// Backoff after a crash: the first restart waits backoffBase, each
-// consecutive crash doubles it up to backoffMax, ±20% jitter so that
-// instances that crashed together do not restart in lockstep. A process
-// that ran stableAfter counts as healthy again.
+// Backoff after a crash: the wait before the first restart is at most
+// backoffBase, each consecutive crash doubles that ceiling up to
+// backoffMax, and the wait is drawn below it with full jitter (package
+// backoff), so that instances that crashed together (a dependency went
+// away under all of them) do not restart in lockstep. A process that ran
+// stableAfter counts as healthy again.
 const (
 	backoffBase = 250 * time.Millisecond
 	backoffMax  = 10 * time.Second
 	stableAfter = 30 * time.Second
 	pollEvery   = 200 * time.Millisecond
 )
+
+// restartBackoff is the schedule of a crashing instance's restarts.
+var restartBackoff = backoff.Policy{Base: backoffBase, Max: backoffMax}
 
 // Errors of Add and Remove, which the handler maps to Connect codes.
 var (
@@ -324,12 +329,9 @@ func (sv *Supervisor) describe(in *instance) *supervisorv1.Instance {
 	return in.describeLocked()
 }
 
-// backoff is the wait before restart n (1-based) of a crashing instance.
-func backoff(n int) time.Duration {
-	d := backoffBase << min(n-1, 16)
-	d = min(d, backoffMax)
-	return time.Duration(float64(d) * (0.8 + 0.4*rand.Float64()))
-}
+// restartWait is the wait before restart n (1-based) of a crashing
+// instance, drawn from r (nil: math/rand/v2).
+func restartWait(n int, r backoff.Source) time.Duration { return restartBackoff.Delay(n, r) }
 
 // procAttr puts a child in its own process group, killed with the
 // supervisor.

@@ -317,13 +317,22 @@ func TestStartupFailure(t *testing.T) {
 	}
 }
 
-func TestBackoff(t *testing.T) {
+// Restart waits stay below a ceiling that doubles from backoffBase to
+// backoffMax, and spread over it.
+func TestRestartWait(t *testing.T) {
 	t.Parallel()
-	for n, want := range map[int]time.Duration{1: backoffBase, 2: 2 * backoffBase, 3: 4 * backoffBase, 40: backoffMax} {
-		for range 20 {
-			if got := backoff(n); got < want*8/10 || got > want*12/10 {
-				t.Errorf("backoff(%d) = %v, want %v ±20%%", n, got, want)
+	r := rand.New(rand.NewPCG(1, 2))
+	for n, ceiling := range map[int]time.Duration{1: backoffBase, 2: 2 * backoffBase, 3: 4 * backoffBase, 40: backoffMax} {
+		lo, hi := ceiling, time.Duration(0)
+		for range 200 {
+			got := restartWait(n, r)
+			if got < 0 || got > ceiling {
+				t.Fatalf("restartWait(%d) = %v, outside [0, %v]", n, got, ceiling)
 			}
+			lo, hi = min(lo, got), max(hi, got)
+		}
+		if lo > ceiling/4 || hi < ceiling*3/4 {
+			t.Errorf("restartWait(%d) over 200 draws spans [%v, %v]; want most of [0, %v]", n, lo, hi, ceiling)
 		}
 	}
 }

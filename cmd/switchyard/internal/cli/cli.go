@@ -29,6 +29,8 @@ import (
 	"strings"
 	"sync"
 
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+
 	"switchyard.dev/libs/mesh/service"
 	"switchyard.dev/services/decode"
 	"switchyard.dev/services/frontend"
@@ -69,6 +71,9 @@ type Env struct {
 	// Ready, if set, is called with each service's name and bound address
 	// once it serves.
 	Ready func(name string, addr net.Addr)
+	// SpanProcessor, if set, receives the spans of every service
+	// (service.Env): tests see one request's trace across the mesh.
+	SpanProcessor sdktrace.SpanProcessor
 }
 
 // Group is one service to run and its flags.
@@ -110,7 +115,7 @@ func Run(ctx context.Context, env Env) int {
 	for _, g := range groups {
 		cmd, code := service.Prepare(specOf(g.Service, env.Getenv), service.Env{
 			Args: g.Args, Stdout: env.Stdout, Stderr: env.Stderr, Getenv: env.Getenv,
-			Ready: readyFor(g.Service, env.Ready),
+			Ready: readyFor(g.Service, env.Ready), SpanProcessor: env.SpanProcessor,
 		})
 		if cmd == nil {
 			return code // -help, -version or a bad flag, already reported

@@ -27,6 +27,7 @@ import (
 
 	"github.com/hashicorp/consul/api"
 
+	"switchyard.dev/libs/mesh/backoff"
 	"switchyard.dev/libs/mesh/discovery"
 )
 
@@ -57,7 +58,11 @@ type Config struct {
 	WatchWait time.Duration
 	// MaxBackoff caps the retry delay of the reconcile and watch loops (default 10s).
 	MaxBackoff time.Duration
-	Logger     *slog.Logger
+	// Rand draws the retry delays' jitter; nil means math/rand/v2. It is
+	// shared by every loop of the registry, so it must be safe for
+	// concurrent use.
+	Rand   backoff.Source
+	Logger *slog.Logger
 }
 
 // Registry is a discovery.Registry over a Consul agent.
@@ -109,6 +114,14 @@ func newRegistry(ctx context.Context, cfg Config, a agent) (*Registry, error) {
 
 func (r *Registry) serviceName(role string) string { return r.cfg.ServicePrefix + role }
 
+// backoff is the retry schedule of one reconcile or watch loop.
+func (r *Registry) backoff() *backoff.Backoff {
+	return backoff.New(backoff.Policy{Base: retryBase, Max: r.cfg.MaxBackoff}, r.cfg.Rand)
+}
+
+// retryBase is the ceiling of a loop's first retry delay.
+const retryBase = 100 * time.Millisecond
+
 // serviceID is the agent's service id of instance id. Service ids are
 // unique per agent, across service names: two meshes (prefixes) sharing
 // an agent would otherwise take each other's instances of one id.
@@ -155,9 +168,19 @@ func serviceMeta(own map[string]string, role, model, version, owner string) (map
 		if !validMetaKey(k) {
 			return nil, fmt.Errorf("consuldisc: meta key %q: want [A-Za-z0-9_-]{1,128}", k)
 		}
+		if reservedMetaKey(k) {
+			return nil, fmt.Errorf("consuldisc: meta key %q is the backend's own", k)
+		}
 	}
 	meta[metaRole], meta[metaModel], meta[metaVersion], meta[metaOwner] = role, model, version, owner
 	return meta, nil
+}
+
+// reservedMetaKey reports whether k carries an Instance field (or the
+// owner token) in the agent service's meta: an instance's own meta of
+// that key would be overwritten, and not come back from a watch.
+func reservedMetaKey(k string) bool {
+	return k == metaRole || k == metaModel || k == metaVersion || k == metaOwner
 }
 
 func validMetaKey(k string) bool {
@@ -253,23 +276,23 @@ func (r *Registry) Watch(ctx context.Context, role string) (<-chan []discovery.I
 	go func() {
 		defer close(ch)
 		var (
-			index    uint64
-			last     []discovery.Instance
-			sent     bool
-			failures int
+			index uint64
+			last  []discovery.Instance
+			sent  bool
 		)
+		retry := r.backoff()
 		for ctx.Err() == nil {
 			ins, next, err := r.query(ctx, role, index)
 			if err != nil {
-				failures++
-				if discovery.LogRetry(failures) {
-					r.cfg.Logger.Warn("consul watch failed", "role", role, "failures", failures, "err", err)
+				wait := retry.Next()
+				if backoff.LogWorthy(retry.Failures()) {
+					r.cfg.Logger.Warn("consul watch failed", "role", role, "failures", retry.Failures(), "retry_in", wait, "err", err)
 				}
 				index = 0
-				discovery.SleepCtx(ctx, discovery.RetryDelay(failures, r.cfg.MaxBackoff))
+				backoff.Sleep(ctx, wait)
 				continue
 			}
-			failures = 0
+			retry.Reset()
 			if next < index { // the agent restarted: its index went back
 				next = 0
 			}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/hashicorp/consul/api"
 
+	"switchyard.dev/libs/mesh/backoff"
 	"switchyard.dev/libs/mesh/discovery"
 )
 
@@ -23,6 +24,15 @@ const (
 	testTTL        = 3 * time.Second // heartbeat every second
 	testMaxBackoff = 2 * time.Second
 )
+
+// half draws the middle of every jitter window, so each retry delay is
+// exactly half its ceiling: jittered, yet known to the test.
+type half struct{}
+
+func (half) Int64N(n int64) int64 { return n / 2 }
+
+// testRetry is the test registry's retry schedule.
+var testRetry = backoff.Policy{Base: retryBase, Max: testMaxBackoff}
 
 // logCount counts log records by level and message.
 type logCount struct {
@@ -50,7 +60,7 @@ func newTestRegistry(t *testing.T, a *fakeAgent) (*Registry, *logCount) {
 	logs := &logCount{n: map[string]int{}}
 	r, err := newRegistry(t.Context(), Config{
 		Address: "fake", ServicePrefix: "sy-", CheckTTL: testTTL, DeregisterCriticalAfter: time.Minute,
-		WatchWait: 5 * time.Second, MaxBackoff: testMaxBackoff, Logger: slog.New(logs),
+		WatchWait: 5 * time.Second, MaxBackoff: testMaxBackoff, Rand: half{}, Logger: slog.New(logs),
 	}, a)
 	if err != nil {
 		t.Fatal(err)
@@ -120,7 +130,7 @@ func TestBackoffWhileAgentDown(t *testing.T) {
 		// The first heartbeat at TTL/3, then one retry per backoff.
 		want := []time.Duration{testTTL / 3}
 		for n := 1; n < failures; n++ {
-			want = append(want, discovery.RetryDelay(n, testMaxBackoff))
+			want = append(want, testRetry.Delay(n, half{}))
 		}
 		var total time.Duration
 		for _, d := range want {
@@ -283,10 +293,11 @@ func TestWatch(t *testing.T) {
 		a.setDown(true)
 		time.Sleep(time.Second)
 		synctest.Wait()
-		// The query in flight fails; retries follow after 100, 200 and
-		// 400 ms, the next one only at 1.5 s.
-		if n := len(a.times("passing")) - before; n != 3 {
-			t.Errorf("%d new queries in the first second of an outage; want 3 (at 100, 300 and 700 ms)", n)
+		// The query in flight fails; retries follow after 50, 100, 200
+		// and 400 ms (half of each ceiling: the test's jitter draw), the
+		// next one only at 1.55 s.
+		if n := len(a.times("passing")) - before; n != 4 {
+			t.Errorf("%d new queries in the first second of an outage; want 4 (at 50, 150, 350 and 750 ms)", n)
 		}
 		if n := logs.count("WARN consul watch failed"); n != 1 {
 			t.Errorf("%d watch warnings; want 1", n)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/hashicorp/consul/api"
 
+	"switchyard.dev/libs/mesh/backoff"
 	"switchyard.dev/libs/mesh/discovery"
 )
 
@@ -70,7 +71,7 @@ func (g *registration) register(ctx context.Context) error {
 func (g *registration) reconcile(ownerCtx, loopCtx context.Context) {
 	log := g.r.cfg.Logger.With("id", g.svc.ID)
 	interval := g.r.cfg.CheckTTL / 3
-	failures := 0
+	retry := g.r.backoff()
 	wait := interval
 	for {
 		t := time.NewTimer(wait)
@@ -92,17 +93,17 @@ func (g *registration) reconcile(ownerCtx, loopCtx context.Context) {
 				g.mu.Unlock()
 				return
 			}
-			failures++
-			if discovery.LogRetry(failures) {
-				log.Warn("consul registration out of sync; retrying", "failures", failures, "err", err)
+			wait = retry.Next()
+			if backoff.LogWorthy(retry.Failures()) {
+				log.Warn("consul registration out of sync; retrying", "failures", retry.Failures(), "retry_in", wait, "err", err)
 			}
-			wait = discovery.RetryDelay(failures, g.r.cfg.MaxBackoff)
 			continue
 		}
-		if failures > 0 {
-			log.Info("consul registration restored", "after_failures", failures)
+		if n := retry.Failures(); n > 0 {
+			log.Info("consul registration restored", "after_failures", n)
 		}
-		failures, wait = 0, interval
+		retry.Reset()
+		wait = interval
 	}
 }
 

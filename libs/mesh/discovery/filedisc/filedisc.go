@@ -24,6 +24,7 @@ import (
 	"syscall"
 	"time"
 
+	"switchyard.dev/libs/mesh/backoff"
 	"switchyard.dev/libs/mesh/discovery"
 )
 
@@ -74,14 +75,22 @@ type record struct {
 	Gone bool `json:"gone,omitempty"`
 }
 
-// read returns the record at path, if there is a readable one.
+// readRecord returns the record at path, if there is a readable one.
 func readRecord(path string) (record, bool) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return record{}, false
 	}
+	return decodeRecord(b)
+}
+
+// decodeRecord parses a record file. Anything but a record whose
+// instance could have been registered (Instance.Validate) is garbage: a
+// file half-written by hand or by another program, which no watcher
+// should be handed as a peer to dial.
+func decodeRecord(b []byte) (record, bool) {
 	var rec record
-	if json.Unmarshal(b, &rec) != nil {
+	if json.Unmarshal(b, &rec) != nil || rec.Validate() != nil {
 		return record{}, false
 	}
 	return rec, true
@@ -219,7 +228,7 @@ func (r *Registry) Watch(ctx context.Context, role string) (<-chan []discovery.I
 		ins, err := r.Instances(ctx, role)
 		switch {
 		case err != nil && ctx.Err() == nil:
-			if failures++; discovery.LogRetry(failures) {
+			if failures++; backoff.LogWorthy(failures) {
 				r.cfg.Logger.Warn("file discovery: listing failed; keeping the last list", "role", role, "failures", failures, "err", err)
 			}
 		case err == nil && failures > 0:
@@ -328,7 +337,7 @@ func (g *registration) renew(ownerCtx, loopCtx context.Context) {
 		}
 		if err != nil {
 			failures++
-			if discovery.LogRetry(failures) {
+			if backoff.LogWorthy(failures) {
 				g.r.cfg.Logger.Warn("discovery lease renewal failed", "id", g.rec.ID, "failures", failures, "err", err)
 			}
 		} else {

@@ -9,7 +9,6 @@ import (
 
 	routerv1 "switchyard.dev/gen/switchyard/router/v1"
 	"switchyard.dev/libs/engine/tokenizer"
-	"switchyard.dev/libs/mesh/client"
 	"switchyard.dev/libs/mesh/service"
 	"switchyard.dev/services/frontend/internal/auth"
 	"switchyard.dev/services/frontend/internal/catalog"
@@ -23,7 +22,7 @@ func setup(ctx context.Context, rt *service.Runtime, f *flags, version string) e
 	if len(f.routers) == 0 && rt.Registry == nil {
 		return errNoRouterSource
 	}
-	opts, err := client.Options(rt.Telemetry)
+	opts, err := rt.ClientOptions()
 	if err != nil {
 		return err
 	}
@@ -80,7 +79,7 @@ func locator(r *upstream.Routers) catalog.Locator {
 		if err != nil {
 			return "", err
 		}
-		r.Release(routed.Replica, id)
+		r.Release(ctx, routed.Replica, id)
 		addr := routed.Resp.GetDecode().GetAddress()
 		if addr == "" {
 			return "", connect.NewError(connect.CodeUnavailable, errors.New("router chose no decode worker"))

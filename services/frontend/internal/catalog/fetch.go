@@ -116,7 +116,7 @@ func (c *Catalog) fetch(ctx context.Context, model string, e *entry) (*Model, er
 			errs = append(errs, fmt.Errorf("%s: %w", u, err))
 			continue
 		}
-		c.cfg.Logger.Info("model resolved", "model", model, "worker", u, "vocab", resp.Msg.GetVocabSize(),
+		c.cfg.Logger.InfoContext(ctx, "model resolved", "model", model, "worker", u, "vocab", resp.Msg.GetVocabSize(),
 			"context", resp.Msg.GetContextLength(), "tokenizer", resp.Msg.GetTokenizerKind())
 		return &Model{Name: model, Info: resp.Msg, Tok: tok, Created: e.created}, nil
 	}

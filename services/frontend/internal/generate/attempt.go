@@ -30,7 +30,7 @@ func (g *Generator) attempt(ctx context.Context, st *state, n int, emit func(Del
 	if err != nil {
 		return true, routeError{err}
 	}
-	defer g.cfg.Router.Release(routed.Replica, id)
+	defer g.cfg.Router.Release(ctx, routed.Replica, id)
 	w := routed.Resp.GetDecode()
 	if w.GetAddress() == "" {
 		return true, routeError{connect.NewError(connect.CodeUnavailable, errors.New("router chose no decode worker"))}
@@ -73,7 +73,7 @@ func (g *Generator) attempt(ctx context.Context, st *state, n int, emit func(Del
 			// The first message carries the first token: the prefill is
 			// done.
 			reported = true
-			g.cfg.Router.PrefillDone(routed.Replica, id)
+			g.cfg.Router.PrefillDone(ctx, routed.Replica, id)
 		}
 		done, err := st.consume(stream.Msg(), emit)
 		if done {
@@ -103,7 +103,7 @@ func (g *Generator) route(ctx context.Context, st *state, n int, rr *routerv1.Ro
 		if err == nil || ctx.Err() != nil {
 			return routed, err
 		}
-		g.cfg.Logger.Debug("preferred worker refused", "request_id", rr.GetRequestId(), "worker", prefer, "err", err)
+		g.cfg.Logger.DebugContext(ctx, "preferred worker refused", "generation_id", rr.GetRequestId(), "worker", prefer, "err", err)
 	}
 	return g.cfg.Router.Route(ctx, rr)
 }

@@ -26,6 +26,7 @@ import (
 	workerv1 "switchyard.dev/gen/switchyard/worker/v1"
 	"switchyard.dev/gen/switchyard/worker/v1/workerv1connect"
 	"switchyard.dev/libs/engine/tokenizer"
+	"switchyard.dev/libs/mesh/backoff"
 	"switchyard.dev/services/frontend/internal/upstream"
 )
 
@@ -34,9 +35,10 @@ type Router interface {
 	Route(ctx context.Context, req *routerv1.RouteRequest) (upstream.Routed, error)
 	// PrefillDone reports the first token of a request routed with
 	// reports_prefill_done; Release reports its end. Both return at once
-	// (the reports go in the background).
-	PrefillDone(replica, id string)
-	Release(replica, id string)
+	// (the reports go in the background); ctx is the request's, for its
+	// request id and trace, not a deadline.
+	PrefillDone(ctx context.Context, replica, id string)
+	Release(ctx context.Context, replica, id string)
 }
 
 // Dialer returns a worker client (upstream.Workers).
@@ -156,9 +158,11 @@ func (g *Generator) Run(ctx context.Context, req Request, emit func(Delta) error
 			if g.cfg.OnMigrate != nil {
 				g.cfg.OnMigrate(req.Model)
 			}
-			g.cfg.Logger.Info("migrating request", "request_id", req.ID, "attempt", attempt, "generated", len(st.generated), "err", last)
-			if err := sleep(ctx, time.Duration(attempt-1)*25*time.Millisecond); err != nil {
-				return st.result(), err
+			wait := migrationBackoff.Delay(attempt, nil)
+			g.cfg.Logger.InfoContext(ctx, "migrating request", "generation_id", req.ID, "attempt", attempt,
+				"generated", len(st.generated), "in", wait, "err", last)
+			if !backoff.Sleep(ctx, wait) {
+				return st.result(), ctx.Err()
 			}
 		}
 		done, err := g.attempt(ctx, st, attempt, emit)
@@ -195,26 +199,18 @@ func Migratable(ctx context.Context, err error) bool {
 	return false
 }
 
+// migrationBackoff spaces a request's migrations. The first waits at most
+// 25ms; full jitter (package backoff) spreads the streams that a dying
+// worker broke all at once over that window, so they do not reach the
+// router and the surviving workers in one burst.
+var migrationBackoff = backoff.Policy{Base: 25 * time.Millisecond, Max: 200 * time.Millisecond}
+
 // routeError wraps a failure of the router itself: it already failed over
 // between replicas, so it is not retried here.
 type routeError struct{ err error }
 
 func (e routeError) Error() string { return e.err.Error() }
 func (e routeError) Unwrap() error { return e.err }
-
-func sleep(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
-}
 
 // state is what survives across attempts.
 type state struct {

@@ -20,6 +20,7 @@ import (
 	"reflect"
 	"time"
 
+	"switchyard.dev/libs/mesh/reqid"
 	"switchyard.dev/services/frontend/internal/auth"
 	"switchyard.dev/services/frontend/internal/catalog"
 	"switchyard.dev/services/frontend/internal/chattmpl"
@@ -64,6 +65,7 @@ type Config struct {
 type API struct {
 	cfg     Config
 	mux     *http.ServeMux
+	handler http.Handler // mux, with request ids
 	openapi []byte
 }
 
@@ -110,14 +112,19 @@ func New(cfg Config) (*API, error) {
 	a.mux.HandleFunc("/v1/", func(w http.ResponseWriter, r *http.Request) {
 		a.writeError(w, &openai.Error{Status: http.StatusNotFound, Type: openai.TypeInvalidRequest, Message: "Unknown endpoint " + r.Method + " " + r.URL.Path + "."})
 	})
+	a.handler = reqid.Handler(a.mux)
 	return a, nil
 }
 
 // Patterns are the paths to mount the API under on a shared mux.
 var Patterns = []string{"/v1/", "GET /openapi.json", "POST /tokenize", "POST /detokenize"}
 
-// ServeHTTP implements http.Handler.
-func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) { a.mux.ServeHTTP(w, r) }
+// ServeHTTP implements http.Handler. Every request has an id (package
+// reqid): the client's X-Request-Id when it is usable, else a new one. It
+// is echoed in the response's X-Request-Id header, on errors and streams
+// too, logged as request_id on every line of the request, and sent to the
+// router and the workers with every call made for it.
+func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) { a.handler.ServeHTTP(w, r) }
 
 // Operations describe the endpoints for the OpenAPI document.
 func Operations() []openapi.Operation {

@@ -153,8 +153,8 @@ type directRouter struct{ url string }
 func (d directRouter) Route(_ context.Context, req *routerv1.RouteRequest) (upstream.Routed, error) {
 	return upstream.Routed{Resp: &routerv1.RouteResponse{Decode: &routerv1.Worker{InstanceId: "engine", Address: d.url}}}, nil
 }
-func (directRouter) PrefillDone(string, string) {}
-func (directRouter) Release(string, string)     {}
+func (directRouter) PrefillDone(context.Context, string, string) {}
+func (directRouter) Release(context.Context, string, string)     {}
 
 // newEngineStack serves the API over one engine worker; it returns the
 // API's base URL and the worker.

@@ -133,7 +133,7 @@ func (a *API) fail(w http.ResponseWriter, r *http.Request, err error, model stri
 // failWith answers with e, the client's view of err.
 func (a *API) failWith(w http.ResponseWriter, r *http.Request, err error, model string, e *openai.Error) {
 	if e.Status >= 500 {
-		a.cfg.Logger.Warn("request failed", "path", r.URL.Path, "model", model, "status", e.Status, "err", err)
+		a.cfg.Logger.WarnContext(r.Context(), "request failed", "path", r.URL.Path, "model", model, "status", e.Status, "err", err)
 	}
 	a.writeError(w, e)
 }

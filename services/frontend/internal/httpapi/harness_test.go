@@ -10,9 +10,11 @@ import (
 	"strings"
 	"testing"
 
+	"connectrpc.com/connect"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"switchyard.dev/libs/mesh/discovery"
+	"switchyard.dev/libs/mesh/reqid"
 	"switchyard.dev/services/frontend/internal/auth"
 	"switchyard.dev/services/frontend/internal/catalog"
 	"switchyard.dev/services/frontend/internal/generate"
@@ -77,9 +79,12 @@ func newStack(t testing.TB, cfg stackConfig) *stack {
 	if !cfg.noRouter {
 		urls = []string{s.Router.URL}
 	}
-	routers := upstream.NewRouters(hc, log, urls)
+	// The request id travels as the service's clients send it
+	// (libs/mesh/client).
+	ids := connect.WithInterceptors(reqid.NewInterceptor())
+	routers := upstream.NewRouters(hc, log, urls, ids)
 	s.routers = routers
-	workers := upstream.NewWorkers(hc)
+	workers := upstream.NewWorkers(hc, ids)
 	cat := catalog.New(catalog.Config{Registry: reg, Dialer: workers, Logger: log})
 	if err := cat.Run(t.Context()); err != nil {
 		t.Fatal(err)

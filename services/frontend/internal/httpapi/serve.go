@@ -67,8 +67,13 @@ func (a *API) serve(w http.ResponseWriter, r *http.Request, endpoint string, g o
 			m.Generations.WithLabelValues(req.Model).Inc()
 		}
 	}
-	if err != nil && r.Context().Err() != nil {
-		a.cfg.Logger.Debug("client went away", "request_id", c.id, "err", err)
+	switch {
+	case err != nil && r.Context().Err() != nil:
+		a.cfg.Logger.DebugContext(ctx, "client went away", "completion_id", c.id, "err", err)
+	default:
+		a.cfg.Logger.DebugContext(ctx, "generation ended", "endpoint", endpoint, "model", req.Model, "completion_id", c.id,
+			"choices", g.N, "prompt_tokens", res.PromptTokens, "completion_tokens", res.CompletionTokens,
+			"migrations", res.Migrations, "duration", time.Since(start), "err", err)
 	}
 }
 
@@ -183,7 +188,7 @@ func (a *API) stream(ctx context.Context, w http.ResponseWriter, r *http.Request
 		return sum, failed
 	case failed != nil:
 		if r.Context().Err() == nil && !gone {
-			a.cfg.Logger.Warn("stream failed mid-way", "request_id", c.id, "err", failed)
+			a.cfg.Logger.WarnContext(ctx, "stream failed mid-way", "completion_id", c.id, "err", failed)
 			_ = sse.add(genError(failed, g).Body())
 			sse.done()
 			_ = sse.flush()

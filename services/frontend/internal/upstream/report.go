@@ -7,9 +7,11 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"go.opentelemetry.io/otel/trace"
 
 	routerv1 "switchyard.dev/gen/switchyard/router/v1"
 	"switchyard.dev/gen/switchyard/router/v1/routerv1connect"
+	"switchyard.dev/libs/mesh/reqid"
 )
 
 // reportTimeout bounds each call: one Report, or against an old router
@@ -27,14 +29,19 @@ const maxReportIDs = 1 << 16
 // returns. A lone request waits for nothing, and under load the replica
 // gets one call per round trip instead of two per request. Reports keep
 // their order: a request's prefill-done is never sent after its release.
+//
+// A call about one client request alone (the reports of its choices and
+// attempts, the lone request's case) carries that request's id and is part
+// of its trace; a batch that mixes requests belongs to none, and goes as
+// background work.
 type reporter struct {
 	client routerv1connect.RouterServiceClient
 	url    string
 	log    *slog.Logger
 
 	mu       sync.Mutex
-	done     []string // prefill-done ids for the next Report
-	released []string // released ids for the next Report
+	done     []report // prefill-done reports for the next Report
+	released []report // released reports for the next Report
 	sending  bool
 	idle     chan struct{} // closed when sending ends
 
@@ -49,13 +56,73 @@ func newReporter(client routerv1connect.RouterServiceClient, url string, log *sl
 	return &reporter{client: client, url: url, log: log, idle: idle}
 }
 
+// report is one queued report: the generation id the router knows, and
+// the client request it is about.
+type report struct {
+	id   string
+	from origin
+}
+
+// origin is what a report keeps of its request's context: the request id
+// and the span of the call that made it, and nothing that would cancel it.
+type origin struct {
+	reqID string
+	span  trace.SpanContext
+}
+
+func originOf(ctx context.Context) origin {
+	return origin{reqID: reqid.From(ctx), span: trace.SpanContextFromContext(ctx)}
+}
+
+// context is a background context carrying o: calls made with it send o's
+// request id, and their spans are children of o's span.
+func (o origin) context() context.Context {
+	ctx := context.Background()
+	if o.reqID != "" {
+		ctx = reqid.With(ctx, o.reqID)
+	}
+	if o.span.IsValid() {
+		ctx = trace.ContextWithSpanContext(ctx, o.span)
+	}
+	return ctx
+}
+
+// common is the origin every report of the batches shares, if they are
+// all about one client request; the zero origin otherwise.
+func common(batches ...[]report) origin {
+	var o origin
+	first := true
+	for _, b := range batches {
+		for _, r := range b {
+			switch {
+			case first:
+				o, first = r.from, false
+			case r.from.reqID != o.reqID || r.from.span.TraceID() != o.span.TraceID():
+				return origin{}
+			}
+		}
+	}
+	if o.reqID == "" {
+		return origin{}
+	}
+	return o
+}
+
+func ids(rs []report) []string {
+	out := make([]string, len(rs))
+	for i, r := range rs {
+		out[i] = r.id
+	}
+	return out
+}
+
 // add queues a report and starts a sender if none runs.
-func (rep *reporter) add(prefillDone bool, id string) {
+func (rep *reporter) add(prefillDone bool, r report) {
 	rep.mu.Lock()
 	if prefillDone {
-		rep.done = append(rep.done, id)
+		rep.done = append(rep.done, r)
 	} else {
-		rep.released = append(rep.released, id)
+		rep.released = append(rep.released, r)
 	}
 	if rep.sending {
 		rep.mu.Unlock()
@@ -87,12 +154,12 @@ func (rep *reporter) send() {
 // maxReportIDs ids, or as single calls to a replica without Report.
 // Failures are logged, not retried: the router also expires load on its
 // own.
-func (rep *reporter) deliver(done, released []string) {
+func (rep *reporter) deliver(done, released []report) {
 	for !rep.legacy && len(done)+len(released) > 0 {
 		d := done[:min(len(done), maxReportIDs)]
 		r := released[:min(len(released), maxReportIDs-len(d))]
-		err := withTimeout(func(ctx context.Context) error {
-			_, err := rep.client.Report(ctx, connect.NewRequest(&routerv1.ReportRequest{PrefillDoneRequestIds: d, ReleasedRequestIds: r}))
+		err := withTimeout(common(d, r), func(ctx context.Context) error {
+			_, err := rep.client.Report(ctx, connect.NewRequest(&routerv1.ReportRequest{PrefillDoneRequestIds: ids(d), ReleasedRequestIds: ids(r)}))
 			return err
 		})
 		if connect.CodeOf(err) == connect.CodeUnimplemented {
@@ -115,14 +182,14 @@ func (rep *reporter) deliver(done, released []string) {
 	}
 	rest := len(done) + len(released)
 	for _, batch := range []struct {
-		kind string
-		ids  []string
-		call func(context.Context, string) error
+		kind    string
+		reports []report
+		call    func(context.Context, string) error
 	}{{"prefill-done", done, prefillDone}, {"release", released, release}} {
-		for _, id := range batch.ids {
+		for _, r := range batch.reports {
 			rest--
-			err := withTimeout(func(ctx context.Context) error { return batch.call(ctx, id) })
-			if rep.dropRest(err, batch.kind, id, rest) {
+			err := withTimeout(r.from, func(ctx context.Context) error { return batch.call(ctx, r.id) })
+			if rep.dropRest(err, batch.kind, r.id, rest) {
 				return
 			}
 		}
@@ -139,16 +206,17 @@ func (rep *reporter) dropRest(err error, kind, id string, rest int) bool {
 	}
 	code := connect.CodeOf(err)
 	if rest == 0 || code != connect.CodeDeadlineExceeded && code != connect.CodeUnavailable {
-		rep.log.Debug(kind+" report failed", "router", rep.url, "request_id", id, "err", err)
+		rep.log.Debug(kind+" report failed", "router", rep.url, "generation_id", id, "err", err)
 		return false
 	}
-	rep.log.Debug(kind+" report failed; dropping the rest of the batch", "router", rep.url, "request_id", id, "err", err, "dropped", rest)
+	rep.log.Debug(kind+" report failed; dropping the rest of the batch", "router", rep.url, "generation_id", id, "err", err, "dropped", rest)
 	return true
 }
 
-// withTimeout runs one report call under its own reportTimeout.
-func withTimeout(call func(context.Context) error) error {
-	ctx, cancel := context.WithTimeout(context.Background(), reportTimeout)
+// withTimeout runs one report call under its own reportTimeout, on
+// behalf of o (zero: no request).
+func withTimeout(o origin, call func(context.Context) error) error {
+	ctx, cancel := context.WithTimeout(o.context(), reportTimeout)
 	defer cancel()
 	return call(ctx)
 }

@@ -117,7 +117,7 @@ func (r *Routers) Route(ctx context.Context, req *routerv1.RouteRequest) (Routed
 		if connect.CodeOf(err) != connect.CodeUnavailable || ctx.Err() != nil {
 			break
 		}
-		r.log.Debug("router unavailable, trying next", "router", url, "err", err)
+		r.log.DebugContext(ctx, "router unavailable, trying next", "router", url, "err", err)
 	}
 	return Routed{}, fmt.Errorf("route: %w", last)
 }
@@ -126,15 +126,19 @@ func (r *Routers) Route(ctx context.Context, req *routerv1.RouteRequest) (Routed
 // PrefillDone that it produced its first token. Both return at once: the
 // reports go in the background, batched per replica (see reporter), and a
 // failure is logged, not returned, since the router also expires load on
-// its own. A replica never known is not told.
-func (r *Routers) Release(replica, id string) { r.report(replica, false, id) }
+// its own. A replica never known is not told. ctx is the request's: the
+// report carries its request id and joins its trace (see reporter), but
+// is sent whether or not ctx has ended.
+func (r *Routers) Release(ctx context.Context, replica, id string) { r.report(ctx, replica, false, id) }
 
 // PrefillDone tells replica that request id finished its remote prefill; see Release.
-func (r *Routers) PrefillDone(replica, id string) { r.report(replica, true, id) }
+func (r *Routers) PrefillDone(ctx context.Context, replica, id string) {
+	r.report(ctx, replica, true, id)
+}
 
-func (r *Routers) report(url string, prefillDone bool, id string) {
+func (r *Routers) report(ctx context.Context, url string, prefillDone bool, id string) {
 	if rp := r.view.Load().replicas[url]; rp != nil {
-		rp.reporter.add(prefillDone, id)
+		rp.reporter.add(prefillDone, report{id: id, from: originOf(ctx)})
 	}
 }
 

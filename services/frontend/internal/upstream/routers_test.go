@@ -41,7 +41,7 @@ func TestRoutersFailOver(t *testing.T) {
 		if routed.Replica != good.URL || routed.Resp.GetDecode().GetAddress() != w.URL {
 			t.Fatalf("routed %+v", routed)
 		}
-		r.Release(routed.Replica, "x")
+		r.Release(t.Context(), routed.Replica, "x")
 	}
 	flush(t, r)
 	if n := len(good.Releases()); n != 4 {
@@ -62,8 +62,8 @@ func TestRoutersReplicaLeft(t *testing.T) {
 		t.Fatalf("routed %+v, %v", routed, err)
 	}
 	r.set([]string{stays.URL})
-	r.PrefillDone(routed.Replica, "x")
-	r.Release(routed.Replica, "x")
+	r.PrefillDone(t.Context(), routed.Replica, "x")
+	r.Release(t.Context(), routed.Replica, "x")
 	flush(t, r)
 	if p, rel := gone.PrefillDones(), gone.Releases(); len(p) != 1 || len(rel) != 1 {
 		t.Fatalf("replica that routed got prefill-done %v, releases %v", p, rel)
@@ -76,7 +76,7 @@ func TestRoutersReplicaLeft(t *testing.T) {
 	if n := len(gone.Routes()); n != 1 {
 		t.Fatalf("replica that left was asked %d times, want once", n)
 	}
-	r.Release("http://never-known", "z") // no client: nothing to tell
+	r.Release(t.Context(), "http://never-known", "z") // no client: nothing to tell
 }
 
 // TestRoutersConcurrentChanges routes while discovery changes the
@@ -110,7 +110,7 @@ func TestRoutersConcurrentChanges(t *testing.T) {
 					t.Errorf("routed %+v, %v", routed, err)
 					return
 				}
-				r.Release(routed.Replica, id)
+				r.Release(t.Context(), routed.Replica, id)
 			}
 		})
 	}
@@ -181,14 +181,14 @@ func TestReportsBatch(t *testing.T) {
 	fr := upstreamtest.StartRouter(t, w)
 	r := NewRouters(NewHTTPClient(), slog.New(slog.DiscardHandler), []string{fr.URL})
 	release := fr.HoldReports()
-	r.PrefillDone(fr.URL, "first") // in flight, held
+	r.PrefillDone(t.Context(), fr.URL, "first") // in flight, held
 	const n = 200
 	var wg sync.WaitGroup
 	for i := range n {
 		wg.Go(func() {
 			id := fmt.Sprint("req-", i)
-			r.PrefillDone(fr.URL, id)
-			r.Release(fr.URL, id)
+			r.PrefillDone(t.Context(), fr.URL, id)
+			r.Release(t.Context(), fr.URL, id)
 		})
 	}
 	wg.Wait()
@@ -215,8 +215,8 @@ func TestReportsToOldRouter(t *testing.T) {
 	fr.WithoutReport()
 	r := NewRouters(NewHTTPClient(), slog.New(slog.DiscardHandler), []string{fr.URL})
 	for _, id := range []string{"a", "b"} {
-		r.PrefillDone(fr.URL, id)
-		r.Release(fr.URL, id)
+		r.PrefillDone(t.Context(), fr.URL, id)
+		r.Release(t.Context(), fr.URL, id)
 		flush(t, r)
 	}
 	if done, rel := fr.PrefillDones(), fr.Releases(); !slices.Equal(done, []string{"a", "b"}) || !slices.Equal(rel, []string{"a", "b"}) || fr.Reports() != 0 {

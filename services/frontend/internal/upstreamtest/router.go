@@ -11,6 +11,7 @@ import (
 
 	routerv1 "switchyard.dev/gen/switchyard/router/v1"
 	"switchyard.dev/gen/switchyard/router/v1/routerv1connect"
+	"switchyard.dev/libs/mesh/reqid"
 )
 
 // Router is a fake RouterService: the i-th Route call of a model goes to
@@ -29,10 +30,12 @@ type Router struct {
 	reports  int           // Report calls
 	legacy   bool          // Report answers Unimplemented
 	hold     chan struct{} // Report waits until it is closed
+	held     int           // Report calls waiting on hold
 	prefill  *routerv1.Worker
 	source   *routerv1.Worker // prefix source named in every decision
 	blocks   uint32
-	decided  int64 // RouteResponse.decided_unix_nanos of the next decision, then one more each
+	decided  int64               // RouteResponse.decided_unix_nanos of the next decision, then one more each
+	reqIDs   map[string][]string // X-Request-Id of each call, by method
 }
 
 // Name makes every decision also name a prefill worker and a prefix
@@ -73,6 +76,23 @@ func (r *Router) FailWith(err *connect.Error) {
 	r.err = err
 }
 
+// RequestIDs returns the X-Request-Id header of each call of method
+// ("Route", "Report", "Release", "PrefillDone") so far ("" where it had
+// none).
+func (r *Router) RequestIDs(method string) []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), r.reqIDs[method]...)
+}
+
+// noteID records the X-Request-Id of a call of method; r.mu is held.
+func (r *Router) noteID(method string, h http.Header) {
+	if r.reqIDs == nil {
+		r.reqIDs = map[string][]string{}
+	}
+	r.reqIDs[method] = append(r.reqIDs[method], h.Get(reqid.Header))
+}
+
 // Routes returns the Route requests received.
 func (r *Router) Routes() []*routerv1.RouteRequest {
 	r.mu.Lock()
@@ -92,6 +112,7 @@ func (r *Router) Route(_ context.Context, req *connect.Request[routerv1.RouteReq
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.routes = append(r.routes, req.Msg)
+	r.noteID("Route", req.Header())
 	if r.err != nil {
 		return nil, r.err
 	}
@@ -122,6 +143,7 @@ func (r *Router) Release(_ context.Context, req *connect.Request[routerv1.Releas
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.releases = append(r.releases, req.Msg.GetRequestId())
+	r.noteID("Release", req.Header())
 	return connect.NewResponse(&routerv1.ReleaseResponse{}), nil
 }
 
@@ -137,6 +159,7 @@ func (r *Router) PrefillDone(_ context.Context, req *connect.Request[routerv1.Pr
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.prefills = append(r.prefills, req.Msg.GetRequestId())
+	r.noteID("PrefillDone", req.Header())
 	return connect.NewResponse(&routerv1.PrefillDoneResponse{}), nil
 }
 
@@ -150,6 +173,9 @@ func (r *Router) Report(ctx context.Context, req *connect.Request[routerv1.Repor
 		return nil, connect.NewError(connect.CodeUnimplemented, errors.New("switchyard.router.v1.RouterService.Report is not implemented"))
 	}
 	if hold != nil {
+		r.mu.Lock()
+		r.held++
+		r.mu.Unlock()
 		select {
 		case <-hold:
 		case <-ctx.Done():
@@ -159,6 +185,7 @@ func (r *Router) Report(ctx context.Context, req *connect.Request[routerv1.Repor
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.reports++
+	r.noteID("Report", req.Header())
 	r.prefills = append(r.prefills, req.Msg.GetPrefillDoneRequestIds()...)
 	r.releases = append(r.releases, req.Msg.GetReleasedRequestIds()...)
 	return connect.NewResponse(&routerv1.ReportResponse{}), nil
@@ -177,6 +204,13 @@ func (r *Router) WithoutReport() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.legacy = true
+}
+
+// Held counts the Report calls that waited on HoldReports so far.
+func (r *Router) Held() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.held
 }
 
 // HoldReports makes Report calls wait until release is called.

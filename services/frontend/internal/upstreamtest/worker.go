@@ -15,6 +15,7 @@ import (
 	workerv1 "switchyard.dev/gen/switchyard/worker/v1"
 	"switchyard.dev/gen/switchyard/worker/v1/workerv1connect"
 	"switchyard.dev/libs/engine/tokenizer"
+	"switchyard.dev/libs/mesh/reqid"
 )
 
 // WorkerConfig shapes a fake worker's behaviour.
@@ -92,6 +93,7 @@ type Worker struct {
 	started   atomic.Int64
 	mu        sync.Mutex
 	reqs      []*workerv1.GenerateRequest
+	reqIDs    []string // X-Request-Id of each Generate
 	cancelCh  chan struct{}
 	once      sync.Once
 }
@@ -117,6 +119,14 @@ func (w *Worker) Requests() []*workerv1.GenerateRequest {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return append([]*workerv1.GenerateRequest(nil), w.reqs...)
+}
+
+// RequestIDs returns the X-Request-Id header of each Generate call so far
+// ("" where it had none).
+func (w *Worker) RequestIDs() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append([]string(nil), w.reqIDs...)
 }
 
 // InfoCalls counts GetModelInfo calls.
@@ -146,6 +156,7 @@ func (w *Worker) Generate(ctx context.Context, req *connect.Request[workerv1.Gen
 	w.started.Add(1)
 	w.mu.Lock()
 	w.reqs = append(w.reqs, req.Msg)
+	w.reqIDs = append(w.reqIDs, req.Header().Get(reqid.Header))
 	w.mu.Unlock()
 	if w.cfg.GenerateErr != nil {
 		return w.cfg.GenerateErr

@@ -22,9 +22,9 @@ type Supervisor struct {
 }
 
 // NewSupervisor returns the actuator of the supervisor at url (e.g.
-// http://127.0.0.1:9600).
-func NewSupervisor(url string, client *http.Client) *Supervisor {
-	return &Supervisor{api: supervisorv1connect.NewSupervisorServiceClient(client, strings.TrimRight(url, "/"))}
+// http://127.0.0.1:9600), called over client with opts.
+func NewSupervisor(url string, client *http.Client, opts ...connect.ClientOption) *Supervisor {
+	return &Supervisor{api: supervisorv1connect.NewSupervisorServiceClient(client, strings.TrimRight(url, "/"), opts...)}
 }
 
 func (s *Supervisor) live(ctx context.Context, p Pool) ([]*supervisorv1.Instance, error) {

@@ -15,6 +15,8 @@ import (
 	"path/filepath"
 	"time"
 
+	"connectrpc.com/connect"
+
 	"switchyard.dev/gen/switchyard/planner/v1/plannerv1connect"
 	"switchyard.dev/libs/mesh/discovery"
 	"switchyard.dev/libs/mesh/service"
@@ -45,7 +47,10 @@ func Spec(version string) service.Spec {
 			}
 			p.http = &http.Client{Timeout: f.sampleTimeout}
 			p.scraper = observe.NewFrontends(p.http)
-			if p.act, err = newActuator(f); err != nil {
+			if p.copts, err = rt.ClientOptions(); err != nil {
+				return err
+			}
+			if p.act, err = newActuator(f, p.copts); err != nil {
 				return err
 			}
 			if p.lock, err = newLock(f, rt); err != nil {
@@ -63,10 +68,10 @@ func Spec(version string) service.Spec {
 	}
 }
 
-func newActuator(f flags) (actuate.Actuator, error) {
+func newActuator(f flags, opts []connect.ClientOption) (actuate.Actuator, error) {
 	switch f.actuator {
 	case "supervisor":
-		return actuate.NewSupervisor(f.supervisorURL, &http.Client{Timeout: 10 * time.Second}), nil
+		return actuate.NewSupervisor(f.supervisorURL, &http.Client{Timeout: 10 * time.Second}, opts...), nil
 	case "nomad":
 		n, err := actuate.NewNomad(f.nomad)
 		if err != nil {

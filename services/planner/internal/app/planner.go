@@ -38,6 +38,7 @@ type planner struct {
 	log      *slog.Logger
 	metrics  *metrics
 	http     *http.Client
+	copts    []connect.ClientOption // for GetLoad
 	scraper  *observe.Frontends
 	now      func() time.Time
 
@@ -109,7 +110,7 @@ func (p *planner) step(ctx context.Context) {
 		workers = append(workers, pools[role]...)
 	}
 	windows, errs := p.scraper.Scrape(ctx, pools[discovery.RoleFrontend])
-	loads, lerrs := observe.Loads(ctx, p.http, workers, p.cfg.sampleTimeout)
+	loads, lerrs := observe.Loads(ctx, p.http, workers, p.cfg.sampleTimeout, p.copts...)
 	for _, err := range append(errs, lerrs...) {
 		p.log.Warn("planner input missing this interval", "err", err)
 	}

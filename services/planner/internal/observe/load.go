@@ -27,9 +27,10 @@ type Load struct {
 func (l Load) Busy() int { return l.Running + l.Waiting }
 
 // Loads asks every worker for its load (GetLoad) with a deadline of
-// timeout each; a worker that does not answer is left out, and named in
-// errs.
-func Loads(ctx context.Context, client *http.Client, workers []discovery.Instance, timeout time.Duration) ([]Load, []error) {
+// timeout each, over client with opts (the service's client options:
+// tracing, message size limits); a worker that does not answer is left
+// out, and named in errs.
+func Loads(ctx context.Context, client *http.Client, workers []discovery.Instance, timeout time.Duration, opts ...connect.ClientOption) ([]Load, []error) {
 	out := make([]*Load, len(workers))
 	errs := make([]error, len(workers))
 	var wg sync.WaitGroup
@@ -37,7 +38,7 @@ func Loads(ctx context.Context, client *http.Client, workers []discovery.Instanc
 		wg.Go(func() {
 			cctx, cancel := context.WithTimeout(ctx, timeout)
 			defer cancel()
-			res, err := workerv1connect.NewWorkerServiceClient(client, w.URL()).GetLoad(cctx, connect.NewRequest(&workerv1.GetLoadRequest{}))
+			res, err := workerv1connect.NewWorkerServiceClient(client, w.URL(), opts...).GetLoad(cctx, connect.NewRequest(&workerv1.GetLoadRequest{}))
 			if err != nil {
 				errs[i] = fmt.Errorf("observe: worker %s: %w", w.ID, err)
 				return

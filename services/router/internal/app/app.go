@@ -62,7 +62,7 @@ func setup(ctx context.Context, rt *service.Runtime, f *flags) (*stack, error) {
 	hc := client.NewHTTP()
 	// Peer pushes and KV-event subscriptions are traced and metered like
 	// every other service's outgoing calls.
-	copts, err := client.Options(rt.Telemetry)
+	copts, err := rt.ClientOptions()
 	if err != nil {
 		return nil, err
 	}

@@ -11,7 +11,7 @@ import (
 	"switchyard.dev/gen/switchyard/kvbm/v1/kvbmv1connect"
 	workerv1 "switchyard.dev/gen/switchyard/worker/v1"
 	"switchyard.dev/gen/switchyard/worker/v1/workerv1connect"
-	"switchyard.dev/libs/mesh/discovery"
+	"switchyard.dev/libs/mesh/backoff"
 	"switchyard.dev/libs/radix"
 )
 
@@ -82,7 +82,7 @@ type subscription struct {
 // and the ingester handles such workers otherwise.
 func (f *follower) run(ctx context.Context) {
 	log := f.in.cfg.Logger.With("worker", f.w.ID)
-	r := retry{in: f.in}
+	r := newRetry(f.in)
 	for ctx.Err() == nil {
 		progressed, err := f.session(ctx)
 		if ctx.Err() != nil {
@@ -104,7 +104,7 @@ func (f *follower) run(ctx context.Context) {
 				f.approx = true
 				f.in.cfg.OnNoEvents(f.w.ID)
 			}
-			if !discovery.SleepCtx(ctx, f.in.cfg.NoEventsRetry) {
+			if !backoff.Sleep(ctx, f.in.cfg.NoEventsRetry) {
 				return
 			}
 			continue

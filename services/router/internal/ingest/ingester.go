@@ -13,7 +13,7 @@ import (
 
 	"switchyard.dev/gen/switchyard/kvbm/v1/kvbmv1connect"
 	"switchyard.dev/gen/switchyard/worker/v1/workerv1connect"
-	"switchyard.dev/libs/mesh/discovery"
+	"switchyard.dev/libs/mesh/backoff"
 	"switchyard.dev/libs/radix"
 )
 
@@ -36,7 +36,8 @@ type Config struct {
 	Index  *radix.Index
 	HTTP   connect.HTTPClient // h2c client for Connect streams
 	Logger *slog.Logger
-	// Reconnect backoff bounds (defaults 50ms and 5s).
+	// Reconnect backoff: the ceiling of the first wait and the cap of
+	// every wait (defaults 50ms and 5s).
 	MinBackoff, MaxBackoff time.Duration
 	ClientOptions          []connect.ClientOption
 	// OnNoEvents, if set, is called when a worker answers Unimplemented:
@@ -158,26 +159,30 @@ func (in *Ingester) addWorker(id string) {
 // Wait blocks until every follower has stopped (after ctx ended).
 func (in *Ingester) Wait() { in.wg.Wait() }
 
-// retry is a reconnect loop's backoff: doubling from MinBackoff to
-// MaxBackoff, with the first failure and every tenth logged.
+// retry is a reconnect loop's backoff: from MinBackoff doubling up to
+// MaxBackoff, each wait drawn with full jitter (package backoff), so the
+// routers that lost a worker's stream together do not redial it in
+// lockstep; the first failure and every tenth are logged.
 type retry struct {
-	in       *Ingester
-	backoff  time.Duration
-	failures int
+	in *Ingester
+	b  *backoff.Backoff
+}
+
+func newRetry(in *Ingester) *retry {
+	return &retry{in: in, b: backoff.New(backoff.Policy{Base: in.cfg.MinBackoff, Max: in.cfg.MaxBackoff}, nil)}
 }
 
 // reset starts over after progress.
-func (r *retry) reset() { r.backoff, r.failures = 0, 0 }
+func (r *retry) reset() { r.b.Reset() }
 
 // wait logs failure err (msg, with args) when due and sleeps the next
 // backoff; false if ctx ended first.
 func (r *retry) wait(ctx context.Context, msg string, err error, args ...any) bool {
-	r.failures++
-	r.backoff = min(max(2*r.backoff, r.in.cfg.MinBackoff), r.in.cfg.MaxBackoff)
-	if discovery.LogRetry(r.failures) {
-		r.in.cfg.Logger.Warn(msg, append(args, "err", err, "failures", r.failures, "retry_in", r.backoff)...)
+	d := r.b.Next()
+	if backoff.LogWorthy(r.b.Failures()) {
+		r.in.cfg.Logger.Warn(msg, append(args, "err", err, "failures", r.b.Failures(), "retry_in", d)...)
 	}
-	return discovery.SleepCtx(ctx, r.backoff)
+	return backoff.Sleep(ctx, d)
 }
 
 // streamOptions are the event streams' client options: the configured

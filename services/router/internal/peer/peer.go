@@ -22,6 +22,7 @@ import (
 
 	routerv1 "switchyard.dev/gen/switchyard/router/v1"
 	"switchyard.dev/gen/switchyard/router/v1/routerv1connect"
+	"switchyard.dev/libs/mesh/backoff"
 	"switchyard.dev/libs/mesh/discovery"
 )
 
@@ -172,7 +173,7 @@ func (p *Pusher) push(ctx context.Context, id string, ps *peerState, batch []*ro
 	}
 	failed := ps.failed
 	p.mu.Unlock()
-	if err != nil && discovery.LogRetry(failed) {
+	if err != nil && backoff.LogWorthy(failed) {
 		p.log.Warn("pushing load events to peer router failed; dropped", "peer", id, "err", err, "failures", failed, "events", len(batch))
 	}
 	if dropped > 0 {

@@ -353,6 +353,6 @@ func (r *Router) logDecision(ctx context.Context, req *routerv1.RouteRequest, mo
 	for i, c := range dec.cands {
 		cands[i] = fmt.Sprintf("%s:depth=%d,prefill=%.0f,decode=%.0f,cost=%.0f", c.ID, c.Depth[kvtier.Device], c.PrefillBlocks, c.DecodeBlocks, c.Cost)
 	}
-	r.cfg.Logger.DebugContext(ctx, "route", "request_id", req.GetRequestId(), "mode", mode,
+	r.cfg.Logger.DebugContext(ctx, "route", "generation_id", req.GetRequestId(), "mode", mode,
 		"tokens", len(req.GetTokenIds()), "chosen", dec.worker().ID, "candidates", cands)
 }

@@ -9,12 +9,14 @@ import (
 	routerv1 "switchyard.dev/gen/switchyard/router/v1"
 	"switchyard.dev/libs/kvtier"
 	"switchyard.dev/libs/mesh/discovery"
+	"switchyard.dev/libs/mesh/reqid"
 	"switchyard.dev/libs/radix"
 )
 
 // TestDecisionDebugLog: at debug level every decision is logged with each
 // candidate's depth, load and cost (what one reads when the hit ratio is
-// low); at info level nothing is.
+// low), the generation it placed and the client request it belongs to;
+// at info level nothing is.
 func TestDecisionDebugLog(t *testing.T) {
 	t.Parallel()
 	for _, level := range []slog.Level{slog.LevelDebug, slog.LevelInfo} {
@@ -22,12 +24,13 @@ func TestDecisionDebugLog(t *testing.T) {
 		ix := radix.New()
 		r := newRouter(t, func(c *Config) {
 			c.Index = ix
-			c.Logger = slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: level}))
+			c.Logger = slog.New(reqid.LogHandler(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: level})))
 		})
 		r.SetWorkers(instances(discovery.RoleDecode, "m", "w1", "w2"), nil)
 		prompt := tokens(32, 1)
 		cache(t, ix, "w2", prompt, kvtier.Device)
-		if _, err := r.Decide(t.Context(), &routerv1.RouteRequest{Model: "m", TokenIds: prompt, RequestId: "req-1"}); err != nil {
+		ctx := reqid.With(t.Context(), "client-1")
+		if _, err := r.Decide(ctx, &routerv1.RouteRequest{Model: "m", TokenIds: prompt, RequestId: "req-1"}); err != nil {
 			t.Fatal(err)
 		}
 		got := buf.String()
@@ -37,7 +40,7 @@ func TestDecisionDebugLog(t *testing.T) {
 			}
 			continue
 		}
-		for _, want := range []string{"msg=route", "request_id=req-1", "chosen=w2", "w2:depth=8,", "w1:depth=0,"} {
+		for _, want := range []string{"msg=route", "generation_id=req-1", "request_id=client-1", "chosen=w2", "w2:depth=8,", "w1:depth=0,"} {
 			if !strings.Contains(got, want) {
 				t.Errorf("debug log %q lacks %q", got, want)
 			}

@@ -18,7 +18,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"switchyard.dev/libs/mesh/discovery"
+	"switchyard.dev/libs/mesh/backoff"
 )
 
 // Store keeps one blob per key.
@@ -88,7 +88,7 @@ func (s *Saver) Run(ctx context.Context) {
 		}
 		if err := s.save(ctx, max(s.Interval, time.Second)); err != nil && ctx.Err() == nil {
 			failures++
-			if discovery.LogRetry(failures) {
+			if backoff.LogWorthy(failures) {
 				s.Logger.Warn("index snapshot failed; routing continues, retrying", "key", s.Key, "err", err, "failures", failures)
 			}
 		} else if err == nil && failures > 0 {
