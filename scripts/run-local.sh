@@ -168,7 +168,7 @@ case "$ENGINE" in
     if [ -z "$tok" ]; then
       for f in "$(dirname "$MODEL")"/tok*.bin "$(dirname "$MODEL")/tokenizer.bin"; do [ -f "$f" ] && { tok=$f; break; }; done
     fi
-    [ -n "$tok" ] || die "ENGINE=$ENGINE: set TOKENIZER (the llama2.c tokenizer the frontend tokenizes with)"
+    [ -n "$tok" ] || [[ "$MODEL" == *.gguf ]] || die "ENGINE=$ENGINE: set TOKENIZER (the llama2.c tokenizer of MODEL, needed to convert it to GGUF)"
     gguf=$MODEL
     if [[ "$MODEL" != *.gguf ]]; then
       name=$(basename "${MODEL%.*}")
@@ -179,8 +179,11 @@ case "$ENGINE" in
         go run ./libs/engine/cmd/llama2gguf -checkpoint "$MODEL" -tokenizer "$tok" -name "$name" -o "$gguf.tmp" && mv "$gguf.tmp" "$gguf"
       fi
     fi
-    llama=(-engine llamacpp -llama-server-bin "$bin_ls" -model "$gguf" -tokenizer "$tok" -engine-slots "$ENGINE_SLOTS"
-      -engine-log "$logs/llama-server-{id}.log" ${WORKER_ARGS:-}) ;;
+    # A GGUF model carries its vocabulary and chat template, which the
+    # worker ships to the frontend; TOKENIZER, when set, overrides them.
+    llama=(-engine llamacpp -llama-server-bin "$bin_ls" -model "$gguf" -engine-slots "$ENGINE_SLOTS"
+      -engine-log "$logs/llama-server-{id}.log" ${WORKER_ARGS:-})
+    [ -n "${TOKENIZER:-}" ] && llama+=(-tokenizer "$TOKENIZER") ;;
   *) die "ENGINE=$ENGINE: want builtin, llamacpp or mixed" ;;
 esac
 

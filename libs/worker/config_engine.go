@@ -205,22 +205,18 @@ func (c *Config) validateVLLM() error {
 
 func isZMQ(s string) bool { return strings.HasPrefix(s, "tcp://") || strings.HasPrefix(s, "ipc://") }
 
-// resolveEngineTokenizer finds the tokenizer the frontend gets: -tokenizer,
-// or tok<vocab>.bin / tokenizer.bin beside a GGUF -model.
+// resolveEngineTokenizer finds the tokenizer the frontend gets:
+// -tokenizer (a GGUF file, a Hugging Face tokenizer.json or a llama2.c
+// tokenizer.bin), else the vocabulary of the GGUF -model itself.
 func (c *Config) resolveEngineTokenizer() error {
 	if c.Tokenizer != "" {
 		return regularFile("tokenizer", c.Tokenizer)
 	}
 	if c.Model != "" && c.EngineCfg.gguf.VocabSize > 0 {
-		dir := filepath.Dir(c.Model)
-		for _, p := range []string{filepath.Join(dir, fmt.Sprintf("tok%d.bin", c.EngineCfg.gguf.VocabSize)), filepath.Join(dir, "tokenizer.bin")} {
-			if regularFile("tokenizer", p) == nil {
-				c.Tokenizer = p
-				return nil
-			}
-		}
+		c.Tokenizer = c.Model
+		return nil
 	}
-	return fmt.Errorf("-tokenizer: required with -engine=%s (the llama2.c tokenizer of the engine's vocabulary, which the frontend tokenizes with)", c.EngineCfg.Engine)
+	return fmt.Errorf("-tokenizer: required with -engine=%s and no GGUF -model (the engine's vocabulary, which the frontend tokenizes with: a GGUF file, a tokenizer.json or a llama2.c tokenizer.bin)", c.EngineCfg.Engine)
 }
 
 // execPath checks that path (or a name on PATH) is an executable file.

@@ -51,7 +51,7 @@ func TestValidateEngineErrors(t *testing.T) {
 		{[]string{"-engine", "llamacpp", "-llama-server-bin", f.bin}, "needs -model, the GGUF file it serves"},
 		{[]string{"-engine", "llamacpp", "-llama-server-bin", filepath.Join(f.dir, "nope")}, `-llama-server-bin="` + filepath.Join(f.dir, "nope") + `"`},
 		{[]string{"-engine", "llamacpp", "-llama-server-bin", tok, "-model", f.gguf}, "not an executable file"},
-		{[]string{"-engine", "llamacpp", "-llama-server-bin", f.bin, "-model", f.ckpt}, `-model="` + f.ckpt + `": not a GGUF model llama.cpp can load: magic`},
+		{[]string{"-engine", "llamacpp", "-llama-server-bin", f.bin, "-model", f.ckpt}, `-model="` + f.ckpt + `": not a GGUF model llama.cpp can load: gguf: malformed file: at offset 4: magic`},
 		{[]string{"-engine", "llamacpp", "-llama-server-bin", f.bin, "-model", f.gguf, "-engine-context", "4096"}, "-engine-context=4096: want 0 (the model's) to 512"},
 		{[]string{"-engine", "llamacpp", "-llama-server-bin", f.bin, "-model", f.gguf, "-engine-slots", "0"}, "-engine-slots=0: want 1 to 256"},
 		{[]string{"-engine", "llamacpp", "-llama-server-bin", f.bin, "-model", f.gguf, "-block-size", "300"}, "under two blocks of -block-size=300"},
@@ -74,8 +74,8 @@ func TestValidateEngineDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	e := c.EngineCfg
-	if c.ModelName != "stories260K" || c.Tokenizer != filepath.Join(f.dir, "tok512.bin") || e.Context != 512 || e.Slots != 4 {
-		t.Fatalf("model name %q, tokenizer %q, context %d, slots %d; want the GGUF's name, tok512.bin beside it, its 512 tokens, 4 slots",
+	if c.ModelName != "stories260K" || c.Tokenizer != f.gguf || e.Context != 512 || e.Slots != 4 {
+		t.Fatalf("model name %q, tokenizer %q, context %d, slots %d; want the GGUF's name and vocabulary, its 512 tokens, 4 slots",
 			c.ModelName, c.Tokenizer, e.Context, e.Slots)
 	}
 	if _, err := parse("-engine", "vllm", "-engine-url", "http://h:8000", "-model-name", "m", "-tokenizer", filepath.Join(f.dir, "tok512.bin"),

@@ -32,10 +32,11 @@ import (
 // its KV itself.
 func setupEngine(ctx context.Context, rt *service.Runtime, cfg *Config) error {
 	log := rt.Logger.With("component", "engine", "engine", cfg.EngineCfg.Engine)
-	tokBytes, tok, err := loadTokenizer(cfg.Tokenizer)
+	tf, err := readTokenizerFile(cfg.Tokenizer)
 	if err != nil {
 		return err
 	}
+	tok := tf.tok
 	startCtx, cancel := context.WithTimeout(ctx, cfg.EngineCfg.StartTimeout)
 	defer cancel()
 	proc, err := startEngineProcess(cfg, log)
@@ -55,7 +56,7 @@ func setupEngine(ctx context.Context, rt *service.Runtime, cfg *Config) error {
 	if cfg.ModelName == "" {
 		cfg.ModelName = eng.ModelInfo().Name // -engine-url without -model-name: the engine's
 	}
-	h := handler.New(handler.Config{Backend: eng, Model: cfg.ModelName, Tokenizer: tokBytes, TokenizerKind: TokenizerLlama2c, Logger: log})
+	h := handler.New(handler.Config{Backend: eng, Model: cfg.ModelName, Tokenizer: tf.data, TokenizerKind: tf.kind, ChatTemplate: tf.chatTemplate, Logger: log})
 	rt.Server.Mount(workerv1connect.NewWorkerServiceHandler(h, rt.Server.HandlerOptions()...))
 	mi := eng.ModelInfo()
 	meta := Meta(cfg.EngineCfg.Engine, mi)

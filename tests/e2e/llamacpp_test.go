@@ -307,3 +307,73 @@ func TestLlamaCppEngineKilled(t *testing.T) {
 	servers[1].Start()
 	deptest.Eventually(t, 30*time.Second, "the worker to serve again", func() bool { return health() == http.StatusOK && listed() })
 }
+
+// A llama.cpp worker given only a GGUF file tokenizes with the file's own
+// vocabulary and ships its chat template: through the mesh, greedy text
+// is still the llama2.c reference, and a chat prompt is the template's
+// rendering, its special-token markers read as their ids (BOS once).
+func TestLlamaCppModelVocabularyAndTemplate(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs real processes; skipped under -short")
+	}
+	bin := deptest.Binary(t, "llama-server", "LLAMA_SERVER_BIN")
+	ckpt, tok := StoriesModel(t)
+	dir := t.TempDir()
+	tmpl := filepath.Join(dir, "chat.jinja")
+	const src = "{% for m in messages %}{{ bos_token }}{{ m.role }}: {{ m.content }}\n{% endfor %}{% if add_generation_prompt %}assistant:{% endif %}"
+	if err := os.WriteFile(tmpl, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	model := filepath.Join(dir, "stories260K-chat.gguf")
+	cmd := exec.Command("go", "run", "./libs/engine/cmd/llama2gguf", "-checkpoint", ckpt, "-tokenizer", tok, "-chat-template", tmpl, "-name", "stories260K", "-o", model)
+	cmd.Dir = "../.."
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("llama2gguf: %v\n%s", err, out)
+	}
+	m := startFleet(t, "round-robin", []string{"-engine", "llamacpp", "-llama-server-bin", bin, "-model", model,
+		"-engine-slots", "1", "-engine-args", "--threads 1"})
+	c := client(m)
+	id := waitModel(t, c)
+
+	comp := completion(t, c, id, "Once upon a time", 24)
+	const ref = ", there was a little girl named Lily. She loved to play outside in the park."
+	if got := comp.Choices[0].Text; !strings.HasPrefix(ref, got) || len(got) < 40 {
+		t.Fatalf("completion %q; want a prefix of llama2.c's %q", got, ref)
+	}
+
+	tokenize := func(body string) []uint32 {
+		t.Helper()
+		res, err := http.Post("http://"+m.Frontend.Addr+"/tokenize", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		var out struct {
+			Tokens []uint32 `json:"tokens"`
+		}
+		if res.StatusCode != http.StatusOK {
+			t.Fatalf("/tokenize %s: status %d", body, res.StatusCode)
+		}
+		if err := json.NewDecoder(res.Body).Decode(&out); err != nil {
+			t.Fatal(err)
+		}
+		return out.Tokens
+	}
+	chat := tokenize(fmt.Sprintf(`{"model": %q, "messages": [{"role": "user", "content": "Tell me a story."}]}`, id))
+	text := tokenize(fmt.Sprintf(`{"model": %q, "prompt": "<s>user: Tell me a story.\nassistant:"}`, id))
+	plain := tokenize(fmt.Sprintf(`{"model": %q, "prompt": "user: Tell me a story.\nassistant:"}`, id))
+	if !slices.Equal(chat, text) || !slices.Equal(chat, plain) || len(chat) < 5 || chat[0] != 1 || slices.Contains(chat[1:], 1) {
+		t.Fatalf("chat prompt %v; the template's text %v and without its <s> %v: want all equal, one BOS (1) first", chat, text, plain)
+	}
+	reply, err := c.Chat.Completions.New(t.Context(), openai.ChatCompletionNewParams{
+		Model:     id,
+		Messages:  []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Tell me a story.")},
+		MaxTokens: openai.Int(8), Temperature: openai.Float(0),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if reply.Usage.PromptTokens != int64(len(chat)) || reply.Choices[0].Message.Content == "" {
+		t.Fatalf("chat reply %q with %d prompt tokens; want text, and the %d tokens /tokenize gave", reply.Choices[0].Message.Content, reply.Usage.PromptTokens, len(chat))
+	}
+}

@@ -174,7 +174,9 @@ func (f *floats) next(n uint64) []byte {
 // ConvertFiles converts the llama2.c checkpoint at ckptPath with the
 // tokenizer at tokPath into a GGUF file at out, written whole or not at
 // all (a temporary file renamed into place).
-func ConvertFiles(out, ckptPath, tokPath, name string) error {
+//
+// extra entries are added to the metadata (a tokenizer.chat_template, say).
+func ConvertFiles(out, ckptPath, tokPath, name string, extra ...KV) error {
 	ckpt, err := os.ReadFile(ckptPath)
 	if err != nil {
 		return fmt.Errorf("gguf: %w", err)
@@ -192,7 +194,11 @@ func ConvertFiles(out, ckptPath, tokPath, name string) error {
 		return fmt.Errorf("gguf: %w", err)
 	}
 	defer os.Remove(f.Name()) // after the rename, a no-op
-	if err := ConvertLlama2c(f, ckpt, tok, name); err != nil {
+	kvs, ts, err := FromLlama2c(ckpt, tok, name)
+	if err == nil {
+		err = Write(f, append(kvs, extra...), ts)
+	}
+	if err != nil {
 		f.Close()
 		return err
 	}

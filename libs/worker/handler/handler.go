@@ -74,11 +74,15 @@ type Config struct {
 	Backend Backend
 	// Model is the served model name that requests must name.
 	Model string
-	// Tokenizer is the llama2.c tokenizer file's bytes, or nil for a
-	// byte-level tokenizer; TokenizerKind says which ("llama2c", "bytes").
+	// Tokenizer is the tokenizer in the format TokenizerKind names
+	// ("llama2c": a tokenizer.bin file; "bytes": nil, a byte-level
+	// tokenizer; "vocab": a tokenizer.Vocab as JSON), as GetModelInfo
+	// ships it to frontends.
 	Tokenizer     []byte
 	TokenizerKind string
-	Logger        *slog.Logger
+	// ChatTemplate is the model's own chat template (Jinja), "" for none.
+	ChatTemplate string
+	Logger       *slog.Logger
 	// Disagg, when set, may have a prefill worker prefill a Generate
 	// request's prompt (package disagg's Decoder).
 	Disagg Disagg
@@ -146,7 +150,7 @@ func New(cfg Config) *Handler {
 		info: &workerv1.GetModelInfoResponse{
 			Model: cfg.Model, VocabSize: u32(mi.VocabSize), ContextLength: u32(mi.ContextLen),
 			BlockSize: u32(mi.BlockSize), BosTokenId: mi.BOS, EosTokenId: mi.EOS,
-			Tokenizer: cfg.Tokenizer, TokenizerKind: cfg.TokenizerKind,
+			Tokenizer: cfg.Tokenizer, TokenizerKind: cfg.TokenizerKind, ChatTemplate: cfg.ChatTemplate,
 		},
 	}
 }

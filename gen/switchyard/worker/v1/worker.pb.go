@@ -1047,11 +1047,18 @@ type GetModelInfoResponse struct {
 	BlockSize     uint32                 `protobuf:"varint,4,opt,name=block_size,json=blockSize,proto3" json:"block_size,omitempty"`
 	BosTokenId    uint32                 `protobuf:"varint,5,opt,name=bos_token_id,json=bosTokenId,proto3" json:"bos_token_id,omitempty"`
 	EosTokenId    uint32                 `protobuf:"varint,6,opt,name=eos_token_id,json=eosTokenId,proto3" json:"eos_token_id,omitempty"`
-	// The tokenizer file's bytes (llama2.c tokenizer.bin format), empty for a
-	// byte-level tokenizer.
-	Tokenizer []byte `protobuf:"bytes,7,opt,name=tokenizer,proto3" json:"tokenizer,omitempty"`
-	// "llama2c" or "bytes".
+	// The tokenizer, in the format tokenizer_kind names: "llama2c" (a
+	// llama2.c tokenizer.bin file), "bytes" (a byte-level tokenizer; empty
+	// bytes), or "vocab" (a real model's vocabulary, read by the worker from
+	// its GGUF file or Hugging Face tokenizer.json: the JSON encoding of
+	// libs/engine/tokenizer.Vocab, so the frontend tokenizes exactly as the
+	// worker's loader decided).
+	Tokenizer     []byte `protobuf:"bytes,7,opt,name=tokenizer,proto3" json:"tokenizer,omitempty"`
 	TokenizerKind string `protobuf:"bytes,8,opt,name=tokenizer_kind,json=tokenizerKind,proto3" json:"tokenizer_kind,omitempty"`
+	// The model's own chat template (Jinja source, from the GGUF file's
+	// tokenizer.chat_template or tokenizer_config.json's chat_template);
+	// empty when the model ships none.
+	ChatTemplate  string `protobuf:"bytes,9,opt,name=chat_template,json=chatTemplate,proto3" json:"chat_template,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1138,6 +1145,13 @@ func (x *GetModelInfoResponse) GetTokenizer() []byte {
 func (x *GetModelInfoResponse) GetTokenizerKind() string {
 	if x != nil {
 		return x.TokenizerKind
+	}
+	return ""
+}
+
+func (x *GetModelInfoResponse) GetChatTemplate() string {
+	if x != nil {
+		return x.ChatTemplate
 	}
 	return ""
 }
@@ -1685,7 +1699,7 @@ const file_switchyard_worker_v1_worker_proto_rawDesc = "" +
 	"\x0ekv_blocks_used\x18\x03 \x01(\rR\fkvBlocksUsed\x12&\n" +
 	"\x0fkv_blocks_total\x18\x04 \x01(\rR\rkvBlocksTotal\x124\n" +
 	"\x16pending_prefill_tokens\x18\x05 \x01(\rR\x14pendingPrefillTokens\"\x15\n" +
-	"\x13GetModelInfoRequest\"\x9a\x02\n" +
+	"\x13GetModelInfoRequest\"\xbf\x02\n" +
 	"\x14GetModelInfoResponse\x12\x14\n" +
 	"\x05model\x18\x01 \x01(\tR\x05model\x12\x1d\n" +
 	"\n" +
@@ -1698,7 +1712,8 @@ const file_switchyard_worker_v1_worker_proto_rawDesc = "" +
 	"\feos_token_id\x18\x06 \x01(\rR\n" +
 	"eosTokenId\x12\x1c\n" +
 	"\ttokenizer\x18\a \x01(\fR\ttokenizer\x12%\n" +
-	"\x0etokenizer_kind\x18\b \x01(\tR\rtokenizerKind\"\x9a\x01\n" +
+	"\x0etokenizer_kind\x18\b \x01(\tR\rtokenizerKind\x12#\n" +
+	"\rchat_template\x18\t \x01(\tR\fchatTemplate\"\x9a\x01\n" +
 	"\bKvTarget\x12\x14\n" +
 	"\x05agent\x18\x01 \x01(\tR\x05agent\x12\x1a\n" +
 	"\bmetadata\x18\x02 \x01(\fR\bmetadata\x12\x16\n" +

@@ -2,6 +2,9 @@
 // a GGUF file that llama.cpp serves with the checkpoint's own context:
 //
 //	llama2gguf -checkpoint stories260K.bin -tokenizer tok512.bin -o stories260K.gguf
+//
+// -chat-template embeds a Jinja chat template (tokenizer.chat_template),
+// which a worker serving the file ships to frontends.
 package main
 
 import (
@@ -27,6 +30,7 @@ func run(args []string) error {
 	tokPath := fs.String("tokenizer", "", "llama2.c tokenizer (.bin)")
 	out := fs.String("o", "", "GGUF file to write")
 	name := fs.String("name", "", "model name in the file (default: the checkpoint's base name)")
+	tmplPath := fs.String("chat-template", "", "Jinja chat template file to embed as tokenizer.chat_template")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -36,5 +40,13 @@ func run(args []string) error {
 	if *name == "" {
 		*name = strings.TrimSuffix(filepath.Base(*ckptPath), filepath.Ext(*ckptPath))
 	}
-	return gguf.ConvertFiles(*out, *ckptPath, *tokPath, *name)
+	var extra []gguf.KV
+	if *tmplPath != "" {
+		src, err := os.ReadFile(*tmplPath)
+		if err != nil {
+			return err
+		}
+		extra = append(extra, gguf.KV{Key: "tokenizer.chat_template", Value: string(src)})
+	}
+	return gguf.ConvertFiles(*out, *ckptPath, *tokPath, *name, extra...)
 }

@@ -25,6 +25,7 @@ import (
 	"switchyard.dev/gen/switchyard/worker/v1/workerv1connect"
 	"switchyard.dev/libs/engine/tokenizer"
 	"switchyard.dev/libs/mesh/discovery"
+	"switchyard.dev/services/frontend/internal/chattmpl"
 )
 
 // ErrUnknownModel means no healthy worker serves the model.
@@ -36,6 +37,11 @@ type Model struct {
 	Info    *workerv1.GetModelInfoResponse
 	Tok     tokenizer.Tokenizer
 	Created time.Time // when the frontend first saw it
+	// Template is the model's own chat template (GetModelInfo's
+	// chat_template, compiled), nil when it ships none. One that does not
+	// compile is kept as a template that fails every render with that
+	// error, so chat requests say why while completions still serve.
+	Template chattmpl.Template
 }
 
 // Entry is a model as listed by /v1/models.

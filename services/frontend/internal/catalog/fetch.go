@@ -2,14 +2,17 @@ package catalog
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"connectrpc.com/connect"
 
 	workerv1 "switchyard.dev/gen/switchyard/worker/v1"
 	"switchyard.dev/libs/engine/tokenizer"
+	"switchyard.dev/services/frontend/internal/chattmpl"
 )
 
 // Get returns model, fetching its info on first use. It fails with
@@ -118,7 +121,11 @@ func (c *Catalog) fetch(ctx context.Context, model string, e *entry) (*Model, er
 		}
 		c.cfg.Logger.InfoContext(ctx, "model resolved", "model", model, "worker", u, "vocab", resp.Msg.GetVocabSize(),
 			"context", resp.Msg.GetContextLength(), "tokenizer", resp.Msg.GetTokenizerKind())
-		return &Model{Name: model, Info: resp.Msg, Tok: tok, Created: e.created}, nil
+		m := &Model{Name: model, Info: resp.Msg, Tok: tok, Created: e.created}
+		if src := resp.Msg.GetChatTemplate(); src != "" {
+			m.Template = modelTemplate(ctx, c.cfg.Logger, model, src, tok)
+		}
+		return m, nil
 	}
 	if len(errs) == 0 {
 		return nil, fmt.Errorf("%w: %q has no workers", ErrUnknownModel, model)
@@ -126,11 +133,40 @@ func (c *Catalog) fetch(ctx context.Context, model string, e *entry) (*Model, er
 	return nil, fmt.Errorf("catalog: model info for %q: %w", model, errors.Join(errs...))
 }
 
+// modelTemplate compiles a model's own chat template, its bos_token and
+// eos_token the texts of the tokenizer's BOS and EOS.
+func modelTemplate(ctx context.Context, log *slog.Logger, model, src string, tok tokenizer.Tokenizer) chattmpl.Template {
+	var bos, eos string
+	if tt, ok := tok.(interface{ Token(uint32) string }); ok {
+		bos, eos = tt.Token(tok.BOS()), tt.Token(tok.EOS())
+	}
+	t, err := chattmpl.Jinja(model+"'s chat template", src, bos, eos)
+	if err != nil {
+		log.ErrorContext(ctx, "the model's chat template does not compile; chat requests for it fail until -chat-template names one for it", "model", model, "err", err)
+		err = fmt.Errorf("the model's own chat template does not compile (the operator can name another with -chat-template %s=FILE): %w", model, err)
+		return func(chattmpl.Conversation) (string, error) { return "", err }
+	}
+	return t
+}
+
 // Tokenizer builds the tokenizer a worker described.
 func Tokenizer(info *workerv1.GetModelInfoResponse) (tokenizer.Tokenizer, error) {
 	switch kind := info.GetTokenizerKind(); {
 	case kind == "llama2c" && len(info.GetTokenizer()) > 0:
 		return tokenizer.ParseBPE(info.GetTokenizer(), int(info.GetVocabSize()))
+	case kind == "vocab":
+		var v tokenizer.Vocab
+		if err := json.Unmarshal(info.GetTokenizer(), &v); err != nil {
+			return nil, fmt.Errorf("catalog: tokenizer vocabulary: %w", err)
+		}
+		tok, err := tokenizer.NewVocab(v)
+		if err != nil {
+			return nil, fmt.Errorf("catalog: %w", err)
+		}
+		if tok.VocabSize() != int(info.GetVocabSize()) {
+			return nil, fmt.Errorf("catalog: the tokenizer has %d tokens, the model %d", tok.VocabSize(), info.GetVocabSize())
+		}
+		return tok, nil
 	case kind == "bytes" || kind == "" && len(info.GetTokenizer()) == 0:
 		return tokenizer.NewBytes(int(info.GetVocabSize()))
 	default:
@@ -150,12 +186,32 @@ func (m *Model) MinTokens(text string) int {
 	return 0
 }
 
-// Encode tokenizes prompt text the way the model wants it: the worker's
-// BOS id first, then the text (llama2.c encode with bos=true).
+// Encode tokenizes prompt text the way the model wants it. A real
+// model's vocabulary (a specialEncoder) reads the special tokens written
+// in the text, as Hugging Face tokenizers and llama-server do for a
+// prompt, so a chat template's markers become their ids, and it starts
+// with BOS when the model wants one and the text did not name it. A
+// llama2.c tokenizer has no special tokens: the worker's BOS id first,
+// then the text (llama2.c encode with bos=true).
 func (m *Model) Encode(text string) []uint32 {
+	if st, ok := m.Tok.(specialEncoder); ok {
+		ids := st.EncodeSpecial(text, false, false)
+		if st.AddBOS() && (len(ids) == 0 || ids[0] != st.BOS()) {
+			ids = append([]uint32{st.BOS()}, ids...)
+		}
+		return ids
+	}
 	if m.Info.GetBosTokenId() == m.Tok.BOS() {
 		return m.Tok.Encode(text, true, false)
 	}
 	ids := m.Tok.Encode(text, false, false)
 	return append([]uint32{m.Info.GetBosTokenId()}, ids...)
+}
+
+// specialEncoder is a tokenizer with special tokens
+// (*tokenizer.VocabTokenizer).
+type specialEncoder interface {
+	EncodeSpecial(text string, bos, eos bool) []uint32
+	AddBOS() bool
+	BOS() uint32
 }

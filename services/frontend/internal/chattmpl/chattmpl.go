@@ -210,8 +210,19 @@ func load(name string) (Template, error) {
 
 // For returns the template of model.
 func (s *Set) For(model string) Template {
+	return s.ForModel(model, nil)
+}
+
+// ForModel is For for a model that ships its own template (own; nil for
+// none): a template set for the model by name comes first, then the
+// model's own, then the set's default, so the default (plain unless set)
+// is for models without a template of their own.
+func (s *Set) ForModel(model string, own Template) Template {
 	if t, ok := s.perModel[model]; ok {
 		return t
+	}
+	if own != nil {
+		return own
 	}
 	return s.def
 }

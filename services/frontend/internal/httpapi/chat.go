@@ -28,7 +28,7 @@ func (a *API) chat(w http.ResponseWriter, r *http.Request) {
 		f.tools = newToolReply(use, func() string { return newID("call_") })
 	}
 	gen, err := a.prepare(r.Context(), g, func(m *catalog.Model) ([]uint32, error) {
-		text, err := renderChat(a.cfg.Templates.For(m.Name), conv) // the model's own name: an alias has its template
+		text, err := renderChat(a.cfg.Templates.ForModel(m.Name, m.Template), conv) // the model's own name: an alias has its template
 		if err != nil {
 			return nil, err
 		}

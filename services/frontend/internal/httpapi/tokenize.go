@@ -28,7 +28,7 @@ func (a *API) tokenize(w http.ResponseWriter, r *http.Request) {
 	var text string
 	if req.Prompt != nil {
 		text = *req.Prompt
-	} else if text, err = renderChat(a.cfg.Templates.For(m.Name), chatMessages(req.Messages)); err != nil {
+	} else if text, err = renderChat(a.cfg.Templates.ForModel(m.Name, m.Template), chatMessages(req.Messages)); err != nil {
 		a.fail(w, r, err, req.Model)
 		return
 	}
