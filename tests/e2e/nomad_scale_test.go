@@ -159,13 +159,13 @@ func decodeJob(bin, model, tok string, common []string) any {
 	}}
 }
 
-func scaleDecode(t *testing.T, n *deptest.Nomad, count int) error {
+func scaleDecode(t testing.TB, n *deptest.Nomad, count int) error {
 	body := map[string]any{"Count": count, "Target": map[string]string{"Group": "decode"}, "Message": "e2e"}
 	return n.Do(t.Context(), http.MethodPost, "/v1/job/switchyard-decode/scale", body, nil)
 }
 
 // waitDecoders waits until n decode workers pass in Consul.
-func waitDecoders(t *testing.T, c *api.Client, n int) []*api.ServiceEntry {
+func waitDecoders(t testing.TB, c *api.Client, n int) []*api.ServiceEntry {
 	t.Helper()
 	var entries []*api.ServiceEntry
 	deptest.Eventually(t, 2*time.Minute, fmt.Sprintf("%d decode workers passing in Consul", n), func() bool {
@@ -182,7 +182,7 @@ func waitDecoders(t *testing.T, c *api.Client, n int) []*api.ServiceEntry {
 
 // waitNomadDeployed waits until the job's latest deployment is over, so
 // Nomad accepts the next scale.
-func waitNomadDeployed(t *testing.T, n *deptest.Nomad) {
+func waitNomadDeployed(t testing.TB, n *deptest.Nomad) {
 	t.Helper()
 	deptest.Eventually(t, 2*time.Minute, "the decode job's deployment done", func() bool {
 		var d struct{ Status string }
