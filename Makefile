@@ -32,6 +32,10 @@ test: ## install test dependencies, then vet, race tests, integration tests (rea
 build: ## build every service binary and the single switchyard binary into bin/, version-stamped
 	@scripts/build.sh $(SERVICES) switchyard supervisor
 
+.PHONY: release
+release: ## build each service's release: a static linux binary, a .tar.gz with its CHANGELOG, an OCI image, SHA256SUMS, into DIST (default dist/); vars: RELEASE="router decode" for some
+	@go run ./cmd/release -out $(or $(DIST),dist) $(RELEASE)
+
 .PHONY: deps
 deps: ## install Debian packages and build Consul (done by `make test` when missing)
 	@scripts/deps.sh
