@@ -32,6 +32,10 @@ test: ## install test dependencies, then vet, race tests, integration tests (rea
 build: ## build every service binary and the single switchyard binary into bin/, version-stamped
 	@scripts/build.sh $(SERVICES) switchyard supervisor
 
+.PHONY: certs
+certs: ## make a local CA and per-service certificates for mutual TLS (127.0.0.1, localhost) in CERTS (default ~/.cache/switchyard/certs); keeps what is current; see docs/security.md
+	@cd libs/mesh && go run ./cmd/switchyard-certs $(if $(CERTS),-dir $(CERTS))
+
 .PHONY: release
 release: ## build each service's release: a static linux binary, a .tar.gz with its CHANGELOG, an OCI image, SHA256SUMS, into DIST (default dist/); vars: RELEASE="router decode" for some
 	@go run ./cmd/release -out $(or $(DIST),dist) $(RELEASE)

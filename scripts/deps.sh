@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Installs what tests and DISCOVERY=consul need, only when missing:
-#   - Debian packages redis-server, libucx-dev, ucx-utils, pkg-config (apt-get, as root);
+#   - Debian packages redis-server, libucx-dev, ucx-utils, pkg-config, fio,
+#     prometheus (with promtool) and chromium with chromium-driver (the
+#     console's browser test) (apt-get, as root);
 #   - Consul v1.14.11 (MPL-2.0) and versitygw v1.8.0 (Apache-2.0, an S3
 #     server for the object-store KV tier), built from source through the
 #     `tool` directives of tools/consul and tools/versitygw into
@@ -42,6 +44,9 @@ command -v redis-server >/dev/null || need+=(redis-server)
 pkg-config --exists ucx 2>/dev/null || need+=(libucx-dev)
 command -v ucx_perftest >/dev/null || need+=(ucx-utils)
 command -v fio >/dev/null || need+=(fio) # the disk tier's baseline (libs/kvbm BenchmarkFio)
+{ command -v prometheus && command -v promtool; } >/dev/null || need+=(prometheus) # deploy/prometheus rule tests, tests/e2e scrape test
+command -v chromium >/dev/null || need+=(chromium) # tests/e2e console browser test (CHROMIUM_BIN)
+command -v chromedriver >/dev/null || need+=(chromium-driver)
 if ((${#need[@]})); then
   echo "deps: installing ${need[*]}" >&2
   sudo=""; [ "$(id -u)" = 0 ] || sudo=sudo

@@ -57,6 +57,9 @@
 #                TTFT and ITL targets (PLANNER_ARGS: -ttft-target,
 #                -itl-target, ...); without it, it observes only
 #   WORKER_ARGS, ROUTER_ARGS, FRONTEND_ARGS, PLANNER_ARGS  extra flags for those services
+#   PROM_TARGETS where to write the Prometheus file_sd target list of the
+#                stack's services (default $TMPDIR/switchyard-prometheus-targets.json,
+#                the path deploy/prometheus/local.yml reads; docs/observability.md)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 : "${BASE_PORT:=9000}" "${EXECUTOR:=llama}" "${PREFILL:=0}" "${DECODE:=1}" "${ROUTERS:=1}" "${ROUTER_MODE:=kv}" "${DISCOVERY:=file}" "${PORT:=8000}"
@@ -196,7 +199,7 @@ else
     bin/decode "${common[@]}" "${worker[@]}" "${tiers[@]}" "${disagg[@]}" -id '{id}' -listen "$listen"
 fi
 if [ "$ENGINE" = mixed ]; then
-  pool decode-llamacpp "\"count\":$LLAMACPP_DECODE,\"port\":$((BASE_PORT + 250)),$health" \
+  pool decode-llamacpp "\"count\":$LLAMACPP_DECODE,\"port\":$((BASE_PORT + 250)),\"service\":\"decode\",$health" \
     bin/decode "${common[@]}" "${llama[@]}" -id '{id}' -listen "$listen"
 fi
 if (( PREFILL > 0 )); then
@@ -217,11 +220,13 @@ if [ -n "${PLANNER_PROFILE:-}" ]; then
 fi
 pool planner "\"port\":$((BASE_PORT + 400)),$health" \
   bin/planner "${common[@]}" "${planner[@]}" ${PLANNER_ARGS:-} -id '{id}' -listen "$listen"
+# The frontend's console drains workers through the supervisor.
 pool frontend "\"port\":$PORT,$health" \
-  bin/frontend "${common[@]}" -id '{id}' ${FRONTEND_ARGS:-} -listen "$listen"
+  bin/frontend "${common[@]}" -id '{id}' -supervisor-url "http://127.0.0.1:$((BASE_PORT + 600))" ${FRONTEND_ARGS:-} -listen "$listen"
 
 banner="
 Switchyard is up: OpenAI API at http://127.0.0.1:$PORT/v1  (Ctrl-C stops everything)
+  console: http://127.0.0.1:$PORT/console/  (bin/switchyard ctl instances; docs/console.md)
 ${consul_msg:-}${consul_msg:+
 }${s3_msg}${s3_msg:+
 }  curl http://127.0.0.1:$PORT/v1/models
@@ -230,8 +235,14 @@ ${consul_msg:-}${consul_msg:+
   buf curl --protocol grpc --http2-prior-knowledge http://127.0.0.1:$BASE_PORT/switchyard.mesh.v1.InfoService/GetInfo
   supervisor (list, add, drain instances): http://127.0.0.1:$((BASE_PORT + 600))/switchyard.supervisor.v1.SupervisorService/
 "
+# The supervisor keeps a Prometheus file_sd list of every instance,
+# labelled service=<name> as Consul-discovered targets are, rewritten as
+# pools scale (deploy/prometheus/local.yml reads it).
+: "${PROM_TARGETS:=${TMPDIR:-/tmp}/switchyard-prometheus-targets.json}"
+banner+="  Prometheus targets (file_sd): $PROM_TARGETS  (prometheus --config.file=deploy/prometheus/local.yml)
+"
 joined=$(IFS=,; echo "${pools[*]}")
-printf '{"logs":%s,"stop_timeout":"30s","banner":%s,"pools":[%s]}\n' "$(js "$logs")" "$(js "$banner")" "$joined" >"$state/stack.json"
+printf '{"logs":%s,"stop_timeout":"30s","banner":%s,"prometheus_targets":%s,"pools":[%s]}\n' "$(js "$logs")" "$(js "$banner")" "$(js "$PROM_TARGETS")" "$joined" >"$state/stack.json"
 
 echo "run: starting the mesh (state in $state)"
 exec bin/supervisor -spec "$state/stack.json" -listen "127.0.0.1:$((BASE_PORT + 600))" -log-level warn

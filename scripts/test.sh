@@ -20,8 +20,11 @@ NOMAD_BIN=$(scripts/deps.sh nomad)
 LLAMA_SERVER_BIN=$(scripts/llamacpp.sh | tail -1)
 LLAMACPP_TESTDATA=$(scripts/llamacpp.sh testdata | tail -1)
 REDIS_BIN=$(command -v redis-server)
-export CONSUL_BIN REDIS_BIN VERSITYGW_BIN NOMAD_BIN LLAMA_SERVER_BIN LLAMACPP_TESTDATA
+PROMETHEUS_BIN=$(command -v prometheus) PROMTOOL_BIN=$(command -v promtool)
+CHROMIUM_BIN=$(command -v chromium)
+export CONSUL_BIN REDIS_BIN VERSITYGW_BIN NOMAD_BIN LLAMA_SERVER_BIN LLAMACPP_TESTDATA PROMETHEUS_BIN PROMTOOL_BIN CHROMIUM_BIN
 echo "consul:    $CONSUL_BIN"; echo "redis:     $REDIS_BIN"; echo "versitygw: $VERSITYGW_BIN"; echo "nomad:     $NOMAD_BIN"
+echo "prometheus: $PROMETHEUS_BIN"; echo "promtool:  $PROMTOOL_BIN"; echo "chromium:  $CHROMIUM_BIN"
 echo "llama-server: $LLAMA_SERVER_BIN"; echo "llama.cpp test data: $LLAMACPP_TESTDATA"
 
 mapfile -t mods < <(scripts/modules.sh mods)

@@ -94,3 +94,30 @@ func (ix *Index) Stats() Stats {
 	}
 	return st
 }
+
+// DumpWorker is Dump for one worker, and false when the index does not
+// follow it. It scans the whole index: an operator's view, not a hot
+// path.
+func (ix *Index) DumpWorker(name string) (WorkerState, bool) {
+	w, ok := ix.view.Load().byName[name]
+	if !ok {
+		return WorkerState{}, false
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.gone {
+		return WorkerState{}, false
+	}
+	var bs []Block
+	for i := range ix.shards {
+		ix.shards[i].scan(func(h uint64, _ *slot, set *holderSet) {
+			for _, hd := range set.hs {
+				if hd.id() == w.id {
+					bs = append(bs, Block{Hash: h, Tiers: hd.mask()})
+				}
+			}
+		})
+	}
+	slices.SortFunc(bs, func(a, b Block) int { return cmp.Compare(a.Hash, b.Hash) })
+	return WorkerState{Next: w.next, Blocks: bs}, true
+}

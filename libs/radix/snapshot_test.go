@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"hash/crc32"
+	"slices"
 	"testing"
 
 	"switchyard.dev/libs/kvtier"
@@ -135,4 +136,20 @@ func FuzzRestore(f *testing.F) {
 			}
 		}
 	})
+}
+
+// DumpWorker is one worker's part of Dump.
+func TestDumpWorker(t *testing.T) {
+	t.Parallel()
+	ix := sampleIndex(t)
+	all := ix.Dump()
+	for name, want := range all {
+		got, ok := ix.DumpWorker(name)
+		if !ok || got.Next != want.Next || !slices.Equal(got.Blocks, want.Blocks) {
+			t.Errorf("%s: %+v, %v; want %+v", name, got, ok, want)
+		}
+	}
+	if _, ok := ix.DumpWorker("nobody"); ok {
+		t.Error("an unknown worker found")
+	}
 }

@@ -189,7 +189,7 @@ func (c *Config) validateDisagg() error {
 	case c.DisaggTimeout <= 0:
 		return fmt.Errorf("-disagg-timeout=%v: must be positive", c.DisaggTimeout)
 	}
-	_, err := transferBackends(c.KVTransfer, c.KVTransferAddr)
+	_, err := transferBackends(c.KVTransfer, c.KVTransferAddr, nil)
 	return err
 }
 

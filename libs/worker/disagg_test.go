@@ -170,7 +170,7 @@ func TestPrefixPullGenerate(t *testing.T) {
 			t.Errorf("pulled from %s: /metrics lacks %s", tc.from, tc.path)
 		}
 	}
-	if body := scrape(t, puller.URL()); !strings.Contains(body, `switchyard_worker_ttft_transfer_seconds_count{path="pulled"} 1`) {
+	if body := scrape(t, puller.URL()); !strings.Contains(body, `switchyard_worker_ttft_transfer_seconds_count{model="`) || !strings.Contains(body, `,path="pulled"} 1`) {
 		t.Error("puller's /metrics lacks the pull's transfer time")
 	}
 	for _, w := range []running{holder, noAgent, puller} {

@@ -48,13 +48,13 @@ func setupEngine(ctx context.Context, rt *service.Runtime, cfg *Config) error {
 		proc.stop(log)
 		return err
 	}
-	unregister, err := metrics.Register(rt.Telemetry.Meter, eng, nil)
+	if cfg.ModelName == "" {
+		cfg.ModelName = eng.ModelInfo().Name // -engine-url without -model-name: the engine's
+	}
+	unregister, err := metrics.Register(rt.Telemetry.Meter, eng, nil, metrics.WithModel(cfg.ModelName))
 	if err != nil {
 		proc.stop(log)
 		return err
-	}
-	if cfg.ModelName == "" {
-		cfg.ModelName = eng.ModelInfo().Name // -engine-url without -model-name: the engine's
 	}
 	h := handler.New(handler.Config{Backend: eng, Model: cfg.ModelName, Tokenizer: tf.data, TokenizerKind: tf.kind, ChatTemplate: tf.chatTemplate, Logger: log})
 	rt.Server.Mount(workerv1connect.NewWorkerServiceHandler(h, rt.Server.HandlerOptions()...))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"strings"
 	"time"
 
@@ -20,8 +21,10 @@ import (
 	"switchyard.dev/libs/worker/metrics"
 )
 
-// transferBackends parses -kv-transfer; nil means none.
-func transferBackends(list, tcpAddr string) ([]nixl.BackendFactory, error) {
+// transferBackends parses -kv-transfer; nil means none. With tlsc the tcp
+// backend authenticates peers by the mesh certificates before it takes a
+// write; UCX has no such check (docs/security.md).
+func transferBackends(list, tcpAddr string, tlsc *tcp.TLS) ([]nixl.BackendFactory, error) {
 	if list == "none" {
 		return nil, nil
 	}
@@ -29,7 +32,7 @@ func transferBackends(list, tcpAddr string) ([]nixl.BackendFactory, error) {
 	for name := range strings.SplitSeq(list, ",") {
 		switch strings.TrimSpace(name) {
 		case "tcp":
-			out = append(out, tcp.New(tcp.Config{Addr: tcpAddr}))
+			out = append(out, tcp.New(tcp.Config{Addr: tcpAddr, TLS: tlsc}))
 		case "ucx":
 			out = append(out, ucx.New(ucx.Config{}))
 		default:
@@ -37,6 +40,17 @@ func transferBackends(list, tcpAddr string) ([]nixl.BackendFactory, error) {
 		}
 	}
 	return out, nil
+}
+
+// transferTLS is the tcp backend's mutual TLS with the instance's mesh
+// certificates (nil without -tls-cert): peers need a certificate from
+// -tls-ca whatever -tls-require-client-cert says, since a write lands in
+// the engine's KV memory.
+func transferTLS(rt *service.Runtime) *tcp.TLS {
+	if rt.TLS == nil {
+		return nil
+	}
+	return &tcp.TLS{Server: rt.TLS.ServerConfig(true), Client: rt.TLS.ClientConfig}
 }
 
 // transfer is a worker's KV transfer agent with the engine's arena
@@ -49,8 +63,8 @@ type transfer struct {
 	region nixl.RegionID
 }
 
-func newTransfer(cfg *Config, name string, arena []byte, log *slog.Logger) (*transfer, error) {
-	backends, err := transferBackends(cfg.KVTransfer, cfg.KVTransferAddr)
+func newTransfer(cfg *Config, name string, arena []byte, tlsc *tcp.TLS, log *slog.Logger) (*transfer, error) {
+	backends, err := transferBackends(cfg.KVTransfer, cfg.KVTransferAddr, tlsc)
 	if err != nil || backends == nil {
 		return nil, err
 	}
@@ -89,12 +103,12 @@ func (t *transfer) close(log *slog.Logger) {
 // prefillDialer returns the Dial of disaggregated decode: one cached
 // WorkerService client per prefill worker, addressed by base URL
 // (http://host:port, or host:port).
-func prefillDialer(tel *telemetry.Telemetry) (func(baseURL string) disagg.Prefiller, error) {
+func prefillDialer(tel *telemetry.Telemetry, hc *http.Client) (func(baseURL string) disagg.Prefiller, error) {
 	opts, err := client.Options(tel)
 	if err != nil {
 		return nil, fmt.Errorf("prefill clients: %w", err)
 	}
-	clients := client.NewCache(client.NewHTTP(), workerv1connect.NewWorkerServiceClient, opts...)
+	clients := client.NewCache(hc, workerv1connect.NewWorkerServiceClient, opts...)
 	return func(baseURL string) disagg.Prefiller {
 		if !strings.Contains(baseURL, "://") {
 			baseURL = "http://" + baseURL
@@ -108,7 +122,7 @@ func prefillDialer(tel *telemetry.Telemetry) (func(baseURL string) disagg.Prefil
 // the worker neither exports KV nor imports it, but still records TTFT.
 func disaggHooks(ctx context.Context, rt *service.Runtime, cfg *Config, eng *engine.Engine, log *slog.Logger) (handler.Config, *transfer, error) {
 	var hc handler.Config
-	ttft, err := metrics.NewTTFT(rt.Telemetry.Meter)
+	ttft, err := metrics.NewTTFT(rt.Telemetry.Meter, cfg.ModelName)
 	if err != nil {
 		return hc, nil, err
 	}
@@ -116,7 +130,7 @@ func disaggHooks(ctx context.Context, rt *service.Runtime, cfg *Config, eng *eng
 	if name == "" {
 		name = fmt.Sprintf("worker-%d", time.Now().UnixNano())
 	}
-	tr, err := newTransfer(cfg, name, eng.KV().Arena, log.With("component", "kv-transfer"))
+	tr, err := newTransfer(cfg, name, eng.KV().Arena, transferTLS(rt), log.With("component", "kv-transfer"))
 	if err != nil {
 		return hc, nil, err
 	}
@@ -127,7 +141,7 @@ func disaggHooks(ctx context.Context, rt *service.Runtime, cfg *Config, eng *eng
 		Tracer:   tracer, Logger: log.With("component", "disagg"),
 	}
 	if tr != nil {
-		dial, err := prefillDialer(rt.Telemetry)
+		dial, err := prefillDialer(rt.Telemetry, rt.HTTPClient())
 		if err != nil {
 			tr.close(log)
 			return hc, nil, err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	"switchyard.dev/libs/mesh/client"
 	"switchyard.dev/libs/mesh/telemetry"
 )
 
@@ -16,7 +17,7 @@ func TestPrefillDialer(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = tel.Shutdown(context.Background()) })
-	dial, err := prefillDialer(tel)
+	dial, err := prefillDialer(tel, client.NewHTTP())
 	if err != nil {
 		t.Fatal(err)
 	}

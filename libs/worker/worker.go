@@ -79,7 +79,7 @@ func Setup(ctx context.Context, rt *service.Runtime, cfg *Config) error {
 		return err
 	}
 	inv := cuda.Open(log)
-	unregister, err := metrics.Register(rt.Telemetry.Meter, eng, inv.GPUs)
+	unregister, err := metrics.Register(rt.Telemetry.Meter, eng, inv.GPUs, metrics.WithModel(cfg.ModelName))
 	if err != nil {
 		_ = eng.Close()
 		_ = inv.Close()
@@ -97,7 +97,7 @@ func Setup(ctx context.Context, rt *service.Runtime, cfg *Config) error {
 		if err != nil {
 			log.Warn("shared tier reports untraced", "err", err)
 		}
-		go rep.run(ctx, rt.Registry, client.NewHTTP(), opts...)
+		go rep.run(ctx, rt.Registry, rt.HTTPClient(), opts...)
 	}
 	hc.Engine, hc.Model, hc.Tokenizer, hc.TokenizerKind, hc.Logger = eng, cfg.ModelName, m.tokenizer, m.tokenizerKind, log
 	h := handler.New(hc)

@@ -276,12 +276,11 @@ func TestRegistrationAndMetrics(t *testing.T) {
 	body, _ := io.ReadAll(res.Body)
 	res.Body.Close()
 	for _, want := range []string{
-		"switchyard_worker_requests_running ", "switchyard_worker_requests_waiting ",
-		"switchyard_worker_kv_blocks_used ", "switchyard_worker_kv_blocks_total 128",
-		"switchyard_worker_kv_usage_ratio ", "switchyard_worker_prompt_tokens_total 4",
-		"switchyard_worker_prefix_hit_tokens_total ", "switchyard_worker_generated_tokens_total ",
-		"switchyard_worker_preemptions_total ", "switchyard_worker_step_time_seconds ",
-		"switchyard_worker_tokens_per_second ",
+		"switchyard_worker_requests_running{", "switchyard_worker_requests_waiting{",
+		"switchyard_worker_kv_blocks_used{", `switchyard_worker_kv_blocks_capacity{model="` + info.Msg.GetModel() + `"} 128`,
+		"switchyard_worker_kv_usage_ratio{", `switchyard_worker_prompt_tokens_total{model="` + info.Msg.GetModel() + `"} 4`,
+		"switchyard_worker_prefix_hit_tokens_total{", "switchyard_worker_generated_tokens_total{",
+		"switchyard_worker_preemptions_total{", "switchyard_worker_step_time_seconds{",
 	} {
 		if !strings.Contains(string(body), want) {
 			t.Errorf("/metrics lacks %q", want)
@@ -313,4 +312,22 @@ func TestFileDiscoveryRecord(t *testing.T) {
 	if in := ins[0]; in.Model != "mock" || in.Meta["kv_blocks"] != "64" || in.Meta["executor"] != "sim" || in.Meta["block_size"] != "16" {
 		t.Fatalf("registered %+v", in)
 	}
+}
+
+// GetLoad reports each KV tier's use beside the pool's: blocks a
+// generation committed are offloaded to the host tier.
+func TestGetLoadTiers(t *testing.T) {
+	t.Parallel()
+	w := start(t, "decode", "-num-blocks", "64", "-block-size", "8", "-kv-host-blocks", "16")
+	prompt := make([]uint32, 40)
+	for i := range prompt {
+		prompt[i] = uint32(3 + i)
+	}
+	if _, err := collect(t, w.client, req(worker.TinyRandomName, prompt, 4)); err != nil {
+		t.Fatal(err)
+	}
+	deptest.Eventually(t, 10*time.Second, "the host tier holding blocks", func() bool {
+		tiers := getLoad(t, w).GetKvTiers()
+		return len(tiers) == 1 && tiers[0].GetTier() == "host" && tiers[0].GetBlocksCapacity() == 16 && tiers[0].GetBlocksUsed() > 0
+	})
 }

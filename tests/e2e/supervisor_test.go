@@ -51,7 +51,16 @@ type supervised struct {
 
 func startSupervised(t *testing.T, workerArgs ...string) *supervised {
 	t.Helper()
+	return startSupervisedWith(t, nil, workerArgs...)
+}
+
+// startSupervisedWith is startSupervised with flags for the frontend; it
+// is told the supervisor's address with -supervisor-url.
+func startSupervisedWith(t *testing.T, frontendArgs []string, workerArgs ...string) *supervised {
+	t.Helper()
 	bin, dir := Build(t), t.TempDir()
+	addr := fmt.Sprintf("127.0.0.1:%d", deptest.FreePort(t))
+	frontendArgs = append([]string{"-supervisor-url", "http://" + addr}, frontendArgs...)
 	common := []string{"-discovery", "file", "-discovery-dir", filepath.Join(dir, "discovery"), "-drain-timeout", "5s"}
 	decode, router, frontend := consecutivePorts(t, 3), deptest.FreePort(t), deptest.FreePort(t)
 	ready := map[string]any{"http": "http://127.0.0.1:{port}/health"}
@@ -61,7 +70,7 @@ func startSupervised(t *testing.T, workerArgs ...string) *supervised {
 	spec := map[string]any{"logs": filepath.Join(dir, "logs"), "stop_timeout": "10s", "banner": "stack up\n", "pools": []map[string]any{
 		{"name": "decode", "count": 2, "scalable": true, "min": 1, "max": 3, "port": decode, "ready": ready, "command": cmd("decode", workerArgs...)},
 		{"name": "router", "port": router, "ready": ready, "command": cmd("router", "-mode", "round-robin")},
-		{"name": "frontend", "port": frontend, "ready": ready, "command": cmd("frontend")},
+		{"name": "frontend", "port": frontend, "ready": ready, "command": cmd("frontend", frontendArgs...)},
 	}}
 	b, err := json.Marshal(spec)
 	if err != nil {
@@ -71,7 +80,6 @@ func startSupervised(t *testing.T, workerArgs ...string) *supervised {
 	if err := os.WriteFile(path, b, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	addr := fmt.Sprintf("127.0.0.1:%d", deptest.FreePort(t))
 	s := &supervised{proc: Start(t, bin, "supervisor", addr, "-spec", path)}
 	s.api = supervisorv1connect.NewSupervisorServiceClient(http.DefaultClient, "http://"+addr)
 	s.mesh = &Mesh{Frontend: &Proc{Addr: fmt.Sprintf("127.0.0.1:%d", frontend)}}

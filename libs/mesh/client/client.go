@@ -1,6 +1,7 @@
 // Package client builds what a Switchyard service needs to call another:
-// an HTTP client that speaks HTTP/2 without TLS (h2c), as every Switchyard
-// server does, and the Connect client options every call carries (tracing
+// an HTTP client that speaks HTTP/2 without TLS (h2c) to http:// peers
+// and, given a TLS dialer, HTTP/2 over mutual TLS to https:// ones (a peer
+// that publishes discovery.MetaTLS), and the Connect client options every call carries (tracing
 // and metrics, the request id, a unary deadline, message size limits). One constructor each, so every caller gets the same
 // pooling, dead-peer detection and trace propagation.
 package client
@@ -9,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"time"
 
@@ -23,10 +25,24 @@ import (
 // bounded by their contexts. HTTP/2 pings find a peer that vanished without
 // closing its connection (a killed process on another machine), so a stream
 // to it fails instead of hanging.
-func NewHTTP() *http.Client {
+func NewHTTP() *http.Client { return NewHTTPTLS(nil) }
+
+// DialTLSFunc dials and completes a TLS handshake, as
+// tlsconf.Reloader.DialTLS does with the instance's current certificate.
+type DialTLSFunc func(ctx context.Context, network, addr string) (net.Conn, error)
+
+// NewHTTPTLS is NewHTTP that reaches https:// peers through dialTLS
+// (HTTP/2 negotiated by ALPN): each new connection is made by it, so it
+// decides the certificate presented and the CA trusted at that moment.
+// With a nil dialTLS it is NewHTTP: h2c only.
+func NewHTTPTLS(dialTLS DialTLSFunc) *http.Client {
 	p := new(http.Protocols)
 	p.SetUnencryptedHTTP2(true)
+	if dialTLS != nil {
+		p.SetHTTP2(true)
+	}
 	return &http.Client{Transport: &http.Transport{
+		DialTLSContext:      dialTLS,
 		Protocols:           p,
 		MaxIdleConnsPerHost: 16,
 		IdleConnTimeout:     90 * time.Second,

@@ -24,6 +24,7 @@ import (
 	"switchyard.dev/libs/mesh/discovery/filedisc"
 	"switchyard.dev/libs/mesh/reqid"
 	"switchyard.dev/libs/mesh/rpclimit"
+	"switchyard.dev/libs/mesh/tlsconf"
 )
 
 // Common are the shared settings.
@@ -47,6 +48,39 @@ type Common struct {
 	// RPC bounds every RPC the service serves and, through
 	// Runtime.ClientOptions, makes (package rpclimit).
 	RPC rpclimit.Limits
+	// TLS is mutual TLS between services (off when TLS.Cert is empty).
+	TLS TLS
+}
+
+// TLS are the -tls-* settings: this instance's certificate and the CA that
+// signs its peers. With them set, the instance serves TLS and requires
+// callers' certificates, and calls its peers over TLS presenting its own.
+type TLS struct {
+	Cert, Key, CA     string
+	RequireClientCert bool
+	ReloadInterval    time.Duration
+}
+
+// Enabled reports whether mutual TLS is on.
+func (t TLS) Enabled() bool { return t.Cert != "" }
+
+// Files names the files of t.
+func (t TLS) Files() tlsconf.Files { return tlsconf.Files{Cert: t.Cert, Key: t.Key, CA: t.CA} }
+
+func (t TLS) validate() error {
+	set := 0
+	for _, v := range []string{t.Cert, t.Key, t.CA} {
+		if v != "" {
+			set++
+		}
+	}
+	if set != 0 && set != 3 {
+		return fmt.Errorf("-tls-cert=%q -tls-key=%q -tls-ca=%q: set all three or none", t.Cert, t.Key, t.CA)
+	}
+	if t.ReloadInterval <= 0 {
+		return fmt.Errorf("-tls-reload-interval=%v: must be positive", t.ReloadInterval)
+	}
+	return nil
 }
 
 // DefaultDiscoveryDir is where the file backend keeps records by default.
@@ -81,6 +115,11 @@ func (c *Common) Register(fs *flag.FlagSet, defaultListen string, getenv func(st
 		"largest RPC message served or sent, in bytes; a larger one fails with resource_exhausted (a worker's GetModelInfo carries its tokenizer)")
 	fs.DurationVar(&c.RPC.UnaryTimeout, "rpc-timeout", rpclimit.DefaultUnaryTimeout,
 		"deadline of a unary RPC whose caller set none, served or sent (streams have none)")
+	fs.StringVar(&c.TLS.Cert, "tls-cert", "", "this instance's certificate (PEM) for mutual TLS with its peers; off (plaintext h2c) when empty")
+	fs.StringVar(&c.TLS.Key, "tls-key", "", "private key (PEM) of -tls-cert")
+	fs.StringVar(&c.TLS.CA, "tls-ca", "", "CA certificates (PEM) that sign peers' certificates, servers' and callers' alike")
+	fs.BoolVar(&c.TLS.RequireClientCert, "tls-require-client-cert", true, "with -tls-cert, refuse callers without a certificate signed by -tls-ca")
+	fs.DurationVar(&c.TLS.ReloadInterval, "tls-reload-interval", tlsconf.DefaultReloadInterval, "how often the -tls-* files are checked for a rotation")
 }
 
 // Validate checks every shared setting.
@@ -134,7 +173,7 @@ func (c *Common) Validate() error {
 	if c.RPC.UnaryTimeout <= 0 {
 		return fmt.Errorf("-rpc-timeout=%v: must be positive", c.RPC.UnaryTimeout)
 	}
-	return nil
+	return c.TLS.validate()
 }
 
 // minMessageBytes is the smallest -rpc-max-message-bytes: below it even

@@ -65,3 +65,34 @@ func TestLoggerRequestID(t *testing.T) {
 		t.Errorf("log line %s; want request_id and service", got)
 	}
 }
+
+func TestTLSFlags(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		args    []string
+		enabled bool
+		err     string
+	}{
+		{nil, false, ""},
+		{[]string{"-tls-cert", "a.crt", "-tls-key", "a.key", "-tls-ca", "ca.crt"}, true, ""},
+		{[]string{"-tls-cert", "a.crt"}, false, "set all three or none"},
+		{[]string{"-tls-key", "a.key", "-tls-ca", "ca.crt"}, false, "set all three or none"},
+		{[]string{"-tls-reload-interval", "0s"}, false, "-tls-reload-interval=0s"},
+	}
+	for _, tt := range tests {
+		c, err := parse(t, tt.args...)
+		if tt.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tt.err) {
+				t.Errorf("%q: error %v, want one naming %q", tt.args, err, tt.err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%q: %v", tt.args, err)
+			continue
+		}
+		if c.TLS.Enabled() != tt.enabled || !c.TLS.RequireClientCert {
+			t.Errorf("%q: TLS %+v, want enabled=%v and client certificates required", tt.args, c.TLS, tt.enabled)
+		}
+	}
+}

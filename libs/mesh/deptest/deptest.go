@@ -8,6 +8,9 @@
 // $VERSITYGW_BIN, then $PATH. When one is missing the test is skipped
 // under -short and fails otherwise: `make test` installs them all, so a
 // missing binary there is a broken set-up, not a reason to pass silently.
+// Prometheus ($PROMETHEUS_BIN) and promtool ($PROMTOOL_BIN), which check
+// deploy/ rather than the services, are optional: OptionalBinary skips
+// without them unless SWITCHYARD_REQUIRE_SHARED=1.
 package deptest
 
 import (

@@ -73,6 +73,10 @@ const (
 	// MetaSharedTier is "1" on a kvbm-controller that keeps the catalog
 	// of a shared object-store tier: routers follow its event stream.
 	MetaSharedTier = "kv_shared_tier"
+	// MetaTLS is "1" on an instance that serves TLS (mutual TLS between
+	// services): its URL is https, and callers must present a
+	// certificate.
+	MetaTLS = "tls"
 )
 
 // Instance is one registered service instance.
@@ -93,8 +97,14 @@ type Instance struct {
 	Meta map[string]string `json:"meta,omitempty"`
 }
 
-// URL is the instance's Connect base URL (h2c over plain HTTP).
-func (in Instance) URL() string { return "http://" + in.Address }
+// URL is the instance's Connect base URL: https for an instance that
+// publishes MetaTLS, otherwise http (h2c).
+func (in Instance) URL() string {
+	if in.Meta[MetaTLS] == "1" {
+		return "https://" + in.Address
+	}
+	return "http://" + in.Address
+}
 
 // HasTag reports whether the instance carries tag.
 func (in Instance) HasTag(tag string) bool { return slices.Contains(in.Tags, tag) }

@@ -13,6 +13,7 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -64,6 +65,11 @@ type Config struct {
 	Info InfoFunc
 	// Pprof serves net/http/pprof at /debug/pprof/.
 	Pprof bool
+	// TLS, if set, makes the listener serve TLS (HTTP/2 and HTTP/1.1 by
+	// ALPN) instead of h2c, and the instance publish discovery.MetaTLS so
+	// callers dial https. Its ClientAuth decides whether callers need
+	// certificates (package tlsconf builds it).
+	TLS *tls.Config
 }
 
 // Server is one instance's HTTP server.
@@ -100,6 +106,13 @@ func New(cfg Config) (*Server, error) {
 	otel, err := cfg.Telemetry.ConnectInterceptor()
 	if err != nil {
 		return nil, fmt.Errorf("server: otel interceptor: %w", err)
+	}
+	cfg.Instance = cfg.Instance.Clone()
+	if cfg.TLS != nil {
+		if cfg.Instance.Meta == nil {
+			cfg.Instance.Meta = map[string]string{}
+		}
+		cfg.Instance.Meta[discovery.MetaTLS] = "1"
 	}
 	s := &Server{cfg: cfg, mux: http.NewServeMux(), checker: grpchealth.NewStaticChecker(), started: time.Now()}
 	s.opts = []connect.HandlerOption{
@@ -149,6 +162,29 @@ func (s *Server) Mount(path string, h http.Handler) {
 // request.
 func (s *Server) Handle(pattern string, h http.Handler) {
 	s.mux.Handle(pattern, s.cfg.Telemetry.HTTPHandler(h))
+}
+
+// SetTLS replaces Config.TLS before Serve: for a listener whose
+// certificate is not the instance's mesh one (the frontend's public
+// OpenAI listener). nil serves h2c.
+func (s *Server) SetTLS(c *tls.Config) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.cfg.TLS = c
+	if c == nil {
+		delete(s.cfg.Instance.Meta, discovery.MetaTLS)
+		return
+	}
+	if s.cfg.Instance.Meta == nil {
+		s.cfg.Instance.Meta = map[string]string{}
+	}
+	s.cfg.Instance.Meta[discovery.MetaTLS] = "1"
+}
+
+func (s *Server) tlsConfig() *tls.Config {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cfg.TLS
 }
 
 // Listen binds the listener; Addr is valid afterwards.
@@ -231,7 +267,12 @@ func (s *Server) Serve(ctx context.Context) error {
 
 	protocols := new(http.Protocols)
 	protocols.SetHTTP1(true)
-	protocols.SetUnencryptedHTTP2(true)
+	tlsConf := s.tlsConfig()
+	if tlsConf != nil {
+		protocols.SetHTTP2(true)
+	} else {
+		protocols.SetUnencryptedHTTP2(true)
+	}
 	hs := &http.Server{
 		Handler:           s.mux,
 		ReadHeaderTimeout: 10 * time.Second,
@@ -239,9 +280,19 @@ func (s *Server) Serve(ctx context.Context) error {
 		IdleTimeout:       2 * time.Minute,
 		Protocols:         protocols,
 		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
+		TLSConfig:         tlsConf,
+		// Refused handshakes (a caller without a certificate) are worth
+		// a line in the service's log, not on the process's stderr.
+		ErrorLog: slog.NewLogLogger(s.cfg.Logger.Handler(), slog.LevelWarn),
 	}
 	errc := make(chan error, 1)
-	go func() { errc <- hs.Serve(s.ln) }()
+	go func() {
+		if tlsConf != nil {
+			errc <- hs.ServeTLS(s.ln, "", "")
+			return
+		}
+		errc <- hs.Serve(s.ln)
+	}()
 
 	var reg discovery.Registration
 	if s.cfg.Registry != nil {

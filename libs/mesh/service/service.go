@@ -7,14 +7,18 @@ package service
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"os/signal"
+	"slices"
+	"sync"
 	"syscall"
 	"time"
 
@@ -26,6 +30,7 @@ import (
 	"switchyard.dev/libs/mesh/discovery"
 	"switchyard.dev/libs/mesh/server"
 	"switchyard.dev/libs/mesh/telemetry"
+	"switchyard.dev/libs/mesh/tlsconf"
 )
 
 // Spec describes one service.
@@ -55,6 +60,10 @@ type Env struct {
 	// top of what the OTEL_* settings export: tests collect a mesh's
 	// spans with it (tracetest.SpanRecorder).
 	SpanProcessor sdktrace.SpanProcessor
+	// ReloadTLS, if set, makes the service re-read its TLS files at once
+	// on each receive, besides the -tls-reload-interval checks (Main
+	// sends SIGHUP here).
+	ReloadTLS <-chan os.Signal
 }
 
 // Runtime is what Setup gets to work with.
@@ -64,8 +73,68 @@ type Runtime struct {
 	Server    *server.Server
 	Telemetry *telemetry.Telemetry
 	Common    config.Common
+	// TLS holds the instance's mesh certificate and CA, kept current
+	// (nil without -tls-cert).
+	TLS *tlsconf.Reloader
 
+	ctx     context.Context // lives until the process's run returns
 	drained []func(context.Context)
+
+	tlsMu     sync.Mutex
+	reloaders []*tlsconf.Reloader // every TLS identity Env.ReloadTLS reloads
+}
+
+func (rt *Runtime) addReloader(r *tlsconf.Reloader) {
+	rt.tlsMu.Lock()
+	defer rt.tlsMu.Unlock()
+	rt.reloaders = append(rt.reloaders, r)
+}
+
+// reloadOnSignal reloads every TLS identity on each receive from sig
+// until ctx ends.
+func (rt *Runtime) reloadOnSignal(ctx context.Context, sig <-chan os.Signal) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-sig:
+		}
+		rt.tlsMu.Lock()
+		rs := slices.Clone(rt.reloaders)
+		rt.tlsMu.Unlock()
+		for _, r := range rs {
+			if _, err := r.Reload(); err != nil {
+				rt.Logger.Warn("TLS files unreadable; keeping the previous ones", "err", err)
+			}
+		}
+		rt.Logger.Info("TLS files reloaded on signal", "identities", len(rs))
+	}
+}
+
+// HTTPClient returns an HTTP client for calls to the service's peers:
+// h2c to http:// peers and, with -tls-cert, mutual TLS to https:// ones
+// (those that publish discovery.MetaTLS), presenting this instance's
+// certificate and trusting -tls-ca as current at each new connection.
+func (rt *Runtime) HTTPClient() *http.Client {
+	if rt.TLS == nil {
+		return client.NewHTTP()
+	}
+	return client.NewHTTPTLS(rt.TLS.DialTLS)
+}
+
+// ServePublicTLS makes the server's listener serve TLS with the
+// certificate in certFile and keyFile instead of the mesh one, asking
+// callers for no certificate (the frontend's OpenAI API), and keeps the
+// files current as -tls-reload-interval says. Call it from Setup.
+func (rt *Runtime) ServePublicTLS(certFile, keyFile string) error {
+	r, err := tlsconf.New(tlsconf.Files{Cert: certFile, Key: keyFile}, rt.Logger)
+	if err != nil {
+		return fmt.Errorf("public TLS: %w", err)
+	}
+	go r.Watch(rt.ctx, rt.Common.TLS.ReloadInterval)
+	rt.addReloader(r)
+	rt.Server.SetTLS(r.ServerConfig(false))
+	return nil
 }
 
 // ClientOptions are the Connect client options for the service's calls to
@@ -181,6 +250,21 @@ func run(ctx context.Context, spec Spec, env Env, common config.Common, log *slo
 	// has passed (at once without discovery), before the drain.
 	workCtx, stopWork := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopWork()
+	// Certificates are reloaded until the very end: a handshake during
+	// the drain still gets the current ones.
+	lifeCtx, endLife := context.WithCancel(context.WithoutCancel(ctx))
+	defer endLife()
+	var (
+		reloader *tlsconf.Reloader
+		srvTLS   *tls.Config
+	)
+	if common.TLS.Enabled() {
+		if reloader, err = tlsconf.New(common.TLS.Files(), log); err != nil {
+			return fmt.Errorf("-tls-cert, -tls-key, -tls-ca: %w", err)
+		}
+		go reloader.Watch(lifeCtx, common.TLS.ReloadInterval)
+		srvTLS = reloader.ServerConfig(common.TLS.RequireClientCert)
+	}
 	srv, err := server.New(server.Config{
 		Instance:        discovery.Instance{ID: id, Role: spec.Role, Version: spec.Version, Address: common.Advertise, Tags: common.TagList()},
 		Listen:          common.Listen,
@@ -193,6 +277,7 @@ func run(ctx context.Context, spec Spec, env Env, common config.Common, log *slo
 		UnaryTimeout:    common.RPC.UnaryTimeout,
 		MaxMessageBytes: common.RPC.MaxMessageBytes,
 		Pprof:           common.Pprof,
+		TLS:             srvTLS,
 	})
 	if err != nil {
 		return err
@@ -201,7 +286,13 @@ func run(ctx context.Context, spec Spec, env Env, common config.Common, log *slo
 	if err != nil {
 		return fmt.Errorf("-listen=%q: %w", common.Listen, err)
 	}
-	rt := &Runtime{Logger: log, Registry: reg, Server: srv, Telemetry: tel, Common: common}
+	rt := &Runtime{Logger: log, Registry: reg, Server: srv, Telemetry: tel, Common: common, TLS: reloader, ctx: lifeCtx}
+	if reloader != nil {
+		rt.addReloader(reloader)
+	}
+	if env.ReloadTLS != nil {
+		go rt.reloadOnSignal(lifeCtx, env.ReloadTLS)
+	}
 	if spec.Setup != nil {
 		if err := spec.Setup(workCtx, rt); err != nil {
 			return err
@@ -224,12 +315,16 @@ func run(ctx context.Context, spec Spec, env Env, common config.Common, log *slo
 // telemetryFlushTimeout bounds the final export of spans and metrics.
 const telemetryFlushTimeout = 5 * time.Second
 
-// Main runs spec as the process: it stops on SIGINT or SIGTERM and returns
-// the exit code, so that a service's main is one line:
+// Main runs spec as the process: it stops on SIGINT or SIGTERM, re-reads
+// its TLS files on SIGHUP, and returns the exit code, so that a service's
+// main is one line:
 //
 //	func main() { os.Exit(service.Main(app.Spec(version))) }
 func Main(spec Spec) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	return Run(ctx, spec, Env{Args: os.Args[1:], Stdout: os.Stdout, Stderr: os.Stderr, Getenv: os.Getenv})
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	return Run(ctx, spec, Env{Args: os.Args[1:], Stdout: os.Stdout, Stderr: os.Stderr, Getenv: os.Getenv, ReloadTLS: hup})
 }

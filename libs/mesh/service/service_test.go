@@ -105,6 +105,9 @@ func TestBadSettingsFailFast(t *testing.T) {
 		{[]string{"-discovery", "consul", "-listen", ":0"}, `-listen=":0" binds every interface`},
 		{[]string{"-deregister-grace", "-1s"}, `-deregister-grace=-1s`},
 		{[]string{"-deregister-grace", "2h"}, `-deregister-grace=2h0m0s`},
+		{[]string{"-tls-cert", "a.crt"}, `-tls-cert="a.crt" -tls-key="" -tls-ca="": set all three or none`},
+		{[]string{"-discovery", "none", "-tls-cert", "/nonexistent/a.crt", "-tls-key", "/nonexistent/a.key", "-tls-ca", "/nonexistent/ca.crt"},
+			"-tls-cert, -tls-key, -tls-ca: tls: stat /nonexistent/a.crt"},
 	}
 	for _, tc := range cases {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {

@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"runtime"
 	"strings"
 
 	"connectrpc.com/otelconnect"
@@ -77,7 +78,7 @@ func New(ctx context.Context, cfg Config) (*Telemetry, error) {
 		Propagator: propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}),
 		Registry:   prometheus.NewRegistry(),
 	}
-	t.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	t.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildInfo(cfg))
 	exp, err := otelprom.New(otelprom.WithRegisterer(t.Registry), otelprom.WithoutScopeInfo())
 	if err != nil {
 		return nil, fmt.Errorf("telemetry: prometheus exporter: %w", err)
@@ -128,6 +129,24 @@ func spanExporter(ctx context.Context, getenv func(string) string, stdout io.Wri
 	default:
 		return nil, fmt.Errorf("telemetry: OTEL_TRACES_EXPORTER=%q: want none, console or otlp", kind)
 	}
+}
+
+// buildInfo is the switchyard_build_info gauge, always 1: its labels say
+// which service and version an instance runs, so dashboards can join on it
+// and a fleet mid-rollout shows its versions side by side.
+func buildInfo(cfg Config) prometheus.Collector {
+	g := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "switchyard_build_info",
+		Help: "Always 1; the labels name the service, its version and the Go toolchain that built it.",
+		ConstLabels: prometheus.Labels{
+			"service":     strings.TrimPrefix(cfg.Service, "switchyard-"),
+			"version":     cfg.Version,
+			"instance_id": cfg.InstanceID,
+			"go_version":  runtime.Version(),
+		},
+	})
+	g.Set(1)
+	return g
 }
 
 // MetricsHandler serves the instance's metrics in Prometheus format.

@@ -3,6 +3,8 @@ package telemetry
 import (
 	"bytes"
 	"context"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -95,5 +97,24 @@ func TestSpanProcessor(t *testing.T) {
 	}
 	if service != "svc" {
 		t.Errorf("span of service %q, want svc", service)
+	}
+}
+
+// Every instance exports switchyard_build_info with its service (without
+// the switchyard- prefix), version and instance id.
+func TestBuildInfo(t *testing.T) {
+	t.Parallel()
+	tel, err := New(t.Context(), Config{Service: "switchyard-router", Version: "1.2.3", InstanceID: "router-0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tel.Shutdown(context.Background()) })
+	rec := httptest.NewRecorder()
+	tel.MetricsHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	body := rec.Body.String()
+	for _, want := range []string{"# TYPE switchyard_build_info gauge", `instance_id="router-0"`, `service="router"`, `version="1.2.3"`} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics lacks %q:\n%s", want, body)
+		}
 	}
 }

@@ -28,6 +28,7 @@ package handler
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"math"
 	"sync"
@@ -52,6 +53,7 @@ type Engine interface {
 	EventSeq() uint64
 	Metrics() engine.Metrics
 	ModelInfo() engine.ModelInfo
+	ClearPrefixCache()
 }
 
 // Backend is what the handler needs from any engine (package engines): the
@@ -158,13 +160,33 @@ func New(cfg Config) *Handler {
 // GetLoad implements WorkerServiceHandler.
 func (h *Handler) GetLoad(context.Context, *connect.Request[workerv1.GetLoadRequest]) (*connect.Response[workerv1.GetLoadResponse], error) {
 	m := h.eng.Metrics()
-	return connect.NewResponse(&workerv1.GetLoadResponse{
+	resp := &workerv1.GetLoadResponse{
 		RunningRequests:      u32(m.Running),
 		WaitingRequests:      u32(m.Waiting),
 		KvBlocksUsed:         u32(m.KVUsedBlocks),
 		KvBlocksTotal:        u32(m.KVTotalBlocks),
 		PendingPrefillTokens: u32(int(max(h.pendingPrefill.Load(), 0))),
-	}), nil
+	}
+	for _, t := range m.Tiers {
+		resp.KvTiers = append(resp.KvTiers, &workerv1.KvTierLoad{Tier: t.Tier.String(), BlocksUsed: u32(t.Blocks), BlocksCapacity: u32(t.Capacity)})
+	}
+	return connect.NewResponse(resp), nil
+}
+
+// prefixClearer is an engine that can drop its cached prefixes.
+type prefixClearer interface{ ClearPrefixCache() }
+
+// ClearPrefixCache implements WorkerServiceHandler.
+func (h *Handler) ClearPrefixCache(context.Context, *connect.Request[workerv1.ClearPrefixCacheRequest]) (*connect.Response[workerv1.ClearPrefixCacheResponse], error) {
+	c, ok := h.eng.(prefixClearer)
+	if !ok {
+		return nil, connect.NewError(connect.CodeUnimplemented, errors.New("this worker's engine cannot clear its prefix cache"))
+	}
+	before := h.eng.Metrics().KVUsedBlocks
+	c.ClearPrefixCache()
+	after := h.eng.Metrics().KVUsedBlocks
+	h.log.Info("prefix cache cleared", "kv_blocks_used_before", before, "kv_blocks_used_after", after)
+	return connect.NewResponse(&workerv1.ClearPrefixCacheResponse{KvBlocksUsedBefore: u32(before), KvBlocksUsedAfter: u32(after)}), nil
 }
 
 // GetModelInfo implements WorkerServiceHandler. The response is shared and
@@ -235,6 +257,9 @@ func (b builtin) Generate(ctx context.Context, r engine.Request) (engines.Stream
 }
 
 func (b builtin) KV() engines.KVEvents { return b.Engine }
+
+// ClearPrefixCache clears the built-in engine's prefix cache.
+func (b builtin) ClearPrefixCache() { b.Engine.ClearPrefixCache() }
 
 func u32(n int) uint32 {
 	return uint32(min(max(n, 0), math.MaxUint32))

@@ -12,6 +12,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -34,7 +35,7 @@ const ScopeName = "switchyard.dev/libs/worker"
 
 type engineInstruments struct {
 	running, waiting, kvUsed, kvTotal              metric.Int64ObservableGauge
-	kvUsage, stepTime, tokensPerSec                metric.Float64ObservableGauge
+	kvUsage, stepTime                              metric.Float64ObservableGauge
 	prompt, prefixHit, generated, preempted, steps metric.Int64ObservableCounter
 	// Per KV tier below the arena, labelled tier=host|disk|external.
 	tierBlocks, tierCapacity                       metric.Int64ObservableGauge
@@ -49,9 +50,32 @@ type gpuInstruments struct {
 	util              metric.Float64ObservableGauge
 }
 
+// Option adjusts Register.
+type Option func(*options)
+
+type options struct{ attrs []attribute.KeyValue }
+
+// WithModel labels every series with model=name, the model the worker
+// serves: dashboards and alerts group workers by it.
+func WithModel(name string) Option {
+	return func(o *options) {
+		if name != "" {
+			o.attrs = append(o.attrs, attribute.String("model", name))
+		}
+	}
+}
+
 // Register creates the instruments on mp and observes src (and gpus, when
 // not nil) at every collection. Call the returned func on shutdown.
-func Register(mp metric.MeterProvider, src Source, gpus GPUFunc) (unregister func() error, err error) {
+//
+// Generation throughput is not exported as a gauge: the counters are, and
+// Prometheus computes rates over whatever window a query asks for.
+func Register(mp metric.MeterProvider, src Source, gpus GPUFunc, opts ...Option) (unregister func() error, err error) {
+	var cfg options
+	for _, opt := range opts {
+		opt(&cfg)
+	}
+	base := cfg.attrs
 	m := mp.Meter(ScopeName)
 	ei, err := newEngineInstruments(m)
 	if err != nil {
@@ -59,7 +83,7 @@ func Register(mp metric.MeterProvider, src Source, gpus GPUFunc) (unregister fun
 	}
 	regs := make([]metric.Registration, 0, 2)
 	reg, err := m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
-		ei.observe(o, src.Metrics())
+		ei.observe(o, src.Metrics(), base)
 		return nil
 	}, ei.all()...)
 	if err != nil {
@@ -71,7 +95,7 @@ func Register(mp metric.MeterProvider, src Source, gpus GPUFunc) (unregister fun
 		if err == nil {
 			reg, err = m.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
 				list, err := gpus(ctx)
-				gi.observe(o, list)
+				gi.observe(o, list, base)
 				return err
 			}, gi.memUsed, gi.memTotal, gi.util)
 		}
@@ -111,10 +135,9 @@ func newEngineInstruments(m metric.Meter) (*engineInstruments, error) {
 	i.running = gauge("switchyard.worker.requests.running", "{request}", "Sequences in the running batch.")
 	i.waiting = gauge("switchyard.worker.requests.waiting", "{request}", "Requests queued for admission.")
 	i.kvUsed = gauge("switchyard.worker.kv.blocks.used", "{block}", "KV blocks held by sequences.")
-	i.kvTotal = gauge("switchyard.worker.kv.blocks.total", "{block}", "KV blocks in the pool.")
+	i.kvTotal = gauge("switchyard.worker.kv.blocks.capacity", "{block}", "KV blocks in the pool (used or free).")
 	i.kvUsage = fgauge("switchyard.worker.kv.usage", "1", "Used over total KV blocks.")
 	i.stepTime = fgauge("switchyard.worker.step.time", "s", "Executor time of the latest step.")
-	i.tokensPerSec = fgauge("switchyard.worker.tokens", "{token}/s", "Generated tokens per second over the latest steps.")
 	i.prompt = counter("switchyard.worker.prompt.tokens", "{token}", "Prompt tokens admitted.")
 	i.prefixHit = counter("switchyard.worker.prefix_hit.tokens", "{token}", "Prompt tokens served from the prefix cache.")
 	i.generated = counter("switchyard.worker.generated.tokens", "{token}", "Tokens generated.")
@@ -135,28 +158,28 @@ func newEngineInstruments(m metric.Meter) (*engineInstruments, error) {
 
 func (i *engineInstruments) all() []metric.Observable {
 	return []metric.Observable{
-		i.running, i.waiting, i.kvUsed, i.kvTotal, i.kvUsage, i.stepTime, i.tokensPerSec,
+		i.running, i.waiting, i.kvUsed, i.kvTotal, i.kvUsage, i.stepTime,
 		i.prompt, i.prefixHit, i.generated, i.preempted, i.steps,
 		i.tierBlocks, i.tierCapacity, i.tierOffloaded, i.tierOnboarded, i.tierOnboardBytes,
 		i.tierRecompute, i.tierCorrupt, i.tierOverBudget, i.tierWriteBehind, i.tierLoadTime,
 	}
 }
 
-func (i *engineInstruments) observe(o metric.Observer, s engine.Metrics) {
-	o.ObserveInt64(i.running, int64(s.Running))
-	o.ObserveInt64(i.waiting, int64(s.Waiting))
-	o.ObserveInt64(i.kvUsed, int64(s.KVUsedBlocks))
-	o.ObserveInt64(i.kvTotal, int64(s.KVTotalBlocks))
-	o.ObserveFloat64(i.kvUsage, s.KVUsage())
-	o.ObserveFloat64(i.stepTime, s.LastStepTime.Seconds())
-	o.ObserveFloat64(i.tokensPerSec, s.TokensPerSecond)
-	o.ObserveInt64(i.prompt, s.PromptTokens)
-	o.ObserveInt64(i.prefixHit, s.PrefixHitTokens)
-	o.ObserveInt64(i.generated, s.GeneratedTokens)
-	o.ObserveInt64(i.preempted, s.Preemptions)
-	o.ObserveInt64(i.steps, s.Steps)
+func (i *engineInstruments) observe(o metric.Observer, s engine.Metrics, base []attribute.KeyValue) {
+	all := metric.WithAttributes(base...)
+	o.ObserveInt64(i.running, int64(s.Running), all)
+	o.ObserveInt64(i.waiting, int64(s.Waiting), all)
+	o.ObserveInt64(i.kvUsed, int64(s.KVUsedBlocks), all)
+	o.ObserveInt64(i.kvTotal, int64(s.KVTotalBlocks), all)
+	o.ObserveFloat64(i.kvUsage, s.KVUsage(), all)
+	o.ObserveFloat64(i.stepTime, s.LastStepTime.Seconds(), all)
+	o.ObserveInt64(i.prompt, s.PromptTokens, all)
+	o.ObserveInt64(i.prefixHit, s.PrefixHitTokens, all)
+	o.ObserveInt64(i.generated, s.GeneratedTokens, all)
+	o.ObserveInt64(i.preempted, s.Preemptions, all)
+	o.ObserveInt64(i.steps, s.Steps, all)
 	for _, t := range s.Tiers {
-		tier := metric.WithAttributes(attribute.String("tier", t.Tier.String()))
+		tier := metric.WithAttributes(append(slices.Clip(base), attribute.String("tier", t.Tier.String()))...)
 		o.ObserveInt64(i.tierBlocks, int64(t.Blocks), tier)
 		o.ObserveInt64(i.tierCapacity, int64(t.Capacity), tier)
 		o.ObserveInt64(i.tierOffloaded, t.Offloaded, tier)
@@ -177,13 +200,13 @@ func newGPUInstruments(m metric.Meter) (*gpuInstruments, error) {
 	return &gpuInstruments{memUsed: used, memTotal: total, util: util}, errors.Join(err1, err2, err3)
 }
 
-func (i *gpuInstruments) observe(o metric.Observer, gpus []cuda.GPU) {
+func (i *gpuInstruments) observe(o metric.Observer, gpus []cuda.GPU, base []attribute.KeyValue) {
 	for _, g := range gpus {
-		attrs := metric.WithAttributes(
+		attrs := metric.WithAttributes(append(slices.Clip(base),
 			attribute.String("gpu", strconv.Itoa(g.Index)),
 			attribute.String("gpu_uuid", g.UUID),
 			attribute.String("gpu_name", g.Name),
-		)
+		)...)
 		o.ObserveInt64(i.memUsed, int64(min(g.MemoryUsedBytes, 1<<62)), attrs)
 		o.ObserveInt64(i.memTotal, int64(min(g.MemoryTotalBytes, 1<<62)), attrs)
 		o.ObserveFloat64(i.util, float64(g.UtilizationPercent)/100, attrs)

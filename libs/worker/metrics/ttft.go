@@ -18,10 +18,12 @@ import (
 type TTFT struct {
 	queue, prefill, transfer, firstDecode metric.Float64Histogram
 	requests                              metric.Int64Counter
+	model                                 attribute.KeyValue
 }
 
-// NewTTFT creates the histograms on mp.
-func NewTTFT(mp metric.MeterProvider) (*TTFT, error) {
+// NewTTFT creates the histograms on mp; every series carries model, the
+// model the worker serves.
+func NewTTFT(mp metric.MeterProvider, model string) (*TTFT, error) {
 	m := mp.Meter(ScopeName)
 	buckets := []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30} // 1 ms to 30 s
 	var errs []error
@@ -32,6 +34,7 @@ func NewTTFT(mp metric.MeterProvider) (*TTFT, error) {
 		return h
 	}
 	t := &TTFT{
+		model:       attribute.String("model", model),
 		queue:       hist("switchyard.worker.ttft.queue", "Time to first token: waiting for admission (on the prefill worker when remote)."),
 		prefill:     hist("switchyard.worker.ttft.prefill", "Time to first token: prompt computation."),
 		transfer:    hist("switchyard.worker.ttft.transfer", "Time to first token: remote, KV transfer not overlapped with prefill compute, plus RPC; pulled, the prefix pull's RPC (the request waits in its queue place meanwhile)."),
@@ -49,7 +52,7 @@ func NewTTFT(mp metric.MeterProvider) (*TTFT, error) {
 
 // ObserveTTFT records one request's phases (it is a disagg.Observer).
 func (t *TTFT) ObserveTTFT(ctx context.Context, p disagg.Phases) {
-	attrs := metric.WithAttributes(attribute.String("path", p.Path))
+	attrs := metric.WithAttributes(t.model, attribute.String("path", p.Path))
 	t.requests.Add(ctx, 1, attrs)
 	t.queue.Record(ctx, p.Queue.Seconds(), attrs)
 	t.prefill.Record(ctx, p.Prefill.Seconds(), attrs)

@@ -35,7 +35,12 @@ type Spec struct {
 	StopTimeout Duration `json:"stop_timeout,omitempty"`
 	// Banner is printed once every pool's first instances are ready.
 	Banner string `json:"banner,omitempty"`
-	Pools  []Pool `json:"pools"`
+	// PrometheusTargets, when set, is a file the supervisor keeps as a
+	// Prometheus file_sd target list of every instance with a port,
+	// rewritten whenever an instance is added or goes away, so scaled
+	// replicas are scraped too (deploy/prometheus/local.yml reads it).
+	PrometheusTargets string `json:"prometheus_targets,omitempty"`
+	Pools             []Pool `json:"pools"`
 }
 
 // Pool is one kind of process.
@@ -61,6 +66,9 @@ type Pool struct {
 	// Wait holds back the pools after this one until its first instances
 	// are ready (a dependency, such as Consul).
 	Wait bool `json:"wait,omitempty"`
+	// Service is the service label of the pool's Prometheus targets
+	// (default Name): two pools of one service share it.
+	Service string `json:"service,omitempty"`
 }
 
 // Ready is a readiness check, polled every 200 ms.
@@ -173,6 +181,11 @@ func (p *Pool) normalize() error {
 	}
 	if p.ID == "" {
 		p.ID = p.Name + "-{i}"
+	}
+	if p.Service == "" {
+		p.Service = p.Name
+	} else if !nameRE.MatchString(p.Service) {
+		return errors.New("service: want lower-case letters, digits and '-', starting with a letter, at most 63")
 	}
 	if len(p.Command) == 0 || p.Command[0] == "" {
 		return errors.New("command: a program is needed")

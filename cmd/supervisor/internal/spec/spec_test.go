@@ -49,6 +49,7 @@ func TestParseErrors(t *testing.T) {
 		{"no pools", `{"logs":"/l","pools":[]}`, "pools: none"},
 		{"bad name", `{"logs":"/l","pools":[{"name":"Decode","command":["d"]}]}`, "name"},
 		{"no command", `{"logs":"/l","pools":[{"name":"a","command":[]}]}`, "command"},
+		{"bad service", pool(`,"service":"Decode"`), "service"},
 		{"negative count", pool(`,"count":-1`), "negative"},
 		{"min on a fixed pool", pool(`,"min":2`), "scalable"},
 		{"max too high", pool(`,"scalable":true,"max":100000`), "max"},

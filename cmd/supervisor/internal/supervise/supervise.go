@@ -268,12 +268,14 @@ func (sv *Supervisor) addLocked(p *pool) (*instance, error) {
 		stop:    make(chan struct{}), ready: make(chan struct{}), failed: make(chan error, 1), exited: make(chan struct{}), launched: make(chan struct{}),
 		state: supervisorv1.InstanceState_INSTANCE_STATE_STARTING}
 	p.insts[i] = in
+	sv.writeTargetsLocked()
 	sv.wg.Add(1)
 	go func() {
 		defer sv.wg.Done()
 		in.run()
 		sv.mu.Lock()
 		delete(p.insts, i)
+		sv.writeTargetsLocked()
 		sv.mu.Unlock()
 	}()
 	return in, nil

@@ -9,6 +9,7 @@
 //	switchyard [shared flags] SERVICE [flags] [-- SERVICE [flags]]...
 //	switchyard [shared flags] all
 //	switchyard version
+//	switchyard ctl [flags] instances|plan|drain ID
 //
 // Shared flags, those before the first service, are given to every
 // service ahead of its own flags (its own win: a flag's last value
@@ -31,6 +32,7 @@ import (
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
+	"switchyard.dev/cmd/switchyard/internal/ctl"
 	"switchyard.dev/libs/mesh/service"
 	"switchyard.dev/services/decode"
 	"switchyard.dev/services/frontend"
@@ -93,6 +95,9 @@ const (
 func Run(ctx context.Context, env Env) int {
 	if env.Getenv == nil {
 		env.Getenv = func(string) string { return "" }
+	}
+	if len(env.Args) > 0 && env.Args[0] == "ctl" {
+		return ctl.Run(ctx, ctl.Env{Args: env.Args[1:], Stdout: env.Stdout, Stderr: env.Stderr, Getenv: env.Getenv})
 	}
 	if len(env.Args) == 1 && env.Args[0] == "version" {
 		for _, s := range specs {
@@ -224,11 +229,13 @@ func usage(w io.Writer) {
 	fmt.Fprintf(w, `usage: switchyard [shared flags] SERVICE [flags] [-- SERVICE [flags]]...
        switchyard [shared flags] all
        switchyard version
+       switchyard ctl [flags] instances|plan|drain ID
 
 Runs Switchyard services in one process. Services: %s.
 all runs %s, each at its default port.
 Shared flags (before the first service) go to every service, ahead of its
-own; "switchyard SERVICE -help" lists a service's flags.
+own; "switchyard SERVICE -help" lists a service's flags. ctl talks to a
+running frontend's console API ("switchyard ctl -help").
 
   switchyard all
   switchyard -discovery-dir /tmp/sy decode -executor sim -- router -mode kv -- frontend

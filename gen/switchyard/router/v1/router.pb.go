@@ -25,6 +25,142 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+type GetWorkerIndexRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The worker's discovery id.
+	WorkerId string `protobuf:"bytes,1,opt,name=worker_id,json=workerId,proto3" json:"worker_id,omitempty"`
+	// Block hashes to list at most: 0 is 100; at most 10000.
+	Limit         uint32 `protobuf:"varint,2,opt,name=limit,proto3" json:"limit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetWorkerIndexRequest) Reset() {
+	*x = GetWorkerIndexRequest{}
+	mi := &file_switchyard_router_v1_router_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetWorkerIndexRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetWorkerIndexRequest) ProtoMessage() {}
+
+func (x *GetWorkerIndexRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_switchyard_router_v1_router_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetWorkerIndexRequest.ProtoReflect.Descriptor instead.
+func (*GetWorkerIndexRequest) Descriptor() ([]byte, []int) {
+	return file_switchyard_router_v1_router_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *GetWorkerIndexRequest) GetWorkerId() string {
+	if x != nil {
+		return x.WorkerId
+	}
+	return ""
+}
+
+func (x *GetWorkerIndexRequest) GetLimit() uint32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+type GetWorkerIndexResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Whether the index follows the worker.
+	Found bool `protobuf:"varint,1,opt,name=found,proto3" json:"found,omitempty"`
+	// The sequence number of the worker's next KV event batch the index
+	// expects.
+	NextSequence uint64 `protobuf:"varint,2,opt,name=next_sequence,json=nextSequence,proto3" json:"next_sequence,omitempty"`
+	// Blocks the index holds for the worker, and per tier ("device",
+	// "host", "disk", "external"; a block may be in several).
+	Blocks        uint32            `protobuf:"varint,3,opt,name=blocks,proto3" json:"blocks,omitempty"`
+	BlocksPerTier map[string]uint32 `protobuf:"bytes,4,rep,name=blocks_per_tier,json=blocksPerTier,proto3" json:"blocks_per_tier,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
+	// The first limit block hashes, ascending.
+	BlockHashes   []uint64 `protobuf:"varint,5,rep,packed,name=block_hashes,json=blockHashes,proto3" json:"block_hashes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetWorkerIndexResponse) Reset() {
+	*x = GetWorkerIndexResponse{}
+	mi := &file_switchyard_router_v1_router_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetWorkerIndexResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetWorkerIndexResponse) ProtoMessage() {}
+
+func (x *GetWorkerIndexResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_switchyard_router_v1_router_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetWorkerIndexResponse.ProtoReflect.Descriptor instead.
+func (*GetWorkerIndexResponse) Descriptor() ([]byte, []int) {
+	return file_switchyard_router_v1_router_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *GetWorkerIndexResponse) GetFound() bool {
+	if x != nil {
+		return x.Found
+	}
+	return false
+}
+
+func (x *GetWorkerIndexResponse) GetNextSequence() uint64 {
+	if x != nil {
+		return x.NextSequence
+	}
+	return 0
+}
+
+func (x *GetWorkerIndexResponse) GetBlocks() uint32 {
+	if x != nil {
+		return x.Blocks
+	}
+	return 0
+}
+
+func (x *GetWorkerIndexResponse) GetBlocksPerTier() map[string]uint32 {
+	if x != nil {
+		return x.BlocksPerTier
+	}
+	return nil
+}
+
+func (x *GetWorkerIndexResponse) GetBlockHashes() []uint64 {
+	if x != nil {
+		return x.BlockHashes
+	}
+	return nil
+}
+
 // RouteRequest describes one request to place.
 type RouteRequest struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
@@ -50,7 +186,7 @@ type RouteRequest struct {
 
 func (x *RouteRequest) Reset() {
 	*x = RouteRequest{}
-	mi := &file_switchyard_router_v1_router_proto_msgTypes[0]
+	mi := &file_switchyard_router_v1_router_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -62,7 +198,7 @@ func (x *RouteRequest) String() string {
 func (*RouteRequest) ProtoMessage() {}
 
 func (x *RouteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_router_v1_router_proto_msgTypes[0]
+	mi := &file_switchyard_router_v1_router_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -75,7 +211,7 @@ func (x *RouteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RouteRequest.ProtoReflect.Descriptor instead.
 func (*RouteRequest) Descriptor() ([]byte, []int) {
-	return file_switchyard_router_v1_router_proto_rawDescGZIP(), []int{0}
+	return file_switchyard_router_v1_router_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *RouteRequest) GetRequestId() string {
@@ -139,7 +275,7 @@ type Worker struct {
 
 func (x *Worker) Reset() {
 	*x = Worker{}
-	mi := &file_switchyard_router_v1_router_proto_msgTypes[1]
+	mi := &file_switchyard_router_v1_router_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -151,7 +287,7 @@ func (x *Worker) String() string {
 func (*Worker) ProtoMessage() {}
 
 func (x *Worker) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_router_v1_router_proto_msgTypes[1]
+	mi := &file_switchyard_router_v1_router_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -164,7 +300,7 @@ func (x *Worker) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Worker.ProtoReflect.Descriptor instead.
 func (*Worker) Descriptor() ([]byte, []int) {
-	return file_switchyard_router_v1_router_proto_rawDescGZIP(), []int{1}
+	return file_switchyard_router_v1_router_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *Worker) GetInstanceId() string {
@@ -194,7 +330,7 @@ type Candidate struct {
 
 func (x *Candidate) Reset() {
 	*x = Candidate{}
-	mi := &file_switchyard_router_v1_router_proto_msgTypes[2]
+	mi := &file_switchyard_router_v1_router_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -206,7 +342,7 @@ func (x *Candidate) String() string {
 func (*Candidate) ProtoMessage() {}
 
 func (x *Candidate) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_router_v1_router_proto_msgTypes[2]
+	mi := &file_switchyard_router_v1_router_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -219,7 +355,7 @@ func (x *Candidate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Candidate.ProtoReflect.Descriptor instead.
 func (*Candidate) Descriptor() ([]byte, []int) {
-	return file_switchyard_router_v1_router_proto_rawDescGZIP(), []int{2}
+	return file_switchyard_router_v1_router_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *Candidate) GetInstanceId() string {
@@ -273,7 +409,7 @@ type RouteResponse struct {
 
 func (x *RouteResponse) Reset() {
 	*x = RouteResponse{}
-	mi := &file_switchyard_router_v1_router_proto_msgTypes[3]
+	mi := &file_switchyard_router_v1_router_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -285,7 +421,7 @@ func (x *RouteResponse) String() string {
 func (*RouteResponse) ProtoMessage() {}
 
 func (x *RouteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_router_v1_router_proto_msgTypes[3]
+	mi := &file_switchyard_router_v1_router_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -298,7 +434,7 @@ func (x *RouteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RouteResponse.ProtoReflect.Descriptor instead.
 func (*RouteResponse) Descriptor() ([]byte, []int) {
-	return file_switchyard_router_v1_router_proto_rawDescGZIP(), []int{3}
+	return file_switchyard_router_v1_router_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *RouteResponse) GetDecode() *Worker {
@@ -367,7 +503,7 @@ type ReleaseRequest struct {
 
 func (x *ReleaseRequest) Reset() {
 	*x = ReleaseRequest{}
-	mi := &file_switchyard_router_v1_router_proto_msgTypes[4]
+	mi := &file_switchyard_router_v1_router_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -379,7 +515,7 @@ func (x *ReleaseRequest) String() string {
 func (*ReleaseRequest) ProtoMessage() {}
 
 func (x *ReleaseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_router_v1_router_proto_msgTypes[4]
+	mi := &file_switchyard_router_v1_router_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -392,7 +528,7 @@ func (x *ReleaseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseRequest.ProtoReflect.Descriptor instead.
 func (*ReleaseRequest) Descriptor() ([]byte, []int) {
-	return file_switchyard_router_v1_router_proto_rawDescGZIP(), []int{4}
+	return file_switchyard_router_v1_router_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ReleaseRequest) GetRequestId() string {
@@ -411,7 +547,7 @@ type ReleaseResponse struct {
 
 func (x *ReleaseResponse) Reset() {
 	*x = ReleaseResponse{}
-	mi := &file_switchyard_router_v1_router_proto_msgTypes[5]
+	mi := &file_switchyard_router_v1_router_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -423,7 +559,7 @@ func (x *ReleaseResponse) String() string {
 func (*ReleaseResponse) ProtoMessage() {}
 
 func (x *ReleaseResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_router_v1_router_proto_msgTypes[5]
+	mi := &file_switchyard_router_v1_router_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -436,7 +572,7 @@ func (x *ReleaseResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseResponse.ProtoReflect.Descriptor instead.
 func (*ReleaseResponse) Descriptor() ([]byte, []int) {
-	return file_switchyard_router_v1_router_proto_rawDescGZIP(), []int{5}
+	return file_switchyard_router_v1_router_proto_rawDescGZIP(), []int{7}
 }
 
 // PrefillDoneRequest names a routed request that produced its first token.
@@ -449,7 +585,7 @@ type PrefillDoneRequest struct {
 
 func (x *PrefillDoneRequest) Reset() {
 	*x = PrefillDoneRequest{}
-	mi := &file_switchyard_router_v1_router_proto_msgTypes[6]
+	mi := &file_switchyard_router_v1_router_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -461,7 +597,7 @@ func (x *PrefillDoneRequest) String() string {
 func (*PrefillDoneRequest) ProtoMessage() {}
 
 func (x *PrefillDoneRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_router_v1_router_proto_msgTypes[6]
+	mi := &file_switchyard_router_v1_router_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -474,7 +610,7 @@ func (x *PrefillDoneRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PrefillDoneRequest.ProtoReflect.Descriptor instead.
 func (*PrefillDoneRequest) Descriptor() ([]byte, []int) {
-	return file_switchyard_router_v1_router_proto_rawDescGZIP(), []int{6}
+	return file_switchyard_router_v1_router_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *PrefillDoneRequest) GetRequestId() string {
@@ -493,7 +629,7 @@ type PrefillDoneResponse struct {
 
 func (x *PrefillDoneResponse) Reset() {
 	*x = PrefillDoneResponse{}
-	mi := &file_switchyard_router_v1_router_proto_msgTypes[7]
+	mi := &file_switchyard_router_v1_router_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -505,7 +641,7 @@ func (x *PrefillDoneResponse) String() string {
 func (*PrefillDoneResponse) ProtoMessage() {}
 
 func (x *PrefillDoneResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_router_v1_router_proto_msgTypes[7]
+	mi := &file_switchyard_router_v1_router_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -518,7 +654,7 @@ func (x *PrefillDoneResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PrefillDoneResponse.ProtoReflect.Descriptor instead.
 func (*PrefillDoneResponse) Descriptor() ([]byte, []int) {
-	return file_switchyard_router_v1_router_proto_rawDescGZIP(), []int{7}
+	return file_switchyard_router_v1_router_proto_rawDescGZIP(), []int{9}
 }
 
 // ReportRequest batches PrefillDone and Release reports. Prefill-done ids
@@ -537,7 +673,7 @@ type ReportRequest struct {
 
 func (x *ReportRequest) Reset() {
 	*x = ReportRequest{}
-	mi := &file_switchyard_router_v1_router_proto_msgTypes[8]
+	mi := &file_switchyard_router_v1_router_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -549,7 +685,7 @@ func (x *ReportRequest) String() string {
 func (*ReportRequest) ProtoMessage() {}
 
 func (x *ReportRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_router_v1_router_proto_msgTypes[8]
+	mi := &file_switchyard_router_v1_router_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -562,7 +698,7 @@ func (x *ReportRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportRequest.ProtoReflect.Descriptor instead.
 func (*ReportRequest) Descriptor() ([]byte, []int) {
-	return file_switchyard_router_v1_router_proto_rawDescGZIP(), []int{8}
+	return file_switchyard_router_v1_router_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ReportRequest) GetPrefillDoneRequestIds() []string {
@@ -588,7 +724,7 @@ type ReportResponse struct {
 
 func (x *ReportResponse) Reset() {
 	*x = ReportResponse{}
-	mi := &file_switchyard_router_v1_router_proto_msgTypes[9]
+	mi := &file_switchyard_router_v1_router_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -600,7 +736,7 @@ func (x *ReportResponse) String() string {
 func (*ReportResponse) ProtoMessage() {}
 
 func (x *ReportResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_router_v1_router_proto_msgTypes[9]
+	mi := &file_switchyard_router_v1_router_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -613,14 +749,26 @@ func (x *ReportResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportResponse.ProtoReflect.Descriptor instead.
 func (*ReportResponse) Descriptor() ([]byte, []int) {
-	return file_switchyard_router_v1_router_proto_rawDescGZIP(), []int{9}
+	return file_switchyard_router_v1_router_proto_rawDescGZIP(), []int{11}
 }
 
 var File_switchyard_router_v1_router_proto protoreflect.FileDescriptor
 
 const file_switchyard_router_v1_router_proto_rawDesc = "" +
 	"\n" +
-	"!switchyard/router/v1/router.proto\x12\x14switchyard.router.v1\x1a!switchyard/common/v1/common.proto\"\xa0\x02\n" +
+	"!switchyard/router/v1/router.proto\x12\x14switchyard.router.v1\x1a!switchyard/common/v1/common.proto\"J\n" +
+	"\x15GetWorkerIndexRequest\x12\x1b\n" +
+	"\tworker_id\x18\x01 \x01(\tR\bworkerId\x12\x14\n" +
+	"\x05limit\x18\x02 \x01(\rR\x05limit\"\xb9\x02\n" +
+	"\x16GetWorkerIndexResponse\x12\x14\n" +
+	"\x05found\x18\x01 \x01(\bR\x05found\x12#\n" +
+	"\rnext_sequence\x18\x02 \x01(\x04R\fnextSequence\x12\x16\n" +
+	"\x06blocks\x18\x03 \x01(\rR\x06blocks\x12g\n" +
+	"\x0fblocks_per_tier\x18\x04 \x03(\v2?.switchyard.router.v1.GetWorkerIndexResponse.BlocksPerTierEntryR\rblocksPerTier\x12!\n" +
+	"\fblock_hashes\x18\x05 \x03(\x04R\vblockHashes\x1a@\n" +
+	"\x12BlocksPerTierEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\rR\x05value:\x028\x01\"\xa0\x02\n" +
 	"\fRouteRequest\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x14\n" +
@@ -661,12 +809,13 @@ const file_switchyard_router_v1_router_proto_rawDesc = "" +
 	"\rReportRequest\x127\n" +
 	"\x18prefill_done_request_ids\x18\x01 \x03(\tR\x15prefillDoneRequestIds\x120\n" +
 	"\x14released_request_ids\x18\x02 \x03(\tR\x12releasedRequestIds\"\x10\n" +
-	"\x0eReportResponse2\xf2\x02\n" +
+	"\x0eReportResponse2\xe4\x03\n" +
 	"\rRouterService\x12P\n" +
 	"\x05Route\x12\".switchyard.router.v1.RouteRequest\x1a#.switchyard.router.v1.RouteResponse\x12V\n" +
 	"\aRelease\x12$.switchyard.router.v1.ReleaseRequest\x1a%.switchyard.router.v1.ReleaseResponse\x12b\n" +
 	"\vPrefillDone\x12(.switchyard.router.v1.PrefillDoneRequest\x1a).switchyard.router.v1.PrefillDoneResponse\x12S\n" +
-	"\x06Report\x12#.switchyard.router.v1.ReportRequest\x1a$.switchyard.router.v1.ReportResponseB\xcb\x01\n" +
+	"\x06Report\x12#.switchyard.router.v1.ReportRequest\x1a$.switchyard.router.v1.ReportResponse\x12p\n" +
+	"\x0eGetWorkerIndex\x12+.switchyard.router.v1.GetWorkerIndexRequest\x1a,.switchyard.router.v1.GetWorkerIndexResponse\"\x03\x90\x02\x01B\xcb\x01\n" +
 	"\x18com.switchyard.router.v1B\vRouterProtoP\x01Z0switchyard.dev/gen/switchyard/router/v1;routerv1\xa2\x02\x03SRX\xaa\x02\x14Switchyard.Router.V1\xca\x02\x14Switchyard\\Router\\V1\xe2\x02 Switchyard\\Router\\V1\\GPBMetadata\xea\x02\x16Switchyard::Router::V1b\x06proto3"
 
 var (
@@ -681,39 +830,45 @@ func file_switchyard_router_v1_router_proto_rawDescGZIP() []byte {
 	return file_switchyard_router_v1_router_proto_rawDescData
 }
 
-var file_switchyard_router_v1_router_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_switchyard_router_v1_router_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
 var file_switchyard_router_v1_router_proto_goTypes = []any{
-	(*RouteRequest)(nil),        // 0: switchyard.router.v1.RouteRequest
-	(*Worker)(nil),              // 1: switchyard.router.v1.Worker
-	(*Candidate)(nil),           // 2: switchyard.router.v1.Candidate
-	(*RouteResponse)(nil),       // 3: switchyard.router.v1.RouteResponse
-	(*ReleaseRequest)(nil),      // 4: switchyard.router.v1.ReleaseRequest
-	(*ReleaseResponse)(nil),     // 5: switchyard.router.v1.ReleaseResponse
-	(*PrefillDoneRequest)(nil),  // 6: switchyard.router.v1.PrefillDoneRequest
-	(*PrefillDoneResponse)(nil), // 7: switchyard.router.v1.PrefillDoneResponse
-	(*ReportRequest)(nil),       // 8: switchyard.router.v1.ReportRequest
-	(*ReportResponse)(nil),      // 9: switchyard.router.v1.ReportResponse
-	(*v1.Hints)(nil),            // 10: switchyard.common.v1.Hints
+	(*GetWorkerIndexRequest)(nil),  // 0: switchyard.router.v1.GetWorkerIndexRequest
+	(*GetWorkerIndexResponse)(nil), // 1: switchyard.router.v1.GetWorkerIndexResponse
+	(*RouteRequest)(nil),           // 2: switchyard.router.v1.RouteRequest
+	(*Worker)(nil),                 // 3: switchyard.router.v1.Worker
+	(*Candidate)(nil),              // 4: switchyard.router.v1.Candidate
+	(*RouteResponse)(nil),          // 5: switchyard.router.v1.RouteResponse
+	(*ReleaseRequest)(nil),         // 6: switchyard.router.v1.ReleaseRequest
+	(*ReleaseResponse)(nil),        // 7: switchyard.router.v1.ReleaseResponse
+	(*PrefillDoneRequest)(nil),     // 8: switchyard.router.v1.PrefillDoneRequest
+	(*PrefillDoneResponse)(nil),    // 9: switchyard.router.v1.PrefillDoneResponse
+	(*ReportRequest)(nil),          // 10: switchyard.router.v1.ReportRequest
+	(*ReportResponse)(nil),         // 11: switchyard.router.v1.ReportResponse
+	nil,                            // 12: switchyard.router.v1.GetWorkerIndexResponse.BlocksPerTierEntry
+	(*v1.Hints)(nil),               // 13: switchyard.common.v1.Hints
 }
 var file_switchyard_router_v1_router_proto_depIdxs = []int32{
-	10, // 0: switchyard.router.v1.RouteRequest.hints:type_name -> switchyard.common.v1.Hints
-	1,  // 1: switchyard.router.v1.RouteResponse.decode:type_name -> switchyard.router.v1.Worker
-	1,  // 2: switchyard.router.v1.RouteResponse.prefill:type_name -> switchyard.router.v1.Worker
-	2,  // 3: switchyard.router.v1.RouteResponse.candidates:type_name -> switchyard.router.v1.Candidate
-	1,  // 4: switchyard.router.v1.RouteResponse.prefix_source:type_name -> switchyard.router.v1.Worker
-	0,  // 5: switchyard.router.v1.RouterService.Route:input_type -> switchyard.router.v1.RouteRequest
-	4,  // 6: switchyard.router.v1.RouterService.Release:input_type -> switchyard.router.v1.ReleaseRequest
-	6,  // 7: switchyard.router.v1.RouterService.PrefillDone:input_type -> switchyard.router.v1.PrefillDoneRequest
-	8,  // 8: switchyard.router.v1.RouterService.Report:input_type -> switchyard.router.v1.ReportRequest
-	3,  // 9: switchyard.router.v1.RouterService.Route:output_type -> switchyard.router.v1.RouteResponse
-	5,  // 10: switchyard.router.v1.RouterService.Release:output_type -> switchyard.router.v1.ReleaseResponse
-	7,  // 11: switchyard.router.v1.RouterService.PrefillDone:output_type -> switchyard.router.v1.PrefillDoneResponse
-	9,  // 12: switchyard.router.v1.RouterService.Report:output_type -> switchyard.router.v1.ReportResponse
-	9,  // [9:13] is the sub-list for method output_type
-	5,  // [5:9] is the sub-list for method input_type
-	5,  // [5:5] is the sub-list for extension type_name
-	5,  // [5:5] is the sub-list for extension extendee
-	0,  // [0:5] is the sub-list for field type_name
+	12, // 0: switchyard.router.v1.GetWorkerIndexResponse.blocks_per_tier:type_name -> switchyard.router.v1.GetWorkerIndexResponse.BlocksPerTierEntry
+	13, // 1: switchyard.router.v1.RouteRequest.hints:type_name -> switchyard.common.v1.Hints
+	3,  // 2: switchyard.router.v1.RouteResponse.decode:type_name -> switchyard.router.v1.Worker
+	3,  // 3: switchyard.router.v1.RouteResponse.prefill:type_name -> switchyard.router.v1.Worker
+	4,  // 4: switchyard.router.v1.RouteResponse.candidates:type_name -> switchyard.router.v1.Candidate
+	3,  // 5: switchyard.router.v1.RouteResponse.prefix_source:type_name -> switchyard.router.v1.Worker
+	2,  // 6: switchyard.router.v1.RouterService.Route:input_type -> switchyard.router.v1.RouteRequest
+	6,  // 7: switchyard.router.v1.RouterService.Release:input_type -> switchyard.router.v1.ReleaseRequest
+	8,  // 8: switchyard.router.v1.RouterService.PrefillDone:input_type -> switchyard.router.v1.PrefillDoneRequest
+	10, // 9: switchyard.router.v1.RouterService.Report:input_type -> switchyard.router.v1.ReportRequest
+	0,  // 10: switchyard.router.v1.RouterService.GetWorkerIndex:input_type -> switchyard.router.v1.GetWorkerIndexRequest
+	5,  // 11: switchyard.router.v1.RouterService.Route:output_type -> switchyard.router.v1.RouteResponse
+	7,  // 12: switchyard.router.v1.RouterService.Release:output_type -> switchyard.router.v1.ReleaseResponse
+	9,  // 13: switchyard.router.v1.RouterService.PrefillDone:output_type -> switchyard.router.v1.PrefillDoneResponse
+	11, // 14: switchyard.router.v1.RouterService.Report:output_type -> switchyard.router.v1.ReportResponse
+	1,  // 15: switchyard.router.v1.RouterService.GetWorkerIndex:output_type -> switchyard.router.v1.GetWorkerIndexResponse
+	11, // [11:16] is the sub-list for method output_type
+	6,  // [6:11] is the sub-list for method input_type
+	6,  // [6:6] is the sub-list for extension type_name
+	6,  // [6:6] is the sub-list for extension extendee
+	0,  // [0:6] is the sub-list for field type_name
 }
 
 func init() { file_switchyard_router_v1_router_proto_init() }
@@ -727,7 +882,7 @@ func file_switchyard_router_v1_router_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_switchyard_router_v1_router_proto_rawDesc), len(file_switchyard_router_v1_router_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   10,
+			NumMessages:   13,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

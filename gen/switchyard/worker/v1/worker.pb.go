@@ -81,6 +81,96 @@ func (FinishReason) EnumDescriptor() ([]byte, []int) {
 	return file_switchyard_worker_v1_worker_proto_rawDescGZIP(), []int{0}
 }
 
+// ClearPrefixCacheRequest has no fields.
+type ClearPrefixCacheRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClearPrefixCacheRequest) Reset() {
+	*x = ClearPrefixCacheRequest{}
+	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClearPrefixCacheRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClearPrefixCacheRequest) ProtoMessage() {}
+
+func (x *ClearPrefixCacheRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClearPrefixCacheRequest.ProtoReflect.Descriptor instead.
+func (*ClearPrefixCacheRequest) Descriptor() ([]byte, []int) {
+	return file_switchyard_worker_v1_worker_proto_rawDescGZIP(), []int{0}
+}
+
+// ClearPrefixCacheResponse says what the pool held before and after.
+type ClearPrefixCacheResponse struct {
+	state              protoimpl.MessageState `protogen:"open.v1"`
+	KvBlocksUsedBefore uint32                 `protobuf:"varint,1,opt,name=kv_blocks_used_before,json=kvBlocksUsedBefore,proto3" json:"kv_blocks_used_before,omitempty"`
+	KvBlocksUsedAfter  uint32                 `protobuf:"varint,2,opt,name=kv_blocks_used_after,json=kvBlocksUsedAfter,proto3" json:"kv_blocks_used_after,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
+}
+
+func (x *ClearPrefixCacheResponse) Reset() {
+	*x = ClearPrefixCacheResponse{}
+	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClearPrefixCacheResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClearPrefixCacheResponse) ProtoMessage() {}
+
+func (x *ClearPrefixCacheResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClearPrefixCacheResponse.ProtoReflect.Descriptor instead.
+func (*ClearPrefixCacheResponse) Descriptor() ([]byte, []int) {
+	return file_switchyard_worker_v1_worker_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *ClearPrefixCacheResponse) GetKvBlocksUsedBefore() uint32 {
+	if x != nil {
+		return x.KvBlocksUsedBefore
+	}
+	return 0
+}
+
+func (x *ClearPrefixCacheResponse) GetKvBlocksUsedAfter() uint32 {
+	if x != nil {
+		return x.KvBlocksUsedAfter
+	}
+	return 0
+}
+
 // GenerateRequest is one generation on pre-tokenized input.
 type GenerateRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -118,7 +208,7 @@ type GenerateRequest struct {
 
 func (x *GenerateRequest) Reset() {
 	*x = GenerateRequest{}
-	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[0]
+	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -130,7 +220,7 @@ func (x *GenerateRequest) String() string {
 func (*GenerateRequest) ProtoMessage() {}
 
 func (x *GenerateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[0]
+	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -143,7 +233,7 @@ func (x *GenerateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GenerateRequest.ProtoReflect.Descriptor instead.
 func (*GenerateRequest) Descriptor() ([]byte, []int) {
-	return file_switchyard_worker_v1_worker_proto_rawDescGZIP(), []int{0}
+	return file_switchyard_worker_v1_worker_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *GenerateRequest) GetRequestId() string {
@@ -229,7 +319,7 @@ type Usage struct {
 
 func (x *Usage) Reset() {
 	*x = Usage{}
-	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[1]
+	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -241,7 +331,7 @@ func (x *Usage) String() string {
 func (*Usage) ProtoMessage() {}
 
 func (x *Usage) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[1]
+	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -254,7 +344,7 @@ func (x *Usage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Usage.ProtoReflect.Descriptor instead.
 func (*Usage) Descriptor() ([]byte, []int) {
-	return file_switchyard_worker_v1_worker_proto_rawDescGZIP(), []int{1}
+	return file_switchyard_worker_v1_worker_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *Usage) GetPromptTokens() uint32 {
@@ -296,7 +386,7 @@ type GenerateResponse struct {
 
 func (x *GenerateResponse) Reset() {
 	*x = GenerateResponse{}
-	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[2]
+	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -308,7 +398,7 @@ func (x *GenerateResponse) String() string {
 func (*GenerateResponse) ProtoMessage() {}
 
 func (x *GenerateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[2]
+	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -321,7 +411,7 @@ func (x *GenerateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GenerateResponse.ProtoReflect.Descriptor instead.
 func (*GenerateResponse) Descriptor() ([]byte, []int) {
-	return file_switchyard_worker_v1_worker_proto_rawDescGZIP(), []int{2}
+	return file_switchyard_worker_v1_worker_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *GenerateResponse) GetTokenIds() []uint32 {
@@ -375,7 +465,7 @@ type TokenLogprob struct {
 
 func (x *TokenLogprob) Reset() {
 	*x = TokenLogprob{}
-	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[3]
+	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -387,7 +477,7 @@ func (x *TokenLogprob) String() string {
 func (*TokenLogprob) ProtoMessage() {}
 
 func (x *TokenLogprob) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[3]
+	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -400,7 +490,7 @@ func (x *TokenLogprob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TokenLogprob.ProtoReflect.Descriptor instead.
 func (*TokenLogprob) Descriptor() ([]byte, []int) {
-	return file_switchyard_worker_v1_worker_proto_rawDescGZIP(), []int{3}
+	return file_switchyard_worker_v1_worker_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *TokenLogprob) GetLogprob() float32 {
@@ -428,7 +518,7 @@ type TopLogprob struct {
 
 func (x *TopLogprob) Reset() {
 	*x = TopLogprob{}
-	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[4]
+	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -440,7 +530,7 @@ func (x *TopLogprob) String() string {
 func (*TopLogprob) ProtoMessage() {}
 
 func (x *TopLogprob) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[4]
+	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -453,7 +543,7 @@ func (x *TopLogprob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopLogprob.ProtoReflect.Descriptor instead.
 func (*TopLogprob) Descriptor() ([]byte, []int) {
-	return file_switchyard_worker_v1_worker_proto_rawDescGZIP(), []int{4}
+	return file_switchyard_worker_v1_worker_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *TopLogprob) GetTokenId() uint32 {
@@ -488,7 +578,7 @@ type SubscribeKvEventsRequest struct {
 
 func (x *SubscribeKvEventsRequest) Reset() {
 	*x = SubscribeKvEventsRequest{}
-	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[5]
+	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -500,7 +590,7 @@ func (x *SubscribeKvEventsRequest) String() string {
 func (*SubscribeKvEventsRequest) ProtoMessage() {}
 
 func (x *SubscribeKvEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[5]
+	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -513,7 +603,7 @@ func (x *SubscribeKvEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribeKvEventsRequest.ProtoReflect.Descriptor instead.
 func (*SubscribeKvEventsRequest) Descriptor() ([]byte, []int) {
-	return file_switchyard_worker_v1_worker_proto_rawDescGZIP(), []int{5}
+	return file_switchyard_worker_v1_worker_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *SubscribeKvEventsRequest) GetAfterSequence() uint64 {
@@ -552,7 +642,7 @@ type KvBlocksStored struct {
 
 func (x *KvBlocksStored) Reset() {
 	*x = KvBlocksStored{}
-	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[6]
+	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -564,7 +654,7 @@ func (x *KvBlocksStored) String() string {
 func (*KvBlocksStored) ProtoMessage() {}
 
 func (x *KvBlocksStored) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[6]
+	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -577,7 +667,7 @@ func (x *KvBlocksStored) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KvBlocksStored.ProtoReflect.Descriptor instead.
 func (*KvBlocksStored) Descriptor() ([]byte, []int) {
-	return file_switchyard_worker_v1_worker_proto_rawDescGZIP(), []int{6}
+	return file_switchyard_worker_v1_worker_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *KvBlocksStored) GetBlockHashes() []uint64 {
@@ -626,7 +716,7 @@ type KvBlocksRemoved struct {
 
 func (x *KvBlocksRemoved) Reset() {
 	*x = KvBlocksRemoved{}
-	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[7]
+	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -638,7 +728,7 @@ func (x *KvBlocksRemoved) String() string {
 func (*KvBlocksRemoved) ProtoMessage() {}
 
 func (x *KvBlocksRemoved) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[7]
+	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -651,7 +741,7 @@ func (x *KvBlocksRemoved) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KvBlocksRemoved.ProtoReflect.Descriptor instead.
 func (*KvBlocksRemoved) Descriptor() ([]byte, []int) {
-	return file_switchyard_worker_v1_worker_proto_rawDescGZIP(), []int{7}
+	return file_switchyard_worker_v1_worker_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *KvBlocksRemoved) GetBlockHashes() []uint64 {
@@ -677,7 +767,7 @@ type KvCleared struct {
 
 func (x *KvCleared) Reset() {
 	*x = KvCleared{}
-	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[8]
+	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -689,7 +779,7 @@ func (x *KvCleared) String() string {
 func (*KvCleared) ProtoMessage() {}
 
 func (x *KvCleared) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[8]
+	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -702,7 +792,7 @@ func (x *KvCleared) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KvCleared.ProtoReflect.Descriptor instead.
 func (*KvCleared) Descriptor() ([]byte, []int) {
-	return file_switchyard_worker_v1_worker_proto_rawDescGZIP(), []int{8}
+	return file_switchyard_worker_v1_worker_proto_rawDescGZIP(), []int{10}
 }
 
 // KvEvent is one change to a worker's KV cache.
@@ -720,7 +810,7 @@ type KvEvent struct {
 
 func (x *KvEvent) Reset() {
 	*x = KvEvent{}
-	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[9]
+	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -732,7 +822,7 @@ func (x *KvEvent) String() string {
 func (*KvEvent) ProtoMessage() {}
 
 func (x *KvEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[9]
+	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -745,7 +835,7 @@ func (x *KvEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KvEvent.ProtoReflect.Descriptor instead.
 func (*KvEvent) Descriptor() ([]byte, []int) {
-	return file_switchyard_worker_v1_worker_proto_rawDescGZIP(), []int{9}
+	return file_switchyard_worker_v1_worker_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *KvEvent) GetEvent() isKvEvent_Event {
@@ -830,7 +920,7 @@ type SubscribeKvEventsResponse struct {
 
 func (x *SubscribeKvEventsResponse) Reset() {
 	*x = SubscribeKvEventsResponse{}
-	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[10]
+	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -842,7 +932,7 @@ func (x *SubscribeKvEventsResponse) String() string {
 func (*SubscribeKvEventsResponse) ProtoMessage() {}
 
 func (x *SubscribeKvEventsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[10]
+	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -855,7 +945,7 @@ func (x *SubscribeKvEventsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribeKvEventsResponse.ProtoReflect.Descriptor instead.
 func (*SubscribeKvEventsResponse) Descriptor() ([]byte, []int) {
-	return file_switchyard_worker_v1_worker_proto_rawDescGZIP(), []int{10}
+	return file_switchyard_worker_v1_worker_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *SubscribeKvEventsResponse) GetSequence() uint64 {
@@ -895,7 +985,7 @@ type GetLoadRequest struct {
 
 func (x *GetLoadRequest) Reset() {
 	*x = GetLoadRequest{}
-	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[11]
+	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -907,7 +997,7 @@ func (x *GetLoadRequest) String() string {
 func (*GetLoadRequest) ProtoMessage() {}
 
 func (x *GetLoadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[11]
+	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -920,7 +1010,7 @@ func (x *GetLoadRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetLoadRequest.ProtoReflect.Descriptor instead.
 func (*GetLoadRequest) Descriptor() ([]byte, []int) {
-	return file_switchyard_worker_v1_worker_proto_rawDescGZIP(), []int{11}
+	return file_switchyard_worker_v1_worker_proto_rawDescGZIP(), []int{13}
 }
 
 // GetLoadResponse is a worker's load.
@@ -932,13 +1022,16 @@ type GetLoadResponse struct {
 	KvBlocksTotal   uint32                 `protobuf:"varint,4,opt,name=kv_blocks_total,json=kvBlocksTotal,proto3" json:"kv_blocks_total,omitempty"`
 	// Prompt tokens admitted but not yet prefilled.
 	PendingPrefillTokens uint32 `protobuf:"varint,5,opt,name=pending_prefill_tokens,json=pendingPrefillTokens,proto3" json:"pending_prefill_tokens,omitempty"`
-	unknownFields        protoimpl.UnknownFields
-	sizeCache            protoimpl.SizeCache
+	// The KV tiers below the engine's pool (kv_blocks_*), fastest first;
+	// none without tiers.
+	KvTiers       []*KvTierLoad `protobuf:"bytes,6,rep,name=kv_tiers,json=kvTiers,proto3" json:"kv_tiers,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GetLoadResponse) Reset() {
 	*x = GetLoadResponse{}
-	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[12]
+	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -950,7 +1043,7 @@ func (x *GetLoadResponse) String() string {
 func (*GetLoadResponse) ProtoMessage() {}
 
 func (x *GetLoadResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[12]
+	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -963,7 +1056,7 @@ func (x *GetLoadResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetLoadResponse.ProtoReflect.Descriptor instead.
 func (*GetLoadResponse) Descriptor() ([]byte, []int) {
-	return file_switchyard_worker_v1_worker_proto_rawDescGZIP(), []int{12}
+	return file_switchyard_worker_v1_worker_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *GetLoadResponse) GetRunningRequests() uint32 {
@@ -1001,6 +1094,75 @@ func (x *GetLoadResponse) GetPendingPrefillTokens() uint32 {
 	return 0
 }
 
+func (x *GetLoadResponse) GetKvTiers() []*KvTierLoad {
+	if x != nil {
+		return x.KvTiers
+	}
+	return nil
+}
+
+// KvTierLoad is one KV tier's use.
+type KvTierLoad struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// "host", "disk" or "external" (the shared object store).
+	Tier           string `protobuf:"bytes,1,opt,name=tier,proto3" json:"tier,omitempty"`
+	BlocksUsed     uint32 `protobuf:"varint,2,opt,name=blocks_used,json=blocksUsed,proto3" json:"blocks_used,omitempty"`
+	BlocksCapacity uint32 `protobuf:"varint,3,opt,name=blocks_capacity,json=blocksCapacity,proto3" json:"blocks_capacity,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *KvTierLoad) Reset() {
+	*x = KvTierLoad{}
+	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *KvTierLoad) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*KvTierLoad) ProtoMessage() {}
+
+func (x *KvTierLoad) ProtoReflect() protoreflect.Message {
+	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use KvTierLoad.ProtoReflect.Descriptor instead.
+func (*KvTierLoad) Descriptor() ([]byte, []int) {
+	return file_switchyard_worker_v1_worker_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *KvTierLoad) GetTier() string {
+	if x != nil {
+		return x.Tier
+	}
+	return ""
+}
+
+func (x *KvTierLoad) GetBlocksUsed() uint32 {
+	if x != nil {
+		return x.BlocksUsed
+	}
+	return 0
+}
+
+func (x *KvTierLoad) GetBlocksCapacity() uint32 {
+	if x != nil {
+		return x.BlocksCapacity
+	}
+	return 0
+}
+
 // GetModelInfoRequest has no fields.
 type GetModelInfoRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -1010,7 +1172,7 @@ type GetModelInfoRequest struct {
 
 func (x *GetModelInfoRequest) Reset() {
 	*x = GetModelInfoRequest{}
-	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[13]
+	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1022,7 +1184,7 @@ func (x *GetModelInfoRequest) String() string {
 func (*GetModelInfoRequest) ProtoMessage() {}
 
 func (x *GetModelInfoRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[13]
+	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1035,7 +1197,7 @@ func (x *GetModelInfoRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetModelInfoRequest.ProtoReflect.Descriptor instead.
 func (*GetModelInfoRequest) Descriptor() ([]byte, []int) {
-	return file_switchyard_worker_v1_worker_proto_rawDescGZIP(), []int{13}
+	return file_switchyard_worker_v1_worker_proto_rawDescGZIP(), []int{16}
 }
 
 // GetModelInfoResponse describes the served model.
@@ -1065,7 +1227,7 @@ type GetModelInfoResponse struct {
 
 func (x *GetModelInfoResponse) Reset() {
 	*x = GetModelInfoResponse{}
-	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[14]
+	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1077,7 +1239,7 @@ func (x *GetModelInfoResponse) String() string {
 func (*GetModelInfoResponse) ProtoMessage() {}
 
 func (x *GetModelInfoResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[14]
+	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1090,7 +1252,7 @@ func (x *GetModelInfoResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetModelInfoResponse.ProtoReflect.Descriptor instead.
 func (*GetModelInfoResponse) Descriptor() ([]byte, []int) {
-	return file_switchyard_worker_v1_worker_proto_rawDescGZIP(), []int{14}
+	return file_switchyard_worker_v1_worker_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *GetModelInfoResponse) GetModel() string {
@@ -1176,7 +1338,7 @@ type KvTarget struct {
 
 func (x *KvTarget) Reset() {
 	*x = KvTarget{}
-	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[15]
+	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1188,7 +1350,7 @@ func (x *KvTarget) String() string {
 func (*KvTarget) ProtoMessage() {}
 
 func (x *KvTarget) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[15]
+	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1201,7 +1363,7 @@ func (x *KvTarget) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KvTarget.ProtoReflect.Descriptor instead.
 func (*KvTarget) Descriptor() ([]byte, []int) {
-	return file_switchyard_worker_v1_worker_proto_rawDescGZIP(), []int{15}
+	return file_switchyard_worker_v1_worker_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *KvTarget) GetAgent() string {
@@ -1271,7 +1433,7 @@ type RemotePrefillRequest struct {
 
 func (x *RemotePrefillRequest) Reset() {
 	*x = RemotePrefillRequest{}
-	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[16]
+	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1283,7 +1445,7 @@ func (x *RemotePrefillRequest) String() string {
 func (*RemotePrefillRequest) ProtoMessage() {}
 
 func (x *RemotePrefillRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[16]
+	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1296,7 +1458,7 @@ func (x *RemotePrefillRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemotePrefillRequest.ProtoReflect.Descriptor instead.
 func (*RemotePrefillRequest) Descriptor() ([]byte, []int) {
-	return file_switchyard_worker_v1_worker_proto_rawDescGZIP(), []int{16}
+	return file_switchyard_worker_v1_worker_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *RemotePrefillRequest) GetRequestId() string {
@@ -1388,7 +1550,7 @@ type ExportPrefixRequest struct {
 
 func (x *ExportPrefixRequest) Reset() {
 	*x = ExportPrefixRequest{}
-	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[17]
+	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1400,7 +1562,7 @@ func (x *ExportPrefixRequest) String() string {
 func (*ExportPrefixRequest) ProtoMessage() {}
 
 func (x *ExportPrefixRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[17]
+	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1413,7 +1575,7 @@ func (x *ExportPrefixRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExportPrefixRequest.ProtoReflect.Descriptor instead.
 func (*ExportPrefixRequest) Descriptor() ([]byte, []int) {
-	return file_switchyard_worker_v1_worker_proto_rawDescGZIP(), []int{17}
+	return file_switchyard_worker_v1_worker_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ExportPrefixRequest) GetRequestId() string {
@@ -1472,7 +1634,7 @@ type ExportPrefixResponse struct {
 
 func (x *ExportPrefixResponse) Reset() {
 	*x = ExportPrefixResponse{}
-	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[18]
+	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1484,7 +1646,7 @@ func (x *ExportPrefixResponse) String() string {
 func (*ExportPrefixResponse) ProtoMessage() {}
 
 func (x *ExportPrefixResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[18]
+	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1497,7 +1659,7 @@ func (x *ExportPrefixResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExportPrefixResponse.ProtoReflect.Descriptor instead.
 func (*ExportPrefixResponse) Descriptor() ([]byte, []int) {
-	return file_switchyard_worker_v1_worker_proto_rawDescGZIP(), []int{18}
+	return file_switchyard_worker_v1_worker_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ExportPrefixResponse) GetBlocksWritten() uint32 {
@@ -1546,7 +1708,7 @@ type RemotePrefillResponse struct {
 
 func (x *RemotePrefillResponse) Reset() {
 	*x = RemotePrefillResponse{}
-	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[19]
+	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1558,7 +1720,7 @@ func (x *RemotePrefillResponse) String() string {
 func (*RemotePrefillResponse) ProtoMessage() {}
 
 func (x *RemotePrefillResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[19]
+	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1571,7 +1733,7 @@ func (x *RemotePrefillResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemotePrefillResponse.ProtoReflect.Descriptor instead.
 func (*RemotePrefillResponse) Descriptor() ([]byte, []int) {
-	return file_switchyard_worker_v1_worker_proto_rawDescGZIP(), []int{19}
+	return file_switchyard_worker_v1_worker_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *RemotePrefillResponse) GetFirstTokenId() uint32 {
@@ -1634,7 +1796,11 @@ var File_switchyard_worker_v1_worker_proto protoreflect.FileDescriptor
 
 const file_switchyard_worker_v1_worker_proto_rawDesc = "" +
 	"\n" +
-	"!switchyard/worker/v1/worker.proto\x12\x14switchyard.worker.v1\x1a!switchyard/common/v1/common.proto\"\xb1\x03\n" +
+	"!switchyard/worker/v1/worker.proto\x12\x14switchyard.worker.v1\x1a!switchyard/common/v1/common.proto\"\x19\n" +
+	"\x17ClearPrefixCacheRequest\"~\n" +
+	"\x18ClearPrefixCacheResponse\x121\n" +
+	"\x15kv_blocks_used_before\x18\x01 \x01(\rR\x12kvBlocksUsedBefore\x12/\n" +
+	"\x14kv_blocks_used_after\x18\x02 \x01(\rR\x11kvBlocksUsedAfter\"\xb1\x03\n" +
 	"\x0fGenerateRequest\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x14\n" +
@@ -1692,13 +1858,20 @@ const file_switchyard_worker_v1_worker_proto_rawDesc = "" +
 	"\x06events\x18\x02 \x03(\v2\x1d.switchyard.worker.v1.KvEventR\x06events\x12\x12\n" +
 	"\x04dump\x18\x03 \x01(\bR\x04dump\x12#\n" +
 	"\rdump_complete\x18\x04 \x01(\bR\fdumpComplete\"\x10\n" +
-	"\x0eGetLoadRequest\"\xeb\x01\n" +
+	"\x0eGetLoadRequest\"\xa8\x02\n" +
 	"\x0fGetLoadResponse\x12)\n" +
 	"\x10running_requests\x18\x01 \x01(\rR\x0frunningRequests\x12)\n" +
 	"\x10waiting_requests\x18\x02 \x01(\rR\x0fwaitingRequests\x12$\n" +
 	"\x0ekv_blocks_used\x18\x03 \x01(\rR\fkvBlocksUsed\x12&\n" +
 	"\x0fkv_blocks_total\x18\x04 \x01(\rR\rkvBlocksTotal\x124\n" +
-	"\x16pending_prefill_tokens\x18\x05 \x01(\rR\x14pendingPrefillTokens\"\x15\n" +
+	"\x16pending_prefill_tokens\x18\x05 \x01(\rR\x14pendingPrefillTokens\x12;\n" +
+	"\bkv_tiers\x18\x06 \x03(\v2 .switchyard.worker.v1.KvTierLoadR\akvTiers\"j\n" +
+	"\n" +
+	"KvTierLoad\x12\x12\n" +
+	"\x04tier\x18\x01 \x01(\tR\x04tier\x12\x1f\n" +
+	"\vblocks_used\x18\x02 \x01(\rR\n" +
+	"blocksUsed\x12'\n" +
+	"\x0fblocks_capacity\x18\x03 \x01(\rR\x0eblocksCapacity\"\x15\n" +
 	"\x13GetModelInfoRequest\"\xbf\x02\n" +
 	"\x14GetModelInfoResponse\x12\x14\n" +
 	"\x05model\x18\x01 \x01(\tR\x05model\x12\x1d\n" +
@@ -1764,14 +1937,15 @@ const file_switchyard_worker_v1_worker_proto_rawDesc = "" +
 	"\x19FINISH_REASON_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12FINISH_REASON_STOP\x10\x01\x12\x18\n" +
 	"\x14FINISH_REASON_LENGTH\x10\x02\x12\x1b\n" +
-	"\x17FINISH_REASON_CANCELLED\x10\x032\xfe\x04\n" +
+	"\x17FINISH_REASON_CANCELLED\x10\x032\xf6\x05\n" +
 	"\rWorkerService\x12[\n" +
 	"\bGenerate\x12%.switchyard.worker.v1.GenerateRequest\x1a&.switchyard.worker.v1.GenerateResponse0\x01\x12v\n" +
 	"\x11SubscribeKvEvents\x12..switchyard.worker.v1.SubscribeKvEventsRequest\x1a/.switchyard.worker.v1.SubscribeKvEventsResponse0\x01\x12[\n" +
 	"\aGetLoad\x12$.switchyard.worker.v1.GetLoadRequest\x1a%.switchyard.worker.v1.GetLoadResponse\"\x03\x90\x02\x01\x12j\n" +
 	"\fGetModelInfo\x12).switchyard.worker.v1.GetModelInfoRequest\x1a*.switchyard.worker.v1.GetModelInfoResponse\"\x03\x90\x02\x01\x12h\n" +
 	"\rRemotePrefill\x12*.switchyard.worker.v1.RemotePrefillRequest\x1a+.switchyard.worker.v1.RemotePrefillResponse\x12e\n" +
-	"\fExportPrefix\x12).switchyard.worker.v1.ExportPrefixRequest\x1a*.switchyard.worker.v1.ExportPrefixResponseB\xcb\x01\n" +
+	"\fExportPrefix\x12).switchyard.worker.v1.ExportPrefixRequest\x1a*.switchyard.worker.v1.ExportPrefixResponse\x12v\n" +
+	"\x10ClearPrefixCache\x12-.switchyard.worker.v1.ClearPrefixCacheRequest\x1a..switchyard.worker.v1.ClearPrefixCacheResponse\"\x03\x90\x02\x02B\xcb\x01\n" +
 	"\x18com.switchyard.worker.v1B\vWorkerProtoP\x01Z0switchyard.dev/gen/switchyard/worker/v1;workerv1\xa2\x02\x03SWX\xaa\x02\x14Switchyard.Worker.V1\xca\x02\x14Switchyard\\Worker\\V1\xe2\x02 Switchyard\\Worker\\V1\\GPBMetadata\xea\x02\x16Switchyard::Worker::V1b\x06proto3"
 
 var (
@@ -1787,68 +1961,74 @@ func file_switchyard_worker_v1_worker_proto_rawDescGZIP() []byte {
 }
 
 var file_switchyard_worker_v1_worker_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_switchyard_worker_v1_worker_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
+var file_switchyard_worker_v1_worker_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
 var file_switchyard_worker_v1_worker_proto_goTypes = []any{
 	(FinishReason)(0),                 // 0: switchyard.worker.v1.FinishReason
-	(*GenerateRequest)(nil),           // 1: switchyard.worker.v1.GenerateRequest
-	(*Usage)(nil),                     // 2: switchyard.worker.v1.Usage
-	(*GenerateResponse)(nil),          // 3: switchyard.worker.v1.GenerateResponse
-	(*TokenLogprob)(nil),              // 4: switchyard.worker.v1.TokenLogprob
-	(*TopLogprob)(nil),                // 5: switchyard.worker.v1.TopLogprob
-	(*SubscribeKvEventsRequest)(nil),  // 6: switchyard.worker.v1.SubscribeKvEventsRequest
-	(*KvBlocksStored)(nil),            // 7: switchyard.worker.v1.KvBlocksStored
-	(*KvBlocksRemoved)(nil),           // 8: switchyard.worker.v1.KvBlocksRemoved
-	(*KvCleared)(nil),                 // 9: switchyard.worker.v1.KvCleared
-	(*KvEvent)(nil),                   // 10: switchyard.worker.v1.KvEvent
-	(*SubscribeKvEventsResponse)(nil), // 11: switchyard.worker.v1.SubscribeKvEventsResponse
-	(*GetLoadRequest)(nil),            // 12: switchyard.worker.v1.GetLoadRequest
-	(*GetLoadResponse)(nil),           // 13: switchyard.worker.v1.GetLoadResponse
-	(*GetModelInfoRequest)(nil),       // 14: switchyard.worker.v1.GetModelInfoRequest
-	(*GetModelInfoResponse)(nil),      // 15: switchyard.worker.v1.GetModelInfoResponse
-	(*KvTarget)(nil),                  // 16: switchyard.worker.v1.KvTarget
-	(*RemotePrefillRequest)(nil),      // 17: switchyard.worker.v1.RemotePrefillRequest
-	(*ExportPrefixRequest)(nil),       // 18: switchyard.worker.v1.ExportPrefixRequest
-	(*ExportPrefixResponse)(nil),      // 19: switchyard.worker.v1.ExportPrefixResponse
-	(*RemotePrefillResponse)(nil),     // 20: switchyard.worker.v1.RemotePrefillResponse
-	(*v1.SamplingParams)(nil),         // 21: switchyard.common.v1.SamplingParams
-	(*v1.StopConditions)(nil),         // 22: switchyard.common.v1.StopConditions
-	(*v1.Hints)(nil),                  // 23: switchyard.common.v1.Hints
-	(v1.StorageTier)(0),               // 24: switchyard.common.v1.StorageTier
+	(*ClearPrefixCacheRequest)(nil),   // 1: switchyard.worker.v1.ClearPrefixCacheRequest
+	(*ClearPrefixCacheResponse)(nil),  // 2: switchyard.worker.v1.ClearPrefixCacheResponse
+	(*GenerateRequest)(nil),           // 3: switchyard.worker.v1.GenerateRequest
+	(*Usage)(nil),                     // 4: switchyard.worker.v1.Usage
+	(*GenerateResponse)(nil),          // 5: switchyard.worker.v1.GenerateResponse
+	(*TokenLogprob)(nil),              // 6: switchyard.worker.v1.TokenLogprob
+	(*TopLogprob)(nil),                // 7: switchyard.worker.v1.TopLogprob
+	(*SubscribeKvEventsRequest)(nil),  // 8: switchyard.worker.v1.SubscribeKvEventsRequest
+	(*KvBlocksStored)(nil),            // 9: switchyard.worker.v1.KvBlocksStored
+	(*KvBlocksRemoved)(nil),           // 10: switchyard.worker.v1.KvBlocksRemoved
+	(*KvCleared)(nil),                 // 11: switchyard.worker.v1.KvCleared
+	(*KvEvent)(nil),                   // 12: switchyard.worker.v1.KvEvent
+	(*SubscribeKvEventsResponse)(nil), // 13: switchyard.worker.v1.SubscribeKvEventsResponse
+	(*GetLoadRequest)(nil),            // 14: switchyard.worker.v1.GetLoadRequest
+	(*GetLoadResponse)(nil),           // 15: switchyard.worker.v1.GetLoadResponse
+	(*KvTierLoad)(nil),                // 16: switchyard.worker.v1.KvTierLoad
+	(*GetModelInfoRequest)(nil),       // 17: switchyard.worker.v1.GetModelInfoRequest
+	(*GetModelInfoResponse)(nil),      // 18: switchyard.worker.v1.GetModelInfoResponse
+	(*KvTarget)(nil),                  // 19: switchyard.worker.v1.KvTarget
+	(*RemotePrefillRequest)(nil),      // 20: switchyard.worker.v1.RemotePrefillRequest
+	(*ExportPrefixRequest)(nil),       // 21: switchyard.worker.v1.ExportPrefixRequest
+	(*ExportPrefixResponse)(nil),      // 22: switchyard.worker.v1.ExportPrefixResponse
+	(*RemotePrefillResponse)(nil),     // 23: switchyard.worker.v1.RemotePrefillResponse
+	(*v1.SamplingParams)(nil),         // 24: switchyard.common.v1.SamplingParams
+	(*v1.StopConditions)(nil),         // 25: switchyard.common.v1.StopConditions
+	(*v1.Hints)(nil),                  // 26: switchyard.common.v1.Hints
+	(v1.StorageTier)(0),               // 27: switchyard.common.v1.StorageTier
 }
 var file_switchyard_worker_v1_worker_proto_depIdxs = []int32{
-	21, // 0: switchyard.worker.v1.GenerateRequest.sampling:type_name -> switchyard.common.v1.SamplingParams
-	22, // 1: switchyard.worker.v1.GenerateRequest.stop:type_name -> switchyard.common.v1.StopConditions
-	23, // 2: switchyard.worker.v1.GenerateRequest.hints:type_name -> switchyard.common.v1.Hints
+	24, // 0: switchyard.worker.v1.GenerateRequest.sampling:type_name -> switchyard.common.v1.SamplingParams
+	25, // 1: switchyard.worker.v1.GenerateRequest.stop:type_name -> switchyard.common.v1.StopConditions
+	26, // 2: switchyard.worker.v1.GenerateRequest.hints:type_name -> switchyard.common.v1.Hints
 	0,  // 3: switchyard.worker.v1.GenerateResponse.finish_reason:type_name -> switchyard.worker.v1.FinishReason
-	2,  // 4: switchyard.worker.v1.GenerateResponse.usage:type_name -> switchyard.worker.v1.Usage
-	4,  // 5: switchyard.worker.v1.GenerateResponse.logprobs:type_name -> switchyard.worker.v1.TokenLogprob
-	5,  // 6: switchyard.worker.v1.TokenLogprob.top:type_name -> switchyard.worker.v1.TopLogprob
-	24, // 7: switchyard.worker.v1.KvBlocksStored.tier:type_name -> switchyard.common.v1.StorageTier
-	24, // 8: switchyard.worker.v1.KvBlocksRemoved.tier:type_name -> switchyard.common.v1.StorageTier
-	7,  // 9: switchyard.worker.v1.KvEvent.stored:type_name -> switchyard.worker.v1.KvBlocksStored
-	8,  // 10: switchyard.worker.v1.KvEvent.removed:type_name -> switchyard.worker.v1.KvBlocksRemoved
-	9,  // 11: switchyard.worker.v1.KvEvent.cleared:type_name -> switchyard.worker.v1.KvCleared
-	10, // 12: switchyard.worker.v1.SubscribeKvEventsResponse.events:type_name -> switchyard.worker.v1.KvEvent
-	21, // 13: switchyard.worker.v1.RemotePrefillRequest.sampling:type_name -> switchyard.common.v1.SamplingParams
-	16, // 14: switchyard.worker.v1.RemotePrefillRequest.target:type_name -> switchyard.worker.v1.KvTarget
-	16, // 15: switchyard.worker.v1.ExportPrefixRequest.target:type_name -> switchyard.worker.v1.KvTarget
-	1,  // 16: switchyard.worker.v1.WorkerService.Generate:input_type -> switchyard.worker.v1.GenerateRequest
-	6,  // 17: switchyard.worker.v1.WorkerService.SubscribeKvEvents:input_type -> switchyard.worker.v1.SubscribeKvEventsRequest
-	12, // 18: switchyard.worker.v1.WorkerService.GetLoad:input_type -> switchyard.worker.v1.GetLoadRequest
-	14, // 19: switchyard.worker.v1.WorkerService.GetModelInfo:input_type -> switchyard.worker.v1.GetModelInfoRequest
-	17, // 20: switchyard.worker.v1.WorkerService.RemotePrefill:input_type -> switchyard.worker.v1.RemotePrefillRequest
-	18, // 21: switchyard.worker.v1.WorkerService.ExportPrefix:input_type -> switchyard.worker.v1.ExportPrefixRequest
-	3,  // 22: switchyard.worker.v1.WorkerService.Generate:output_type -> switchyard.worker.v1.GenerateResponse
-	11, // 23: switchyard.worker.v1.WorkerService.SubscribeKvEvents:output_type -> switchyard.worker.v1.SubscribeKvEventsResponse
-	13, // 24: switchyard.worker.v1.WorkerService.GetLoad:output_type -> switchyard.worker.v1.GetLoadResponse
-	15, // 25: switchyard.worker.v1.WorkerService.GetModelInfo:output_type -> switchyard.worker.v1.GetModelInfoResponse
-	20, // 26: switchyard.worker.v1.WorkerService.RemotePrefill:output_type -> switchyard.worker.v1.RemotePrefillResponse
-	19, // 27: switchyard.worker.v1.WorkerService.ExportPrefix:output_type -> switchyard.worker.v1.ExportPrefixResponse
-	22, // [22:28] is the sub-list for method output_type
-	16, // [16:22] is the sub-list for method input_type
-	16, // [16:16] is the sub-list for extension type_name
-	16, // [16:16] is the sub-list for extension extendee
-	0,  // [0:16] is the sub-list for field type_name
+	4,  // 4: switchyard.worker.v1.GenerateResponse.usage:type_name -> switchyard.worker.v1.Usage
+	6,  // 5: switchyard.worker.v1.GenerateResponse.logprobs:type_name -> switchyard.worker.v1.TokenLogprob
+	7,  // 6: switchyard.worker.v1.TokenLogprob.top:type_name -> switchyard.worker.v1.TopLogprob
+	27, // 7: switchyard.worker.v1.KvBlocksStored.tier:type_name -> switchyard.common.v1.StorageTier
+	27, // 8: switchyard.worker.v1.KvBlocksRemoved.tier:type_name -> switchyard.common.v1.StorageTier
+	9,  // 9: switchyard.worker.v1.KvEvent.stored:type_name -> switchyard.worker.v1.KvBlocksStored
+	10, // 10: switchyard.worker.v1.KvEvent.removed:type_name -> switchyard.worker.v1.KvBlocksRemoved
+	11, // 11: switchyard.worker.v1.KvEvent.cleared:type_name -> switchyard.worker.v1.KvCleared
+	12, // 12: switchyard.worker.v1.SubscribeKvEventsResponse.events:type_name -> switchyard.worker.v1.KvEvent
+	16, // 13: switchyard.worker.v1.GetLoadResponse.kv_tiers:type_name -> switchyard.worker.v1.KvTierLoad
+	24, // 14: switchyard.worker.v1.RemotePrefillRequest.sampling:type_name -> switchyard.common.v1.SamplingParams
+	19, // 15: switchyard.worker.v1.RemotePrefillRequest.target:type_name -> switchyard.worker.v1.KvTarget
+	19, // 16: switchyard.worker.v1.ExportPrefixRequest.target:type_name -> switchyard.worker.v1.KvTarget
+	3,  // 17: switchyard.worker.v1.WorkerService.Generate:input_type -> switchyard.worker.v1.GenerateRequest
+	8,  // 18: switchyard.worker.v1.WorkerService.SubscribeKvEvents:input_type -> switchyard.worker.v1.SubscribeKvEventsRequest
+	14, // 19: switchyard.worker.v1.WorkerService.GetLoad:input_type -> switchyard.worker.v1.GetLoadRequest
+	17, // 20: switchyard.worker.v1.WorkerService.GetModelInfo:input_type -> switchyard.worker.v1.GetModelInfoRequest
+	20, // 21: switchyard.worker.v1.WorkerService.RemotePrefill:input_type -> switchyard.worker.v1.RemotePrefillRequest
+	21, // 22: switchyard.worker.v1.WorkerService.ExportPrefix:input_type -> switchyard.worker.v1.ExportPrefixRequest
+	1,  // 23: switchyard.worker.v1.WorkerService.ClearPrefixCache:input_type -> switchyard.worker.v1.ClearPrefixCacheRequest
+	5,  // 24: switchyard.worker.v1.WorkerService.Generate:output_type -> switchyard.worker.v1.GenerateResponse
+	13, // 25: switchyard.worker.v1.WorkerService.SubscribeKvEvents:output_type -> switchyard.worker.v1.SubscribeKvEventsResponse
+	15, // 26: switchyard.worker.v1.WorkerService.GetLoad:output_type -> switchyard.worker.v1.GetLoadResponse
+	18, // 27: switchyard.worker.v1.WorkerService.GetModelInfo:output_type -> switchyard.worker.v1.GetModelInfoResponse
+	23, // 28: switchyard.worker.v1.WorkerService.RemotePrefill:output_type -> switchyard.worker.v1.RemotePrefillResponse
+	22, // 29: switchyard.worker.v1.WorkerService.ExportPrefix:output_type -> switchyard.worker.v1.ExportPrefixResponse
+	2,  // 30: switchyard.worker.v1.WorkerService.ClearPrefixCache:output_type -> switchyard.worker.v1.ClearPrefixCacheResponse
+	24, // [24:31] is the sub-list for method output_type
+	17, // [17:24] is the sub-list for method input_type
+	17, // [17:17] is the sub-list for extension type_name
+	17, // [17:17] is the sub-list for extension extendee
+	0,  // [0:17] is the sub-list for field type_name
 }
 
 func init() { file_switchyard_worker_v1_worker_proto_init() }
@@ -1856,8 +2036,8 @@ func file_switchyard_worker_v1_worker_proto_init() {
 	if File_switchyard_worker_v1_worker_proto != nil {
 		return
 	}
-	file_switchyard_worker_v1_worker_proto_msgTypes[6].OneofWrappers = []any{}
-	file_switchyard_worker_v1_worker_proto_msgTypes[9].OneofWrappers = []any{
+	file_switchyard_worker_v1_worker_proto_msgTypes[8].OneofWrappers = []any{}
+	file_switchyard_worker_v1_worker_proto_msgTypes[11].OneofWrappers = []any{
 		(*KvEvent_Stored)(nil),
 		(*KvEvent_Removed)(nil),
 		(*KvEvent_Cleared)(nil),
@@ -1868,7 +2048,7 @@ func file_switchyard_worker_v1_worker_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_switchyard_worker_v1_worker_proto_rawDesc), len(file_switchyard_worker_v1_worker_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   20,
+			NumMessages:   23,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -2,6 +2,7 @@ package tcp
 
 import (
 	"bufio"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"net"
@@ -44,13 +45,18 @@ type wire struct {
 	err     error // set once the connection is dead
 }
 
-func dialWire(addr, self string, timeout time.Duration) (*wire, error) {
+func dialWire(addr, self string, timeout time.Duration, tlsc *TLS) (*wire, error) {
 	c, err := net.DialTimeout("tcp", addr, timeout)
 	if err != nil {
 		return nil, fmt.Errorf("tcp: %w: dial %s: %w", nixl.ErrPeerGone, addr, err)
 	}
 	if tc, ok := c.(*net.TCPConn); ok {
 		_ = tc.SetNoDelay(true)
+	}
+	if tlsc != nil {
+		if c, err = handshake(c, addr, timeout, tlsc); err != nil {
+			return nil, err
+		}
 	}
 	var hb [headerLen]byte
 	(&header{op: opHello, len: uint64(len(self))}).put(hb[:])
@@ -64,6 +70,31 @@ func dialWire(addr, self string, timeout time.Duration) (*wire, error) {
 	go w.writeLoop()
 	go w.readLoop()
 	return w, nil
+}
+
+// handshake makes c a client TLS connection to addr, verified and
+// authenticated as tlsc says, within timeout.
+func handshake(c net.Conn, addr string, timeout time.Duration, tlsc *TLS) (net.Conn, error) {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		_ = c.Close()
+		return nil, fmt.Errorf("tcp: peer address %q: %w", addr, err)
+	}
+	cfg, err := tlsc.Client(host)
+	if err != nil {
+		_ = c.Close()
+		return nil, fmt.Errorf("tcp: TLS to %s: %w", addr, err)
+	}
+	cfg = cfg.Clone()
+	cfg.NextProtos = nil // not HTTP: offer no ALPN protocol
+	tc := tls.Client(c, cfg)
+	_ = tc.SetDeadline(time.Now().Add(timeout))
+	if err := tc.Handshake(); err != nil {
+		_ = c.Close()
+		return nil, fmt.Errorf("tcp: %w: TLS handshake with %s: %w", nixl.ErrPeerGone, addr, err)
+	}
+	_ = tc.SetDeadline(time.Time{})
+	return tc, nil
 }
 
 func (w *wire) enqueue(chs ...*chunk) {

@@ -20,7 +20,7 @@ type pool struct {
 func dialPool(b *Backend, peer nixl.PeerInfo) (*pool, error) {
 	p := &pool{b: b, peer: peer.Name}
 	for range b.cfg.Conns {
-		w, err := dialWire(string(peer.Address), b.env.Agent, b.cfg.IOTimeout)
+		w, err := dialWire(string(peer.Address), b.env.Agent, b.cfg.IOTimeout, b.cfg.TLS)
 		if err != nil {
 			p.Close()
 			return nil, err

@@ -2,6 +2,7 @@ package tcp
 
 import (
 	"bufio"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -43,6 +44,16 @@ func (b *Backend) serve(c net.Conn) {
 		b.mu.Unlock()
 		_ = c.Close()
 	}()
+	if tc, ok := c.(*tls.Conn); ok {
+		// The handshake comes before any frame: a peer without a
+		// trusted certificate is dropped here.
+		_ = tc.SetDeadline(time.Now().Add(b.cfg.IOTimeout))
+		if err := tc.Handshake(); err != nil {
+			b.env.Logger.Warn("nixl tcp: refused a peer at the TLS handshake", "remote", c.RemoteAddr().String(), "err", err)
+			return
+		}
+		_ = tc.SetDeadline(time.Time{})
+	}
 	s := &session{b: b, c: c, r: bufio.NewReaderSize(c, 256<<10), w: bufio.NewWriterSize(c, 64<<10)}
 	// run returns only when the session ends, always with the reason.
 	if err := s.run(); !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {

@@ -8,9 +8,14 @@
 // current registrations (a stale or hostile peer gets an error status, never
 // a byte outside a region). Every frame from the network is bounds-checked
 // before use (frame.go).
+//
+// With Config.TLS, every connection is mutual TLS: a peer must present a
+// certificate the target trusts before the target reads its first frame,
+// so an unauthenticated peer never reaches a registered region.
 package tcp
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -30,6 +35,20 @@ type Config struct {
 	ChunkSize int           // bytes per frame, default 1 MiB, at most 64 MiB
 	Window    int           // chunks in flight per transfer, default 16
 	IOTimeout time.Duration // a peer silent this long with work pending is gone; default 30s
+	// TLS, if set, authenticates both ends of every connection.
+	TLS *TLS
+}
+
+// TLS is the backend's mutual TLS: the same certificates the services
+// use for their RPCs (libs/mesh/tlsconf provides both fields).
+type TLS struct {
+	// Server configures the listener; it must require and verify client
+	// certificates (tls.RequireAndVerifyClientCert), or an unauthenticated
+	// peer could write.
+	Server *tls.Config
+	// Client returns the configuration of one connection to serverName
+	// (the host of the peer's address), with this agent's certificate.
+	Client func(serverName string) (*tls.Config, error)
 }
 
 func (c Config) withDefaults() Config {
@@ -55,9 +74,15 @@ func (c Config) withDefaults() Config {
 func New(cfg Config) nixl.BackendFactory {
 	cfg = cfg.withDefaults()
 	return func(env nixl.Env) (nixl.Backend, error) {
+		if cfg.TLS != nil && (cfg.TLS.Server == nil || cfg.TLS.Client == nil) {
+			return nil, errors.New("tcp: TLS needs both a server and a client configuration")
+		}
 		ln, err := net.Listen("tcp", cfg.Addr)
 		if err != nil {
 			return nil, fmt.Errorf("tcp: listen %s: %w", cfg.Addr, err)
+		}
+		if cfg.TLS != nil {
+			ln = tls.NewListener(ln, cfg.TLS.Server)
 		}
 		b := &Backend{cfg: cfg, env: env, ln: ln, served: map[net.Conn]struct{}{}, pools: map[*pool]struct{}{}}
 		b.wg.Add(1)

@@ -6,6 +6,8 @@ package app
 
 import (
 	"context"
+	"errors"
+	"flag"
 	"io"
 
 	"switchyard.dev/libs/mesh/discovery"
@@ -23,14 +25,20 @@ func Spec(version string, getenv func(string) string) service.Spec {
 	if getenv == nil {
 		getenv = func(string) string { return "" }
 	}
-	f := &flags{getenv: getenv}
+	f, pub := &flags{getenv: getenv}, &publicTLS{}
 	return service.Spec{
 		Role:          discovery.RoleFrontend,
 		Version:       version,
 		DefaultListen: "127.0.0.1:8000",
-		Flags:         f.register,
-		Validate:      f.validate,
+		Flags: func(fs *flag.FlagSet) {
+			f.register(fs)
+			pub.register(fs)
+		},
+		Validate: func() error { return errors.Join(f.validate(), pub.validate()) },
 		Setup: func(ctx context.Context, rt *service.Runtime) error {
+			if err := pub.apply(rt); err != nil {
+				return err
+			}
 			return setup(ctx, rt, f, version)
 		},
 	}

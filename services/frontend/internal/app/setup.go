@@ -4,6 +4,9 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
+	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"connectrpc.com/connect"
 
@@ -26,7 +29,7 @@ func setup(ctx context.Context, rt *service.Runtime, f *flags, version string) e
 	if err != nil {
 		return err
 	}
-	hc := upstream.NewHTTPClient()
+	hc := rt.HTTPClient()
 	workers := upstream.NewWorkers(hc, opts...)
 	routers := upstream.NewRouters(hc, rt.Logger, f.routers, opts...)
 	rt.AfterDrain(func(ctx context.Context) {
@@ -51,10 +54,7 @@ func setup(ctx context.Context, rt *service.Runtime, f *flags, version string) e
 		Router: routers, Dialer: workers, Logger: rt.Logger, MigrationAttempts: f.migrationAttempts,
 		OnMigrate: func(model string) { m.Migrations.WithLabelValues(model).Inc() },
 	})
-	var guard *auth.Guard
-	if len(f.keys) > 0 || f.rateLimit > 0 {
-		guard = auth.New(auth.Config{Keys: f.keys, Rate: f.rateLimit, Burst: f.rateBurst})
-	}
+	guard := newGuard(ctx, rt, f)
 	api, err := httpapi.New(httpapi.Config{
 		Catalog: cat, Generator: gen, Metrics: m, Templates: f.templates, Guard: guard, Logger: rt.Logger, Aliases: f.aliases,
 		MaxBodyBytes: f.maxBodyBytes, RequestTimeout: f.requestTimeout, Version: version,
@@ -65,7 +65,9 @@ func setup(ctx context.Context, rt *service.Runtime, f *flags, version string) e
 	for _, p := range httpapi.Patterns {
 		rt.Server.Handle(p, api)
 	}
+	mountConsole(ctx, rt, &f.console, guard, hc, opts)
 	rt.Logger.Info("openai api ready", "routers", len(f.routers), "api_keys", len(f.keys), "rate_limit", f.rateLimit,
+		"tokens_per_minute", f.tokensPerMinute, "concurrency_limit", f.concurrencyLimit, "limits_redis", f.limitsRedisAddr,
 		"migration_attempts", f.migrationAttempts, "chat_template", f.templates.String())
 	return nil
 }
@@ -86,4 +88,32 @@ func locator(r *upstream.Routers) catalog.Locator {
 		}
 		return addr, nil
 	}
+}
+
+// newGuard is the API key and limits guard, nil when there are neither
+// keys nor limits. Keys files are watched for changes; with
+// -limits-redis-addr the limits are the fleet's, kept in Redis.
+func newGuard(ctx context.Context, rt *service.Runtime, f *flags) *auth.Guard {
+	watched := f.keySource.KeysFile != "" || f.keySource.AdminFile != ""
+	if len(f.keys) == 0 && !watched && f.rateLimit == 0 && f.tokensPerMinute == 0 && f.concurrencyLimit == 0 {
+		return nil
+	}
+	var lim auth.Limiter
+	if f.limitsRedisAddr != "" {
+		// Short timeouts: a request waits on its limits' check, and the
+		// limiter skips Redis for a second after a failed call.
+		c := redis.NewClient(&redis.Options{Addr: f.limitsRedisAddr, DialTimeout: 250 * time.Millisecond,
+			ReadTimeout: 250 * time.Millisecond, WriteTimeout: 250 * time.Millisecond, MaxRetries: 1})
+		lim = auth.NewRedis(auth.RedisConfig{Client: c, Namespace: f.limitsNamespace, Logger: rt.Logger})
+		go func() {
+			<-ctx.Done()
+			_ = c.Close()
+		}()
+	}
+	g := auth.New(auth.Config{Entries: f.keys, Rate: f.rateLimit, Burst: f.rateBurst, Limiter: lim, Logger: rt.Logger,
+		Defaults: auth.Limits{TokensPerMinute: f.tokensPerMinute, Concurrent: f.concurrencyLimit}})
+	if watched {
+		go g.Watch(ctx, f.keySource, f.keysReload, rt.Logger)
+	}
+	return g
 }

@@ -1,21 +1,31 @@
-// Package auth checks API keys and rate-limits requests per key.
+// Package auth checks API keys and limits each key's use: requests per
+// second, prompt and completion tokens per minute, and requests in
+// flight.
 //
 // Keys are optional: with none configured every request is anonymous and
-// shares one rate-limit bucket. Keys are kept only as SHA-256 digests and
-// compared by digest, so lookup time does not depend on how much of a
-// guessed key matches.
+// shares one set of limits. Keys are kept only as SHA-256 digests (a keys
+// file may list the digests alone, "sha256:<hex>", so it holds no
+// secrets) and compared by digest, so lookup time does not depend on how
+// much of a guessed key matches. The key table is swapped whole on
+// Reload, so a changed keys file takes effect without a restart and
+// without a request seeing half of it. A key may hold the admin role: it
+// is accepted wherever a key is, and it alone may take the console's
+// admin actions (draining a worker). Without admin keys nobody is an
+// admin.
+//
+// Limits live in a Limiter: this process's own (NewLocal), or Redis
+// (NewRedis), shared by every frontend replica, so a key's budget is the
+// fleet's, not each replica's.
 package auth
 
 import (
-	"bufio"
-	"bytes"
+	"context"
 	"crypto/sha256"
-	"fmt"
-	"math"
+	"encoding/hex"
+	"log/slog"
 	"net/http"
-	"os"
 	"strings"
-	"sync"
+	"sync/atomic"
 	"time"
 
 	"switchyard.dev/services/frontend/internal/openai"
@@ -23,24 +33,37 @@ import (
 
 // Config configures a Guard.
 type Config struct {
-	// Keys are the accepted API keys; empty disables authentication.
-	Keys []string
-	// Rate is the sustained requests per second per key; 0 is unlimited.
-	Rate float64
-	// Burst is the bucket size; it defaults to max(1, ceil(Rate)).
-	Burst int
+	// Entries are the accepted keys with their own limits; Keys and
+	// AdminKeys add keys given in the clear with the default limits. None
+	// at all disables authentication.
+	Entries   []Entry
+	Keys      []string
+	AdminKeys []string
+	// Defaults are the limits of keys (and of anonymous requests) that do
+	// not set their own. Rate and Burst, when set, give its
+	// RequestsPerSecond and RequestBurst.
+	Defaults Limits
+	Rate     float64
+	Burst    int
+	// Limiter keeps the limits' state; nil is NewLocal(Now).
+	Limiter Limiter
 	// Now is the clock, for tests.
-	Now func() time.Time
+	Now    func() time.Time
+	Logger *slog.Logger
 }
 
-// Guard authenticates and rate-limits requests; it is safe for concurrent
-// use.
+// Guard authenticates requests and admits them under their key's limits;
+// it is safe for concurrent use.
 type Guard struct {
-	cfg  Config
-	keys map[[32]byte]bool
+	defaults Limits
+	lim      Limiter
+	log      *slog.Logger
+	table    atomic.Pointer[table]
+}
 
-	mu      sync.Mutex
-	buckets map[[32]byte]*bucket
+// table is the key set in force.
+type table struct {
+	keys map[[32]byte]Entry // nil: no authentication
 }
 
 // New returns a Guard.
@@ -48,37 +71,161 @@ func New(cfg Config) *Guard {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	if cfg.Burst <= 0 {
-		cfg.Burst = max(1, int(math.Ceil(cfg.Rate)))
+	if cfg.Rate > 0 {
+		cfg.Defaults.RequestsPerSecond = cfg.Rate
 	}
-	g := &Guard{cfg: cfg, keys: make(map[[32]byte]bool), buckets: make(map[[32]byte]*bucket)}
+	if cfg.Burst > 0 {
+		cfg.Defaults.RequestBurst = cfg.Burst
+	}
+	if cfg.Limiter == nil {
+		cfg.Limiter = NewLocal(cfg.Now)
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	g := &Guard{defaults: cfg.Defaults, lim: cfg.Limiter, log: cfg.Logger}
+	entries := append([]Entry(nil), cfg.Entries...)
 	for _, k := range cfg.Keys {
-		g.keys[sha256.Sum256([]byte(k))] = true
+		entries = append(entries, clearEntry(k, false))
 	}
+	for _, k := range cfg.AdminKeys {
+		entries = append(entries, clearEntry(k, true))
+	}
+	g.Reload(entries)
 	return g
 }
 
-// Check authenticates r and takes one token from its key's bucket. It
-// returns nil to let the request through, or a 401 or 429 *openai.Error.
+func clearEntry(key string, admin bool) Entry {
+	id := sha256.Sum256([]byte(key))
+	return Entry{ID: id, Name: hex.EncodeToString(id[:4]), Admin: admin}
+}
+
+// Reload replaces the accepted keys (none: no authentication). Requests
+// in flight keep the entry they were admitted with. A key listed twice
+// keeps the later entry, the admin role if either has it.
+func (g *Guard) Reload(entries []Entry) {
+	t := &table{}
+	if len(entries) > 0 {
+		t.keys = make(map[[32]byte]Entry, len(entries))
+		for _, e := range entries {
+			if old, ok := t.keys[e.ID]; ok && old.Admin {
+				e.Admin = true
+			}
+			t.keys[e.ID] = e
+		}
+	}
+	g.table.Store(t)
+}
+
+// Keys is the number of accepted keys (0: authentication is off).
+func (g *Guard) Keys() int { return len(g.table.Load().keys) }
+
+// Ticket is an admitted request: Done releases its slot among the key's
+// requests in flight, Charge takes the tokens it used from the key's
+// token budget.
+type Ticket struct {
+	g       *Guard
+	id      [32]byte
+	name    string
+	limits  Limits
+	release func()
+}
+
+// Name is the key's name ("anonymous" without keys).
+func (t *Ticket) Name() string {
+	if t == nil {
+		return ""
+	}
+	return t.name
+}
+
+// Charge takes tokens from the key's token budget. A nil Ticket charges
+// nothing.
+func (t *Ticket) Charge(ctx context.Context, tokens int64) {
+	if t == nil {
+		return
+	}
+	if err := t.g.lim.Charge(ctx, t.id, t.limits, tokens); err != nil {
+		t.g.log.WarnContext(ctx, "charging a request's tokens", "key", t.name, "tokens", tokens, "err", err)
+	}
+}
+
+// Done ends the request; later calls do nothing.
+func (t *Ticket) Done() {
+	if t != nil && t.release != nil {
+		t.release()
+	}
+}
+
+// Admit authenticates r and admits it under its key's limits. It returns
+// a Ticket to end with Done, or a 401 or 429 *openai.Error (Retry-After
+// set). A Limiter that fails (Redis down) admits the request and logs it:
+// a limit that cannot be checked does not take the API down.
+func (g *Guard) Admit(r *http.Request) (*Ticket, *openai.Error) {
+	e, oerr := g.authenticate(r)
+	if oerr != nil {
+		return nil, oerr
+	}
+	l := e.limits(g.defaults)
+	release, retry, err := g.lim.Admit(r.Context(), e.ID, l)
+	switch {
+	case err != nil:
+		g.log.WarnContext(r.Context(), "rate limits unavailable; admitting the request", "key", e.Name, "err", err)
+		return &Ticket{g: g, id: e.ID, name: e.Name, limits: l}, nil
+	case retry > 0:
+		return nil, openai.RateLimited(retry)
+	}
+	return &Ticket{g: g, id: e.ID, name: e.Name, limits: l, release: release}, nil
+}
+
+// Check is Admit for a request that holds no slot and uses no tokens
+// (console reads): authentication and the request rate only.
 func (g *Guard) Check(r *http.Request) *openai.Error {
-	var id [32]byte // anonymous
-	if len(g.keys) > 0 {
-		key, ok := bearer(r.Header.Get("Authorization"))
-		if !ok {
-			return openai.Unauthorized("Missing API key: send it as 'Authorization: Bearer <key>'.")
-		}
-		id = sha256.Sum256([]byte(key))
-		if !g.keys[id] {
-			return openai.Unauthorized("Incorrect API key provided.")
-		}
+	e, oerr := g.authenticate(r)
+	if oerr != nil {
+		return oerr
 	}
-	if g.cfg.Rate <= 0 {
-		return nil
-	}
-	if wait := g.take(id); wait > 0 {
-		return openai.RateLimited(wait)
+	l := e.limits(g.defaults)
+	l.TokensPerMinute, l.Concurrent = 0, 0
+	release, retry, err := g.lim.Admit(r.Context(), e.ID, l)
+	switch {
+	case err != nil:
+		g.log.WarnContext(r.Context(), "rate limits unavailable; admitting the request", "key", e.Name, "err", err)
+	case retry > 0:
+		return openai.RateLimited(retry)
+	default:
+		release()
 	}
 	return nil
+}
+
+// Admin reports whether r carries an admin key. It does not limit:
+// callers check the request with Check first.
+func (g *Guard) Admin(r *http.Request) bool {
+	key, ok := bearer(r.Header.Get("Authorization"))
+	if !ok {
+		return false
+	}
+	e, ok := g.table.Load().keys[sha256.Sum256([]byte(key))]
+	return ok && e.Admin
+}
+
+var anonymous = Entry{Name: "anonymous"}
+
+func (g *Guard) authenticate(r *http.Request) (Entry, *openai.Error) {
+	t := g.table.Load()
+	if t.keys == nil {
+		return anonymous, nil
+	}
+	key, ok := bearer(r.Header.Get("Authorization"))
+	if !ok {
+		return Entry{}, openai.Unauthorized("Missing API key: send it as 'Authorization: Bearer <key>'.")
+	}
+	e, ok := t.keys[sha256.Sum256([]byte(key))]
+	if !ok {
+		return Entry{}, openai.Unauthorized("Incorrect API key provided.")
+	}
+	return e, nil
 }
 
 func bearer(h string) (string, bool) {
@@ -87,60 +234,15 @@ func bearer(h string) (string, bool) {
 	return key, ok && strings.EqualFold(scheme, "Bearer") && key != ""
 }
 
-// bucket is a token bucket refilled continuously at Rate per second.
-type bucket struct {
-	tokens float64
-	last   time.Time
+type ticketKey struct{}
+
+// WithTicket returns ctx carrying t, for the handler to charge.
+func WithTicket(ctx context.Context, t *Ticket) context.Context {
+	return context.WithValue(ctx, ticketKey{}, t)
 }
 
-// take removes a token and returns 0, or how long until one is available.
-func (g *Guard) take(id [32]byte) time.Duration {
-	now := g.cfg.Now()
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	b, ok := g.buckets[id]
-	if !ok {
-		b = &bucket{tokens: float64(g.cfg.Burst), last: now}
-		g.buckets[id] = b
-	}
-	b.tokens = min(float64(g.cfg.Burst), b.tokens+now.Sub(b.last).Seconds()*g.cfg.Rate)
-	b.last = now
-	if b.tokens >= 1 {
-		b.tokens--
-		return 0
-	}
-	return time.Duration((1 - b.tokens) / g.cfg.Rate * float64(time.Second))
-}
-
-// LoadKeys reads keys from a file (one per line; blank lines and lines
-// starting with # are skipped) and from a comma-separated list (the
-// SWITCHYARD_API_KEYS variable). Either may be empty.
-func LoadKeys(path, list string) ([]string, error) {
-	var keys []string
-	for k := range strings.SplitSeq(list, ",") {
-		if k = strings.TrimSpace(k); k != "" {
-			keys = append(keys, k)
-		}
-	}
-	if path == "" {
-		return keys, nil
-	}
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("api keys: %w", err)
-	}
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	for sc.Scan() {
-		line := strings.TrimSpace(sc.Text())
-		if line != "" && !strings.HasPrefix(line, "#") {
-			keys = append(keys, line)
-		}
-	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("api keys %s: %w", path, err)
-	}
-	if len(keys) == 0 {
-		return nil, fmt.Errorf("api keys %s: no keys in file", path)
-	}
-	return keys, nil
+// TicketFrom is the Ticket in ctx, or nil.
+func TicketFrom(ctx context.Context) *Ticket {
+	t, _ := ctx.Value(ticketKey{}).(*Ticket)
+	return t
 }

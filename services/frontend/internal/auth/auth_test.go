@@ -1,9 +1,13 @@
 package auth
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -66,22 +70,83 @@ func TestRateLimitPerKey(t *testing.T) {
 	}
 }
 
-func TestLoadKeys(t *testing.T) {
+func TestLoadEntries(t *testing.T) {
 	t.Parallel()
 	path := filepath.Join(t.TempDir(), "keys")
-	if err := os.WriteFile(path, []byte("# comment\nk1\n\n  k2  \n"), 0o600); err != nil {
+	h := sha256.Sum256([]byte("hashed-key"))
+	file := "# comment\nk1\n\n  k2 name=team-b rps=2 tpm=1000 concurrency=3  \nsha256:" + hex.EncodeToString(h[:]) + " admin\n"
+	if err := os.WriteFile(path, []byte(file), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	keys, err := LoadKeys(path, "k3, ,k4")
-	if err != nil || len(keys) != 4 {
+	keys, err := LoadEntries(path, "k3, ,k4", false)
+	if err != nil || len(keys) != 5 {
 		t.Fatalf("keys %v err %v", keys, err)
 	}
-	if _, err := LoadKeys(filepath.Join(t.TempDir(), "missing"), ""); err == nil {
+	if k := keys[3]; k.Name != "team-b" || k.Limits != (Limits{RequestsPerSecond: 2, TokensPerMinute: 1000, Concurrent: 3}) || k.Admin {
+		t.Errorf("k2: %+v", k)
+	}
+	if k := keys[4]; k.ID != h || !k.Admin {
+		t.Errorf("the hashed key: %+v", k)
+	}
+	g := New(Config{Entries: keys})
+	for _, key := range []string{"k1", "k3", "hashed-key"} {
+		if err := g.Check(bearerReq(key)); err != nil {
+			t.Errorf("%s: %v", key, err)
+		}
+	}
+	if !g.Admin(bearerReq("hashed-key")) {
+		t.Error("the hashed admin key is not admin")
+	}
+	for _, tc := range []struct{ file, want string }{
+		{"", "no keys in file"},
+		{"# none\n", "no keys in file"},
+		{"k1 rps=-1\n", "rps"},
+		{"k1 color=red\n", "unknown attribute"},
+		{"sha256:abcd\n", "64 hex digits"},
+		{"k1 name=\n", "name"},
+		{"k1\nk2 tpm=x\n", ":2:"},
+	} {
+		p := filepath.Join(t.TempDir(), "keys")
+		_ = os.WriteFile(p, []byte(tc.file), 0o600)
+		if _, err := LoadEntries(p, "", false); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: err = %v; want %q", tc.file, err, tc.want)
+		}
+	}
+	if _, err := LoadEntries(filepath.Join(t.TempDir(), "missing"), "", false); err == nil {
 		t.Fatal("missing file: no error")
 	}
-	empty := filepath.Join(t.TempDir(), "empty")
-	_ = os.WriteFile(empty, []byte("# none\n"), 0o600)
-	if _, err := LoadKeys(empty, ""); err == nil {
-		t.Fatal("empty file: no error")
+}
+
+func bearerReq(key string) *http.Request {
+	r := httptest.NewRequest(http.MethodPost, "/v1/completions", nil)
+	r.Header.Set("Authorization", "Bearer "+key)
+	return r
+}
+
+func TestAdminKeys(t *testing.T) {
+	t.Parallel()
+	g := New(Config{Keys: []string{"user"}, AdminKeys: []string{"root"}})
+	for _, tc := range []struct {
+		header      string
+		pass, admin bool
+	}{
+		{"", false, false},
+		{"Bearer user", true, false},
+		{"Bearer root", true, true},
+		{"Bearer nope", false, false},
+	} {
+		r := httptest.NewRequest(http.MethodGet, "/console/api/snapshot", nil)
+		if tc.header != "" {
+			r.Header.Set("Authorization", tc.header)
+		}
+		if pass := g.Check(r) == nil; pass != tc.pass {
+			t.Errorf("%q: Check passes = %v, want %v", tc.header, pass, tc.pass)
+		}
+		if admin := g.Admin(r); admin != tc.admin {
+			t.Errorf("%q: Admin = %v, want %v", tc.header, admin, tc.admin)
+		}
+	}
+	if New(Config{Keys: []string{"user"}}).Admin(httptest.NewRequest(http.MethodGet, "/", nil)) {
+		t.Error("no admin keys: nobody may be admin")
 	}
 }

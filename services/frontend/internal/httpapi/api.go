@@ -155,11 +155,13 @@ func (a *API) guard(next http.Handler) http.Handler {
 		return next
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if err := a.cfg.Guard.Check(r); err != nil {
+		t, err := a.cfg.Guard.Admit(r)
+		if err != nil {
 			a.writeError(w, err)
 			return
 		}
-		next.ServeHTTP(w, r)
+		defer t.Done()
+		next.ServeHTTP(w, r.WithContext(auth.WithTicket(r.Context(), t)))
 	})
 }
 

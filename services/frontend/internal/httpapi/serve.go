@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"switchyard.dev/services/frontend/internal/auth"
 	"switchyard.dev/services/frontend/internal/generate"
 	"switchyard.dev/services/frontend/internal/openai"
 )
@@ -59,6 +60,9 @@ func (a *API) serve(w http.ResponseWriter, r *http.Request, endpoint string, g o
 	} else {
 		res, err = a.answer(ctx, w, r, reqs, g, c, fs, tm)
 	}
+	// The key's token budget pays for what was computed, even for a
+	// request that failed or whose client left.
+	auth.TicketFrom(r.Context()).Charge(context.WithoutCancel(r.Context()), int64(res.PromptTokens+res.CompletionTokens))
 	if m := a.cfg.Metrics; m != nil {
 		m.PromptTokens.WithLabelValues(req.Model).Add(float64(res.PromptTokens))
 		m.CompletionTokens.WithLabelValues(req.Model).Add(float64(res.CompletionTokens))

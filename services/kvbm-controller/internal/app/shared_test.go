@@ -204,7 +204,9 @@ func TestSharedTierRPCs(t *testing.T) {
 	}
 	body, _ := io.ReadAll(mres.Body)
 	mres.Body.Close()
-	for _, want := range []string{`switchyard_kvbm_shared_blocks{block_bytes="1000",block_size="16",namespace="org%2Fmodel"`, "switchyard_kvbm_shared_listings"} {
+	for _, want := range []string{`switchyard_kvbm_shared_blocks{block_bytes="1000",block_size="16",model="org/model",namespace="org%2Fmodel"`, "switchyard_kvbm_shared_listings_total",
+		`switchyard_kvbm_shared_write_bytes_total{block_bytes="1000",block_size="16",model="org/model",namespace="org%2Fmodel"} 2200`,
+		"switchyard_kvbm_shared_write_seconds_total{", "switchyard_kvbm_shared_read_bytes_total{", "switchyard_kvbm_shared_read_seconds_total{"} {
 		if !strings.Contains(string(body), want) {
 			t.Errorf("/metrics lacks %s", want)
 		}

@@ -120,6 +120,11 @@ type Pool struct {
 	Bytes                 int64
 	// Rates, bytes a second, as workers measured them (0: no report yet).
 	WriteBytesPerSecond, ReadBytesPerSecond float64
+	// Totals of what workers reported moving, and the time it took: the
+	// exported counters, from which Prometheus derives the bandwidth over
+	// any window.
+	WriteBytes, ReadBytes int64
+	WriteTime, ReadTime   time.Duration
 	// BlockLoadNanos is the mean time to read one block (0: unmeasured).
 	BlockLoadNanos float64
 }
@@ -311,6 +316,10 @@ func (c *Catalog) Apply(r Report) error {
 	reads := len(r.Read)
 	p.WriteBytesPerSecond = rate(p.WriteBytesPerSecond, r.WriteBytes, r.WriteTime)
 	p.ReadBytesPerSecond = rate(p.ReadBytesPerSecond, r.ReadBytes, r.ReadTime)
+	p.WriteBytes += max(r.WriteBytes, 0)
+	p.ReadBytes += max(r.ReadBytes, 0)
+	p.WriteTime += max(r.WriteTime, 0)
+	p.ReadTime += max(r.ReadTime, 0)
 	if reads > 0 && r.ReadTime > 0 {
 		p.BlockLoadNanos = ewma(p.BlockLoadNanos, float64(r.ReadTime.Nanoseconds())/float64(reads))
 	}

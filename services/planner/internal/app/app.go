@@ -46,6 +46,11 @@ func Spec(version string) service.Spec {
 				return err
 			}
 			p.http = &http.Client{Timeout: f.sampleTimeout}
+			if rt.TLS != nil {
+				// Workers and frontends then serve mutual TLS only.
+				p.http = rt.HTTPClient()
+				p.http.Timeout = f.sampleTimeout
+			}
 			p.scraper = observe.NewFrontends(p.http)
 			if p.copts, err = rt.ClientOptions(); err != nil {
 				return err

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"switchyard.dev/gen/switchyard/router/v1/routerv1connect"
-	"switchyard.dev/libs/mesh/client"
 	"switchyard.dev/libs/mesh/discovery"
 	"switchyard.dev/libs/mesh/service"
 	"switchyard.dev/libs/radix"
@@ -59,7 +58,7 @@ func spec(version string, onSetup func(*stack)) service.Spec {
 
 func setup(ctx context.Context, rt *service.Runtime, f *flags) (*stack, error) {
 	log, id := rt.Logger, rt.Server.Instance().ID
-	hc := client.NewHTTP()
+	hc := rt.HTTPClient()
 	// Peer pushes and KV-event subscriptions are traced and metered like
 	// every other service's outgoing calls.
 	copts, err := rt.ClientOptions()

@@ -121,7 +121,7 @@ func (r *Router) Decide(ctx context.Context, req *routerv1.RouteRequest) (*route
 	r.recordLoad(now, req, mp.blockSize, len(hashes), chosen.ID, prefillID, prefillCredit)
 	r.approximate(chosen.ID, hashes)
 	if r.metrics != nil {
-		r.metrics.record(ctx, mode, chosen.ID, len(hashes), chosen.Depth[kvtier.Device], chosen.Overlap)
+		r.metrics.record(ctx, req.GetModel(), mode, chosen.ID, len(hashes), chosen.Depth[kvtier.Device], chosen.Overlap)
 	}
 	return res, nil
 }

@@ -59,12 +59,15 @@ func newMetrics(m metric.Meter, loads *load.Tracker) (*metrics, error) {
 	return &out, nil
 }
 
-func (m *metrics) record(ctx context.Context, mode, worker string, requested, matched int, overlap float64) {
-	m.decisions.Add(ctx, 1, metric.WithAttributes(attribute.String("mode", mode)))
-	m.requested.Add(ctx, int64(requested))
-	m.matched.Add(ctx, int64(matched))
+// record counts one decision. Every series carries model, so the hit
+// ratio of one model is not hidden by another's traffic.
+func (m *metrics) record(ctx context.Context, model, mode, worker string, requested, matched int, overlap float64) {
+	mod := attribute.String("model", model)
+	m.decisions.Add(ctx, 1, metric.WithAttributes(mod, attribute.String("mode", mode)))
+	m.requested.Add(ctx, int64(requested), metric.WithAttributes(mod))
+	m.matched.Add(ctx, int64(matched), metric.WithAttributes(mod))
 	if requested > 0 {
-		m.hitRatio.Record(ctx, float64(matched)/float64(requested))
+		m.hitRatio.Record(ctx, float64(matched)/float64(requested), metric.WithAttributes(mod))
 	}
-	m.overlap.Record(ctx, overlap, metric.WithAttributes(attribute.String("worker", worker)))
+	m.overlap.Record(ctx, overlap, metric.WithAttributes(mod, attribute.String("worker", worker)))
 }

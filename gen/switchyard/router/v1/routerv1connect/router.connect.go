@@ -44,6 +44,9 @@ const (
 	RouterServicePrefillDoneProcedure = "/switchyard.router.v1.RouterService/PrefillDone"
 	// RouterServiceReportProcedure is the fully-qualified name of the RouterService's Report RPC.
 	RouterServiceReportProcedure = "/switchyard.router.v1.RouterService/Report"
+	// RouterServiceGetWorkerIndexProcedure is the fully-qualified name of the RouterService's
+	// GetWorkerIndex RPC.
+	RouterServiceGetWorkerIndexProcedure = "/switchyard.router.v1.RouterService/GetWorkerIndex"
 )
 
 // RouterServiceClient is a client for the switchyard.router.v1.RouterService service.
@@ -64,6 +67,9 @@ type RouterServiceClient interface {
 	// the single calls. Routers older than Report answer Unimplemented, and
 	// a frontend then falls back to the single calls.
 	Report(context.Context, *connect.Request[v1.ReportRequest]) (*connect.Response[v1.ReportResponse], error)
+	// GetWorkerIndex tells what this router's KV index holds for one worker
+	// (an operator's view: switchyard ctl index).
+	GetWorkerIndex(context.Context, *connect.Request[v1.GetWorkerIndexRequest]) (*connect.Response[v1.GetWorkerIndexResponse], error)
 }
 
 // NewRouterServiceClient constructs a client for the switchyard.router.v1.RouterService service. By
@@ -101,15 +107,23 @@ func NewRouterServiceClient(httpClient connect.HTTPClient, baseURL string, opts 
 			connect.WithSchema(routerServiceMethods.ByName("Report")),
 			connect.WithClientOptions(opts...),
 		),
+		getWorkerIndex: connect.NewClient[v1.GetWorkerIndexRequest, v1.GetWorkerIndexResponse](
+			httpClient,
+			baseURL+RouterServiceGetWorkerIndexProcedure,
+			connect.WithSchema(routerServiceMethods.ByName("GetWorkerIndex")),
+			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
 // routerServiceClient implements RouterServiceClient.
 type routerServiceClient struct {
-	route       *connect.Client[v1.RouteRequest, v1.RouteResponse]
-	release     *connect.Client[v1.ReleaseRequest, v1.ReleaseResponse]
-	prefillDone *connect.Client[v1.PrefillDoneRequest, v1.PrefillDoneResponse]
-	report      *connect.Client[v1.ReportRequest, v1.ReportResponse]
+	route          *connect.Client[v1.RouteRequest, v1.RouteResponse]
+	release        *connect.Client[v1.ReleaseRequest, v1.ReleaseResponse]
+	prefillDone    *connect.Client[v1.PrefillDoneRequest, v1.PrefillDoneResponse]
+	report         *connect.Client[v1.ReportRequest, v1.ReportResponse]
+	getWorkerIndex *connect.Client[v1.GetWorkerIndexRequest, v1.GetWorkerIndexResponse]
 }
 
 // Route calls switchyard.router.v1.RouterService.Route.
@@ -132,6 +146,11 @@ func (c *routerServiceClient) Report(ctx context.Context, req *connect.Request[v
 	return c.report.CallUnary(ctx, req)
 }
 
+// GetWorkerIndex calls switchyard.router.v1.RouterService.GetWorkerIndex.
+func (c *routerServiceClient) GetWorkerIndex(ctx context.Context, req *connect.Request[v1.GetWorkerIndexRequest]) (*connect.Response[v1.GetWorkerIndexResponse], error) {
+	return c.getWorkerIndex.CallUnary(ctx, req)
+}
+
 // RouterServiceHandler is an implementation of the switchyard.router.v1.RouterService service.
 type RouterServiceHandler interface {
 	// Route picks a decode worker (and a prefill worker when disaggregated).
@@ -150,6 +169,9 @@ type RouterServiceHandler interface {
 	// the single calls. Routers older than Report answer Unimplemented, and
 	// a frontend then falls back to the single calls.
 	Report(context.Context, *connect.Request[v1.ReportRequest]) (*connect.Response[v1.ReportResponse], error)
+	// GetWorkerIndex tells what this router's KV index holds for one worker
+	// (an operator's view: switchyard ctl index).
+	GetWorkerIndex(context.Context, *connect.Request[v1.GetWorkerIndexRequest]) (*connect.Response[v1.GetWorkerIndexResponse], error)
 }
 
 // NewRouterServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -183,6 +205,13 @@ func NewRouterServiceHandler(svc RouterServiceHandler, opts ...connect.HandlerOp
 		connect.WithSchema(routerServiceMethods.ByName("Report")),
 		connect.WithHandlerOptions(opts...),
 	)
+	routerServiceGetWorkerIndexHandler := connect.NewUnaryHandler(
+		RouterServiceGetWorkerIndexProcedure,
+		svc.GetWorkerIndex,
+		connect.WithSchema(routerServiceMethods.ByName("GetWorkerIndex")),
+		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/switchyard.router.v1.RouterService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case RouterServiceRouteProcedure:
@@ -193,6 +222,8 @@ func NewRouterServiceHandler(svc RouterServiceHandler, opts ...connect.HandlerOp
 			routerServicePrefillDoneHandler.ServeHTTP(w, r)
 		case RouterServiceReportProcedure:
 			routerServiceReportHandler.ServeHTTP(w, r)
+		case RouterServiceGetWorkerIndexProcedure:
+			routerServiceGetWorkerIndexHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -216,4 +247,8 @@ func (UnimplementedRouterServiceHandler) PrefillDone(context.Context, *connect.R
 
 func (UnimplementedRouterServiceHandler) Report(context.Context, *connect.Request[v1.ReportRequest]) (*connect.Response[v1.ReportResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("switchyard.router.v1.RouterService.Report is not implemented"))
+}
+
+func (UnimplementedRouterServiceHandler) GetWorkerIndex(context.Context, *connect.Request[v1.GetWorkerIndexRequest]) (*connect.Response[v1.GetWorkerIndexResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("switchyard.router.v1.RouterService.GetWorkerIndex is not implemented"))
 }

@@ -51,6 +51,9 @@ const (
 	// WorkerServiceExportPrefixProcedure is the fully-qualified name of the WorkerService's
 	// ExportPrefix RPC.
 	WorkerServiceExportPrefixProcedure = "/switchyard.worker.v1.WorkerService/ExportPrefix"
+	// WorkerServiceClearPrefixCacheProcedure is the fully-qualified name of the WorkerService's
+	// ClearPrefixCache RPC.
+	WorkerServiceClearPrefixCacheProcedure = "/switchyard.worker.v1.WorkerService/ClearPrefixCache"
 )
 
 // WorkerServiceClient is a client for the switchyard.worker.v1.WorkerService service.
@@ -77,6 +80,10 @@ type WorkerServiceClient interface {
 	// caller (a worker about to prefill the prompt) commits the blocks
 	// written and computes the rest.
 	ExportPrefix(context.Context, *connect.Request[v1.ExportPrefixRequest]) (*connect.Response[v1.ExportPrefixResponse], error)
+	// ClearPrefixCache (an operator's action) drops every cached prefix
+	// block of the engine's pool that no request is using; subscribers see
+	// a Cleared event. Unimplemented for an engine that cannot.
+	ClearPrefixCache(context.Context, *connect.Request[v1.ClearPrefixCacheRequest]) (*connect.Response[v1.ClearPrefixCacheResponse], error)
 }
 
 // NewWorkerServiceClient constructs a client for the switchyard.worker.v1.WorkerService service. By
@@ -128,6 +135,13 @@ func NewWorkerServiceClient(httpClient connect.HTTPClient, baseURL string, opts 
 			connect.WithSchema(workerServiceMethods.ByName("ExportPrefix")),
 			connect.WithClientOptions(opts...),
 		),
+		clearPrefixCache: connect.NewClient[v1.ClearPrefixCacheRequest, v1.ClearPrefixCacheResponse](
+			httpClient,
+			baseURL+WorkerServiceClearPrefixCacheProcedure,
+			connect.WithSchema(workerServiceMethods.ByName("ClearPrefixCache")),
+			connect.WithIdempotency(connect.IdempotencyIdempotent),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -139,6 +153,7 @@ type workerServiceClient struct {
 	getModelInfo      *connect.Client[v1.GetModelInfoRequest, v1.GetModelInfoResponse]
 	remotePrefill     *connect.Client[v1.RemotePrefillRequest, v1.RemotePrefillResponse]
 	exportPrefix      *connect.Client[v1.ExportPrefixRequest, v1.ExportPrefixResponse]
+	clearPrefixCache  *connect.Client[v1.ClearPrefixCacheRequest, v1.ClearPrefixCacheResponse]
 }
 
 // Generate calls switchyard.worker.v1.WorkerService.Generate.
@@ -171,6 +186,11 @@ func (c *workerServiceClient) ExportPrefix(ctx context.Context, req *connect.Req
 	return c.exportPrefix.CallUnary(ctx, req)
 }
 
+// ClearPrefixCache calls switchyard.worker.v1.WorkerService.ClearPrefixCache.
+func (c *workerServiceClient) ClearPrefixCache(ctx context.Context, req *connect.Request[v1.ClearPrefixCacheRequest]) (*connect.Response[v1.ClearPrefixCacheResponse], error) {
+	return c.clearPrefixCache.CallUnary(ctx, req)
+}
+
 // WorkerServiceHandler is an implementation of the switchyard.worker.v1.WorkerService service.
 type WorkerServiceHandler interface {
 	// Generate streams the tokens of one request as they are decoded.
@@ -195,6 +215,10 @@ type WorkerServiceHandler interface {
 	// caller (a worker about to prefill the prompt) commits the blocks
 	// written and computes the rest.
 	ExportPrefix(context.Context, *connect.Request[v1.ExportPrefixRequest]) (*connect.Response[v1.ExportPrefixResponse], error)
+	// ClearPrefixCache (an operator's action) drops every cached prefix
+	// block of the engine's pool that no request is using; subscribers see
+	// a Cleared event. Unimplemented for an engine that cannot.
+	ClearPrefixCache(context.Context, *connect.Request[v1.ClearPrefixCacheRequest]) (*connect.Response[v1.ClearPrefixCacheResponse], error)
 }
 
 // NewWorkerServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -242,6 +266,13 @@ func NewWorkerServiceHandler(svc WorkerServiceHandler, opts ...connect.HandlerOp
 		connect.WithSchema(workerServiceMethods.ByName("ExportPrefix")),
 		connect.WithHandlerOptions(opts...),
 	)
+	workerServiceClearPrefixCacheHandler := connect.NewUnaryHandler(
+		WorkerServiceClearPrefixCacheProcedure,
+		svc.ClearPrefixCache,
+		connect.WithSchema(workerServiceMethods.ByName("ClearPrefixCache")),
+		connect.WithIdempotency(connect.IdempotencyIdempotent),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/switchyard.worker.v1.WorkerService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case WorkerServiceGenerateProcedure:
@@ -256,6 +287,8 @@ func NewWorkerServiceHandler(svc WorkerServiceHandler, opts ...connect.HandlerOp
 			workerServiceRemotePrefillHandler.ServeHTTP(w, r)
 		case WorkerServiceExportPrefixProcedure:
 			workerServiceExportPrefixHandler.ServeHTTP(w, r)
+		case WorkerServiceClearPrefixCacheProcedure:
+			workerServiceClearPrefixCacheHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -287,4 +320,8 @@ func (UnimplementedWorkerServiceHandler) RemotePrefill(context.Context, *connect
 
 func (UnimplementedWorkerServiceHandler) ExportPrefix(context.Context, *connect.Request[v1.ExportPrefixRequest]) (*connect.Response[v1.ExportPrefixResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("switchyard.worker.v1.WorkerService.ExportPrefix is not implemented"))
+}
+
+func (UnimplementedWorkerServiceHandler) ClearPrefixCache(context.Context, *connect.Request[v1.ClearPrefixCacheRequest]) (*connect.Response[v1.ClearPrefixCacheResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("switchyard.worker.v1.WorkerService.ClearPrefixCache is not implemented"))
 }

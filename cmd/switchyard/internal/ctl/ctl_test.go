@@ -1,0 +1,118 @@
+package ctl
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+)
+
+const snapshotJSON = `{"seq":7,"instances":[
+ {"id":"decode-0","role":"decode","model":"tiny","version":"v1","address":"127.0.0.1:9200","health":"passing",
+  "load":{"running":3,"waiting":1,"pending_prefill_tokens":0,"kv":[{"name":"device","used":12,"total":100},{"name":"host","total":4096}]}},
+ {"id":"decode-1","role":"decode","model":"tiny","version":"v2","address":"127.0.0.1:9201","canary":true,"health":"unreachable"},
+ {"id":"router-0","role":"router","version":"v1","address":"127.0.0.1:9000","health":"passing"}],
+ "plan":{"reason":"planning","leader":true,"pools":[{"model":"tiny","role":"decode","observed":2,"desired":3,"rule":"reactive","reason":"ttft over target","pending":true}]},
+ "latency":[],"errors":["planner planner-1: unavailable"]}`
+
+// fakeConsole answers the console API as a frontend does: snapshot to
+// any key, drain to "admin" only.
+func fakeConsole(t *testing.T) *httptest.Server {
+	t.Helper()
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /console/api/snapshot", func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") == "" {
+			w.WriteHeader(http.StatusUnauthorized)
+			_, _ = io.WriteString(w, `{"error":{"message":"Missing API key"}}`)
+			return
+		}
+		_, _ = io.WriteString(w, snapshotJSON)
+	})
+	mux.HandleFunc("POST /console/api/drain", func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "Bearer admin" {
+			w.WriteHeader(http.StatusForbidden)
+			_, _ = io.WriteString(w, `{"error":{"message":"Draining needs an admin API key."}}`)
+			return
+		}
+		var req struct{ ID string }
+		_ = json.NewDecoder(r.Body).Decode(&req)
+		_, _ = io.WriteString(w, `{"id":"`+req.ID+`","pool":"decode"}`)
+	})
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+func TestCommands(t *testing.T) {
+	t.Parallel()
+	srv := fakeConsole(t)
+	for _, tc := range []struct {
+		name    string
+		args    []string
+		key     string
+		code    int
+		want    []string
+		wantErr string
+		notWant string
+	}{
+		{name: "instances", args: []string{"instances"}, key: "user", want: []string{
+			"decode-0", "device=12/100 host=4096", "unreachable", "canary", "router-0", "warning: planner planner-1"}},
+		{name: "instances by role", args: []string{"instances", "-role", "router"}, key: "user", want: []string{"router-0"}, notWant: "decode-0"},
+		{name: "instances json", args: []string{"-json", "instances"}, key: "user", want: []string{`"seq": 7`}},
+		{name: "no key", args: []string{"instances"}, code: 1, wantErr: "Missing API key"},
+		{name: "plan", args: []string{"plan"}, key: "user", want: []string{"planning", "3 (pending)", "ttft over target"}},
+		{name: "drain", args: []string{"drain", "decode-0"}, key: "admin", want: []string{"draining decode-0 (pool decode)"}},
+		{name: "drain as user", args: []string{"drain", "decode-0"}, key: "user", code: 1, wantErr: "admin API key"},
+		{name: "drain without id", args: []string{"drain"}, key: "admin", code: 2, wantErr: "usage: drain ID"},
+		{name: "unknown command", args: []string{"scale"}, code: 2, wantErr: "unknown command"},
+		{name: "no command", args: nil, code: 2, wantErr: "usage:"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			var out, errOut bytes.Buffer
+			env := func(k string) string {
+				switch k {
+				case "SWITCHYARD_URL":
+					return srv.URL
+				case "SWITCHYARD_API_KEY":
+					return tc.key
+				}
+				return ""
+			}
+			code := Run(t.Context(), Env{Args: tc.args, Stdout: &out, Stderr: &errOut, Getenv: env})
+			if code != tc.code {
+				t.Fatalf("exit %d, want %d\nstdout: %s\nstderr: %s", code, tc.code, out.String(), errOut.String())
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(out.String(), w) {
+					t.Errorf("stdout lacks %q:\n%s", w, out.String())
+				}
+			}
+			if tc.notWant != "" && strings.Contains(out.String(), tc.notWant) {
+				t.Errorf("stdout has %q:\n%s", tc.notWant, out.String())
+			}
+			if !strings.Contains(errOut.String(), tc.wantErr) {
+				t.Errorf("stderr lacks %q:\n%s", tc.wantErr, errOut.String())
+			}
+		})
+	}
+}
+
+func TestURLFlagWins(t *testing.T) {
+	t.Parallel()
+	srv := fakeConsole(t)
+	var out, errOut bytes.Buffer
+	env := func(k string) string {
+		if k == "SWITCHYARD_URL" {
+			return "http://127.0.0.1:1"
+		}
+		return ""
+	}
+	code := Run(t.Context(), Env{Args: []string{"-url", srv.URL + "/", "-key", "k", "instances"}, Stdout: &out, Stderr: &errOut, Getenv: env})
+	if code != 0 || !strings.Contains(out.String(), "decode-0") {
+		t.Errorf("exit %d: %s %s", code, out.String(), errOut.String())
+	}
+}

@@ -1,0 +1,173 @@
+// The Switchyard console: renders the frontend's shared fleet snapshot.
+// It follows /console/api/events (server-sent events, read with fetch so
+// the API key travels in the Authorization header) and falls back to
+// polling /console/api/snapshot when the stream fails.
+"use strict";
+(function () {
+  const api = "api/";
+  const pollMs = 2000;
+  let key = sessionStorage.getItem("switchyard-key") || "";
+  let lastSeq = -1;
+  let stream = null;
+
+  const $ = (id) => document.getElementById(id);
+  const headers = () => (key ? { Authorization: "Bearer " + key } : {});
+  const setStatus = (text, cls) => { const s = $("status"); s.textContent = text; s.className = "status " + cls; };
+
+  function el(tag, text, cls) {
+    const e = document.createElement(tag);
+    if (text !== undefined) e.textContent = text;
+    if (cls) e.className = cls;
+    return e;
+  }
+
+  function secs(v) {
+    if (!v) return "–";
+    return v < 1 ? (v * 1000).toFixed(v < 0.01 ? 2 : 1) + " ms" : v.toFixed(2) + " s";
+  }
+
+  function spark(name, points, fmt) {
+    const svg = $("spark-" + name);
+    const vals = points.map((p) => (p[name] == null ? 0 : p[name]));
+    const max = Math.max(...vals, 1e-9);
+    const n = Math.max(vals.length - 1, 1);
+    const line = vals.map((v, i) => (i * 300 / n).toFixed(1) + "," + (38 - v / max * 36).toFixed(1)).join(" ");
+    svg.innerHTML = '<polyline points="' + line + '"/>';
+    const last = points.length ? points[points.length - 1][name] : null;
+    $(name).textContent = fmt(last);
+  }
+
+  function kvCell(load) {
+    const td = el("td");
+    if (!load) { td.textContent = "–"; return td; }
+    for (const t of load.kv) {
+      const span = el("span", undefined, "tier");
+      span.dataset.tier = t.name;
+      if (t.used != null && t.total > 0) {
+        const bar = el("span", undefined, "bar");
+        const fill = el("i");
+        fill.style.width = Math.min(100, t.used / t.total * 100).toFixed(0) + "%";
+        bar.appendChild(fill);
+        span.append(t.name + " ", bar, " " + t.used + "/" + t.total);
+      } else {
+        span.textContent = t.name + " " + t.total;
+      }
+      td.appendChild(span);
+    }
+    return td;
+  }
+
+  function drainButton(id) {
+    const td = el("td", undefined, "admin-only");
+    const b = el("button", "drain");
+    b.dataset.drain = id;
+    b.onclick = async () => {
+      if (!confirm("Drain " + id + "? It finishes its streams and is not restarted.")) return;
+      const r = await fetch(api + "drain", { method: "POST", headers: { ...headers(), "Content-Type": "application/json" }, body: JSON.stringify({ id }) });
+      const body = await r.json().catch(() => ({}));
+      alert(r.ok ? "Draining " + body.id + " (pool " + body.pool + ")" : "Drain failed: " + ((body.error && body.error.message) || r.status));
+    };
+    td.appendChild(b);
+    return td;
+  }
+
+  function renderInstances(list) {
+    const body = $("instances").tBodies[0];
+    body.replaceChildren();
+    for (const inst of list) {
+      const tr = el("tr");
+      tr.dataset.id = inst.id;
+      tr.dataset.role = inst.role;
+      const l = inst.load;
+      tr.append(el("td", inst.id), el("td", inst.role), el("td", inst.model || ""), el("td", inst.version),
+        el("td", inst.canary ? "canary" : ""), el("td", inst.health, "health-" + inst.health),
+        el("td", l ? String(l.running) : "", "num running"), el("td", l ? String(l.waiting) : "", "num waiting"), kvCell(l));
+      const worker = inst.role === "decode" || inst.role === "prefill";
+      tr.appendChild(worker ? drainButton(inst.id) : el("td", "", "admin-only"));
+      body.appendChild(tr);
+    }
+    $("count").textContent = "(" + list.length + ")";
+  }
+
+  function renderPlan(plan) {
+    const body = $("plan").tBodies[0];
+    body.replaceChildren();
+    $("plan").hidden = !plan;
+    if (!plan) { $("plan-reason").textContent = "no planner"; return; }
+    $("plan-reason").textContent = plan.reason + (plan.leader ? " (leader)" : "") +
+      (plan.decided_at && !plan.decided_at.startsWith("0001") ? ", decided " + new Date(plan.decided_at).toLocaleTimeString() : "");
+    for (const p of plan.pools) {
+      const tr = el("tr");
+      tr.append(el("td", p.model), el("td", p.role), el("td", String(p.observed), "num"),
+        el("td", String(p.desired) + (p.pending ? " (pending)" : ""), "num"), el("td", p.rule), el("td", p.reason));
+      body.appendChild(tr);
+    }
+  }
+
+  function render(s) {
+    if (s.seq <= lastSeq) return;
+    lastSeq = s.seq;
+    document.body.dataset.seq = String(s.seq);
+    renderInstances(s.instances);
+    renderPlan(s.plan);
+    const pts = s.latency || [];
+    for (const n of ["ttft_p50", "ttft_p99", "itl_p50", "itl_p99"]) spark(n, pts, secs);
+    spark("hit_ratio", pts, (v) => (v == null ? "–" : (v * 100).toFixed(0) + " %"));
+    $("errors").textContent = (s.errors || []).join("; ");
+  }
+
+  async function poll() {
+    try {
+      const r = await fetch(api + "snapshot", { headers: headers() });
+      if (r.status === 401) { setStatus("API key needed", "err"); return; }
+      render(await r.json());
+      setStatus("polling", "poll");
+    } catch (e) {
+      setStatus("offline", "err");
+    }
+  }
+
+  // follow reads the event stream until it ends; the caller falls back.
+  async function follow(ctl) {
+    const r = await fetch(api + "events", { headers: headers(), signal: ctl.signal });
+    if (!r.ok || !r.body) throw new Error("events: " + r.status);
+    setStatus("live", "live");
+    const reader = r.body.pipeThrough(new TextDecoderStream()).getReader();
+    let buf = "";
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) return;
+      buf += value;
+      let i;
+      while ((i = buf.indexOf("\n\n")) >= 0) {
+        const ev = buf.slice(0, i);
+        buf = buf.slice(i + 2);
+        const data = ev.split("\n").filter((l) => l.startsWith("data: ")).map((l) => l.slice(6)).join("\n");
+        if (data) render(JSON.parse(data));
+      }
+    }
+  }
+
+  async function start() {
+    if (stream) stream.abort();
+    const ctl = new AbortController();
+    stream = ctl;
+    fetch(api + "whoami", { headers: headers() }).then((r) => r.json()).then((w) => {
+      document.body.classList.toggle("admin", !!(w.admin && w.drain));
+    }).catch(() => {});
+    while (stream === ctl) {
+      try { await follow(ctl); } catch (e) { if (stream !== ctl) return; }
+      await poll();
+      await new Promise((res) => setTimeout(res, pollMs));
+    }
+  }
+
+  $("keyform").onsubmit = (e) => {
+    e.preventDefault();
+    key = $("key").value.trim();
+    sessionStorage.setItem("switchyard-key", key);
+    lastSeq = -1;
+    start();
+  };
+  start();
+})();

@@ -1,0 +1,102 @@
+// Package fleet builds the console's view of the mesh: one snapshot of
+// every registered instance, each worker's load, the planner's plan and
+// the frontend's own latency, refreshed on one shared loop and cached as
+// JSON. Browsers and CLIs read the cached bytes; none of them triggers a
+// poll, so the cost of the console is set by the fleet's size and the
+// poll interval, never by how many people watch it.
+package fleet
+
+import "time"
+
+// Health values of an Instance.
+const (
+	// HealthPassing: listed by discovery and, for a worker, its GetLoad
+	// answered in this round.
+	HealthPassing = "passing"
+	// HealthUnreachable: listed by discovery, but its GetLoad failed or
+	// timed out in this round.
+	HealthUnreachable = "unreachable"
+)
+
+// Snapshot is what the console shows; it is served as JSON.
+type Snapshot struct {
+	// Seq numbers snapshots from 1; a client that saw Seq n needs n+1.
+	Seq  uint64    `json:"seq"`
+	Time time.Time `json:"time"`
+	// Instances is every instance discovery lists, by role then ID.
+	Instances []Instance `json:"instances"`
+	// Plan is the planner's last GetPlan, nil without a reachable planner.
+	Plan *Plan `json:"plan,omitempty"`
+	// Latency is the frontend's recent history, oldest first.
+	Latency []Point `json:"latency"`
+	// Errors are this round's failures to reach the planner or discovery
+	// (one line each; worker failures show as their health).
+	Errors []string `json:"errors,omitempty"`
+}
+
+// Instance is one registered service instance and, for workers, its load.
+type Instance struct {
+	ID      string `json:"id"`
+	Role    string `json:"role"`
+	Model   string `json:"model,omitempty"`
+	Version string `json:"version"`
+	Address string `json:"address"`
+	Canary  bool   `json:"canary,omitempty"`
+	Health  string `json:"health"`
+	// Load is nil for roles that are not workers, and for a worker that
+	// did not answer.
+	Load *Load `json:"load,omitempty"`
+}
+
+// Load is a worker's GetLoad, with its KV tiers.
+type Load struct {
+	Running              uint32 `json:"running"`
+	Waiting              uint32 `json:"waiting"`
+	PendingPrefillTokens uint32 `json:"pending_prefill_tokens"`
+	KV                   []Tier `json:"kv"`
+}
+
+// Tier is one KV tier of a worker, in blocks.
+type Tier struct {
+	// Name is "device" (the worker's pool), "host", "disk" or "shared".
+	Name string `json:"name"`
+	// Used is nil when the worker does not report it (its lower tiers
+	// publish only their capacity).
+	Used  *uint32 `json:"used,omitempty"`
+	Total uint32  `json:"total"`
+}
+
+// Plan is the planner's view: desired against observed pools.
+type Plan struct {
+	Reason    string    `json:"reason"`
+	Leader    bool      `json:"leader"`
+	DecidedAt time.Time `json:"decided_at"`
+	Pools     []Pool    `json:"pools"`
+}
+
+// Pool is one role's pool of one model.
+type Pool struct {
+	Model    string `json:"model"`
+	Role     string `json:"role"`
+	Observed uint32 `json:"observed"`
+	Desired  uint32 `json:"desired"`
+	Rule     string `json:"rule"`
+	Reason   string `json:"reason"`
+	Pending  bool   `json:"pending,omitempty"`
+}
+
+// Point is the frontend's latency over one poll interval, in seconds,
+// from the requests that finished in it (zero without any).
+type Point struct {
+	// Time is the end of the interval, Unix milliseconds.
+	Time    int64   `json:"t"`
+	TTFTP50 float64 `json:"ttft_p50"`
+	TTFTP99 float64 `json:"ttft_p99"`
+	ITLP50  float64 `json:"itl_p50"`
+	ITLP99  float64 `json:"itl_p99"`
+	// Requests is how many first tokens the interval saw.
+	Requests uint64 `json:"requests"`
+	// HitRatio is the share of the interval's prompt tokens served from a
+	// KV cache (the router's placement at work), nil without prompts.
+	HitRatio *float64 `json:"hit_ratio,omitempty"`
+}
