@@ -157,15 +157,11 @@ func drain(ctx context.Context, o options, args []string, w io.Writer) error {
 	if len(args) != 1 || args[0] == "" {
 		return usageError("usage: drain ID")
 	}
-	body, err := json.Marshal(map[string]string{"id": args[0]})
-	if err != nil {
-		return err
-	}
 	var out struct {
 		ID   string `json:"id"`
 		Pool string `json:"pool"`
 	}
-	if err := o.call(ctx, http.MethodPost, "drain", bytes.NewReader(body), &out); err != nil {
+	if err := o.postID(ctx, "drain", args[0], &out); err != nil {
 		return err
 	}
 	if o.json {
@@ -179,16 +175,12 @@ func clearCache(ctx context.Context, o options, args []string, w io.Writer) erro
 	if len(args) != 1 || args[0] == "" {
 		return usageError("usage: clear-cache ID")
 	}
-	body, err := json.Marshal(map[string]string{"id": args[0]})
-	if err != nil {
-		return err
-	}
 	var out struct {
 		ID    string `json:"id"`
 		After uint32 `json:"kv_blocks_used_after"`
 		Freed uint32 `json:"kv_blocks_freed"`
 	}
-	if err := o.call(ctx, http.MethodPost, "clear-cache", bytes.NewReader(body), &out); err != nil {
+	if err := o.postID(ctx, "clear-cache", args[0], &out); err != nil {
 		return err
 	}
 	if o.json {
@@ -245,6 +237,15 @@ func index(ctx context.Context, o options, args []string, w io.Writer) error {
 		}
 	}
 	return nil
+}
+
+// postID posts {"id": id} to an admin action of the console API.
+func (o options) postID(ctx context.Context, path, id string, out any) error {
+	body, err := json.Marshal(map[string]string{"id": id})
+	if err != nil {
+		return err
+	}
+	return o.call(ctx, http.MethodPost, path, bytes.NewReader(body), out)
 }
 
 func printJSON(w io.Writer, raw json.RawMessage) error {

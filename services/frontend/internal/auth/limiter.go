@@ -88,11 +88,7 @@ func (l *local) Admit(_ context.Context, id [32]byte, lim Limits) (func(), time.
 	now := l.now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	s := l.keys[id]
-	if s == nil {
-		s = &keyState{}
-		l.keys[id] = s
-	}
+	s := l.state(id)
 	if r := lim.RequestsPerSecond; r > 0 {
 		if t := s.reqs.level(now, r, lim.burst()); t < 1 {
 			return nil, time.Duration((1 - t) / r * float64(time.Second)), nil
@@ -127,12 +123,18 @@ func (l *local) Charge(_ context.Context, id [32]byte, lim Limits, tokens int64)
 	now := l.now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	s := l.state(id)
+	s.toks.level(now, lim.TokensPerMinute/60, lim.TokensPerMinute)
+	s.toks.tokens -= float64(tokens)
+	return nil
+}
+
+// state is id's state, made on first use; l.mu is held.
+func (l *local) state(id [32]byte) *keyState {
 	s := l.keys[id]
 	if s == nil {
 		s = &keyState{}
 		l.keys[id] = s
 	}
-	s.toks.level(now, lim.TokensPerMinute/60, lim.TokensPerMinute)
-	s.toks.tokens -= float64(tokens)
-	return nil
+	return s
 }
