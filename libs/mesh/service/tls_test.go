@@ -4,11 +4,11 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"math/big"
 	"net/http"
 	"os"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -154,9 +154,13 @@ func TestMutualTLS(t *testing.T) {
 			t.Errorf("caller with %s got through", name)
 			continue
 		}
-		// The server refused at the handshake: the client hears an alert.
-		if !strings.Contains(err.Error(), "remote error: tls:") {
-			t.Errorf("caller with %s: %v, want a TLS alert from the server", name, err)
+		// The server refuses at the handshake. Under TLS 1.3 the client
+		// has finished its side by then, so what it sees depends on timing:
+		// the server's alert, or the connection closed under its first
+		// write. Either way no response came back.
+		var ce *connect.Error
+		if errors.As(err, &ce) && ce.Meta().Get("Content-Type") != "" {
+			t.Errorf("caller with %s: %v, want the connection refused, not an answer", name, err)
 		}
 	}
 	if err := getInfo(t.Context(), client.NewHTTP(), "http://"+srv.Addr); err == nil {
