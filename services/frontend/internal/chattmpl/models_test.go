@@ -3,6 +3,7 @@ package chattmpl
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -111,7 +112,7 @@ func modelTemplates(t *testing.T) map[string]string {
 func TestModelTemplatesLongConversation(t *testing.T) {
 	t.Parallel()
 	long := func(c Conversation) Conversation {
-		out := Conversation{Tools: c.Tools, Messages: c.Messages[:1]}
+		out := Conversation{Tools: c.Tools, Messages: slices.Clone(c.Messages[:1])} // a copy: appending must not write into the shared conversations
 		turn := c.Messages[1 : len(c.Messages)-1]
 		for len(out.Messages) < 1000 {
 			out.Messages = append(out.Messages, turn...)
