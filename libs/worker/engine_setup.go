@@ -2,14 +2,12 @@ package worker
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
 	"net"
 	"net/http"
-	"os"
 	"time"
 
 	"switchyard.dev/gen/switchyard/worker/v1/workerv1connect"
@@ -173,43 +171,4 @@ func notAnswering(err error) bool {
 	}
 	var ee *vllm.EngineError
 	return errors.As(err, &ee) && ee.Status == http.StatusServiceUnavailable
-}
-
-// loadTokenizer reads a llama2.c tokenizer file, its vocabulary size
-// being the number of its entries (the engine's vocabulary is checked
-// against it).
-func loadTokenizer(path string) ([]byte, tokenizer.Tokenizer, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, nil, fmt.Errorf("-tokenizer=%q: %w", path, err)
-	}
-	n, err := bpeEntries(b)
-	if err != nil {
-		return nil, nil, fmt.Errorf("-tokenizer=%q: %w", path, err)
-	}
-	tok, err := tokenizer.ParseBPE(b, n)
-	if err != nil {
-		return nil, nil, fmt.Errorf("-tokenizer=%q: %w", path, err)
-	}
-	return b, tok, nil
-}
-
-// bpeEntries counts the entries of a llama2.c tokenizer file (int32
-// max_token_length, then per entry float32 score, int32 length, bytes).
-func bpeEntries(b []byte) (int, error) {
-	if len(b) < 4 {
-		return 0, fmt.Errorf("%w: %d bytes", tokenizer.ErrFormat, len(b))
-	}
-	n := 0
-	for off := 4; off < len(b); n++ {
-		if len(b)-off < 8 {
-			return 0, fmt.Errorf("%w: truncated at entry %d", tokenizer.ErrFormat, n)
-		}
-		l := int(int32(binary.LittleEndian.Uint32(b[off+4:])))
-		if l < 0 || l > len(b)-off-8 {
-			return 0, fmt.Errorf("%w: entry %d has length %d", tokenizer.ErrFormat, n, l)
-		}
-		off += 8 + l
-	}
-	return n, nil
 }

@@ -148,3 +148,22 @@ func configChatTemplate(cfg []byte) (string, error) {
 	}
 	return "", errors.New(`chat_template: a list without a "default" template`)
 }
+
+// loadTokenizer reads a llama2.c tokenizer file, its vocabulary size
+// being the number of its entries (the engine's vocabulary is checked
+// against it).
+func loadTokenizer(path string) ([]byte, tokenizer.Tokenizer, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, nil, fmt.Errorf("-tokenizer=%q: %w", path, err)
+	}
+	n, err := tokenizer.BPEEntries(b)
+	if err != nil {
+		return nil, nil, fmt.Errorf("-tokenizer=%q: %w", path, err)
+	}
+	tok, err := tokenizer.ParseBPE(b, n)
+	if err != nil {
+		return nil, nil, fmt.Errorf("-tokenizer=%q: %w", path, err)
+	}
+	return b, tok, nil
+}

@@ -36,6 +36,27 @@ func LoadBPEFile(path string, vocabSize int) (*BPE, error) {
 	return t, nil
 }
 
+// BPEEntries counts the entries of a llama2.c tokenizer.bin, for a
+// reader that does not know its vocabulary size (a worker given only the
+// file): ParseBPE needs the count.
+func BPEEntries(data []byte) (int, error) {
+	if len(data) < 4 {
+		return 0, fmt.Errorf("%w: %d bytes, need at least 4 for the header", ErrFormat, len(data))
+	}
+	n := 0
+	for off := 4; off < len(data); n++ {
+		if len(data)-off < 8 {
+			return 0, fmt.Errorf("%w: truncated at entry %d (offset %d)", ErrFormat, n, off)
+		}
+		l := int(int32(binary.LittleEndian.Uint32(data[off+4:])))
+		if l < 0 || l > len(data)-off-8 {
+			return 0, fmt.Errorf("%w: entry %d has length %d", ErrFormat, n, l)
+		}
+		off += 8 + l
+	}
+	return n, nil
+}
+
 // ParseBPE decodes the llama2.c tokenizer.bin layout: int32
 // max_token_length, then vocabSize records of (float32 score, int32 len,
 // len bytes), all little-endian.
