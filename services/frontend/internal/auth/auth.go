@@ -117,9 +117,6 @@ func (g *Guard) Reload(entries []Entry) {
 	g.table.Store(t)
 }
 
-// Keys is the number of accepted keys (0: authentication is off).
-func (g *Guard) Keys() int { return len(g.table.Load().keys) }
-
 // Ticket is an admitted request: Done releases its slot among the key's
 // requests in flight, Charge takes the tokens it used from the key's
 // token budget.
@@ -129,14 +126,6 @@ type Ticket struct {
 	name    string
 	limits  Limits
 	release func()
-}
-
-// Name is the key's name ("anonymous" without keys).
-func (t *Ticket) Name() string {
-	if t == nil {
-		return ""
-	}
-	return t.name
 }
 
 // Charge takes tokens from the key's token budget. A nil Ticket charges
