@@ -62,6 +62,21 @@ routesim: ## replay a trace on a virtual clock through the router's own decision
 	go run ./services/router/cmd/routesim -trace "$$t" -limit $${LIMIT:-0} -rate $${RATE:-1} \
 		-context $${SIM_CONTEXT:-131072} $${NUM_BLOCKS:+-num-blocks $$NUM_BLOCKS} $${ROUTESIM_ARGS:-}
 
+# The chaos and soak runs need Consul (the cached build, else scripts/deps.sh
+# builds it) and redis-server; see docs/chaos.md.
+CHAOS_ENV = CONSUL_BIN=$${CONSUL_BIN:-$$(c=$${SWITCHYARD_CACHE:-$$HOME/.cache/switchyard}/consul-v1.14.11; [ -x "$$c" ] && echo "$$c" || scripts/deps.sh | tail -2 | head -1)} \
+	REDIS_BIN=$${REDIS_BIN:-$$(command -v redis-server)}
+
+.PHONY: chaos
+chaos: ## kill, freeze and partition each part of a local mesh in turn under greedy load; table of lost/migrated/retried requests and index checks in OUT (default results/chaos-<date>.md); see docs/chaos.md
+	@$(CHAOS_ENV) SWITCHYARD_CHAOS=1 CHAOS_OUT=$(abspath $(or $(OUT),results/chaos-$(shell date -u +%F).md)) \
+		go test ./tests/chaos -run '^TestChaos$$' -count=1 -timeout 60m -v
+
+.PHONY: soak
+soak: ## mixed load on the chaos mesh without faults for SOAK (default 30m), every process's RSS, goroutines and fds sampled; report, CSV and SVG in OUT (default results/soak-<date>.md)
+	@$(CHAOS_ENV) SWITCHYARD_SOAK=$(or $(SOAK),30m) SOAK_OUT=$(abspath $(or $(OUT),results/soak-$(shell date -u +%F).md)) \
+		go test ./tests/chaos -run '^TestSoak$$' -count=1 -timeout 0 -v
+
 .PHONY: gobench
 gobench: ## run every Go benchmark for real (slow); numbers to compare, not assertions
 	@go test -run '^$$' -bench . -benchmem $$(scripts/modules.sh pkgs)

@@ -76,7 +76,7 @@ func OptionsWith(tel *telemetry.Telemetry, l rpclimit.Limits) ([]connect.ClientO
 	}
 	l = l.WithDefaults()
 	return []connect.ClientOption{
-		connect.WithInterceptors(otel, reqid.NewInterceptor(), unaryDeadline{l.UnaryTimeout}),
+		connect.WithInterceptors(peerGone{}, otel, reqid.NewInterceptor(), unaryDeadline{l.UnaryTimeout}),
 		connect.WithReadMaxBytes(l.MaxMessageBytes),
 		connect.WithSendMaxBytes(l.MaxMessageBytes),
 	}, nil
