@@ -40,6 +40,14 @@ certs: ## make a local CA and per-service certificates for mutual TLS (127.0.0.1
 release: ## build each service's release: a static linux binary, a .tar.gz with its CHANGELOG, an OCI image, SHA256SUMS, into DIST (default dist/); vars: RELEASE="router decode" for some
 	@go run ./cmd/release -out $(or $(DIST),dist) $(RELEASE)
 
+.PHONY: nomad-up
+nomad-up: ## release archives, then Consul and Nomad dev agents on loopback running every service's job from deploy/nomad; prints the frontend (vars: MODEL TOKENIZER NOMAD_LOCAL_DIR NOMAD_LOCAL_PORT NO_RELEASE)
+	@scripts/nomad-local.sh up
+
+.PHONY: nomad-down
+nomad-down: ## stop what nomad-up started: the jobs, the Nomad and Consul agents, the artifact server
+	@scripts/nomad-local.sh down
+
 .PHONY: deps
 deps: ## install Debian packages and build Consul (done by `make test` when missing)
 	@scripts/deps.sh

@@ -35,8 +35,8 @@ type NomadConfig struct {
 	Client *http.Client
 }
 
-// Default templates: deploy/nomad/decode.nomad.hcl is job
-// "switchyard-decode", group "decode".
+// Default templates: deploy/nomad/switchyard.nomad.hcl run with
+// -var service=decode is job "switchyard-decode", group "decode".
 const (
 	DefaultNomadJob   = "switchyard-{role}"
 	DefaultNomadGroup = "{role}"
