@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -119,10 +120,27 @@ func TestConsoleInBrowser(t *testing.T) {
 		}
 		return running > 0 && ttft != "–"
 	})
+	// The routers' decisions, read from their metrics: a rate, and the
+	// workers they chose with the overlap they were chosen for.
+	var routing string
+	deptest.Eventually(t, 60*time.Second, "the routers' decisions shown", func() bool {
+		var err error
+		if routing, err = chromedp.Run(ctx, chromedp.Text(`#routing`)); err != nil {
+			t.Fatal(err)
+		}
+		routed, err := chromedp.Run(ctx, chromedp.Evaluate[bool](
+			`[...document.querySelectorAll('#instances td.routed')].some(td => +td.textContent > 0)`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		rate, _, _ := strings.Cut(routing, " decisions/s")
+		v, err := strconv.ParseFloat(rate, 64)
+		return err == nil && v > 0 && routed
+	})
 	screenshot(t, ctx, filepath.Join(out, "console-load.png"))
 	stop()
 	wg.Wait()
-	t.Logf("under load: %d running, TTFT p50 %s", running, ttft)
+	t.Logf("under load: %d running, TTFT p50 %s, routing %q", running, ttft, routing)
 }
 
 // listed is every instance ID discovery lists, sorted.

@@ -77,6 +77,10 @@ const (
 	// services): its URL is https, and callers must present a
 	// certificate.
 	MetaTLS = "tls"
+	// MetaRollouts is published by the leading planner: the canary
+	// rollouts in force, per role (package canary reads and writes it;
+	// empty: none). Frontends and routers split traffic by it.
+	MetaRollouts = "rollouts"
 )
 
 // Instance is one registered service instance.

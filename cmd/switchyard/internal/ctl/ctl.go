@@ -1,6 +1,6 @@
 // Package ctl is `switchyard ctl`, the operator's command line over a
 // frontend's console API (/console/api/...): what the web console shows,
-// as text, and its admin action. It reads the same shared snapshot the
+// as text, and its admin actions. It reads the same shared snapshot the
 // page does, so running it costs the mesh nothing beyond one HTTP call.
 //
 //	switchyard ctl [-url URL] [-key KEY] [-json] instances [-role ROLE]
@@ -8,6 +8,9 @@
 //	switchyard ctl [-url URL] [-key KEY] drain ID
 //	switchyard ctl [-url URL] [-key KEY] clear-cache ID
 //	switchyard ctl [-url URL] [-key KEY] [-json] index [-limit N] ID
+//	switchyard ctl [-url URL] [-key KEY] [-json] rollouts
+//	switchyard ctl [-url URL] [-key KEY] canary [-judge] ROLE VERSION WEIGHT
+//	switchyard ctl [-url URL] [-key KEY] promote|abort [-reason TEXT] ROLE
 package ctl
 
 import (
@@ -86,6 +89,14 @@ func Run(ctx context.Context, env Env) int {
 		err = clearCache(ctx, o, args[1:], env.Stdout)
 	case "index":
 		err = index(ctx, o, args[1:], env.Stdout)
+	case "rollouts":
+		err = rollouts(ctx, o, args[1:], env.Stdout)
+	case "canary":
+		err = canary(ctx, o, args[1:], env.Stdout)
+	case "promote":
+		err = endRollout(ctx, o, true, args[1:], env.Stdout)
+	case "abort":
+		err = endRollout(ctx, o, false, args[1:], env.Stdout)
 	default:
 		err = usageError(fmt.Sprintf("unknown command %q", args[0]))
 	}
@@ -111,6 +122,11 @@ func usage(w io.Writer, fs *flag.FlagSet) {
        switchyard ctl [flags] drain ID                   drain a worker (admin key, supervisor)
        switchyard ctl [flags] clear-cache ID             clear a worker's prefix cache (admin key)
        switchyard ctl [flags] index [-limit N] ID        what each router's KV index holds for a worker
+       switchyard ctl [flags] rollouts                   the canary rollouts and their judge's view
+       switchyard ctl [flags] canary [-judge] ROLE VERSION WEIGHT
+                                                         start a canary rollout or set its weight (admin key)
+       switchyard ctl [flags] promote|abort [-reason TEXT] ROLE
+                                                         end a role's rollout (admin key)
 
 flags:
 `)

@@ -15,7 +15,9 @@ const snapshotJSON = `{"seq":7,"instances":[
   "load":{"running":3,"waiting":1,"pending_prefill_tokens":0,"kv":[{"name":"device","used":12,"total":100},{"name":"host","total":4096}]}},
  {"id":"decode-1","role":"decode","model":"tiny","version":"v2","address":"127.0.0.1:9201","canary":true,"health":"unreachable"},
  {"id":"router-0","role":"router","version":"v1","address":"127.0.0.1:9000","health":"passing"}],
- "plan":{"reason":"planning","leader":true,"pools":[{"model":"tiny","role":"decode","observed":2,"desired":3,"rule":"reactive","reason":"ttft over target","pending":true}]},
+ "plan":{"reason":"planning","leader":true,"pools":[{"model":"tiny","role":"decode","observed":2,"desired":3,"rule":"reactive","reason":"ttft over target","pending":true}],
+  "rollouts":[{"role":"decode","version":"v2","weight":0.25,"judge":true,"state":"judging","reason":"passed, stepped to weight 0.25",
+   "canary":{"requests":40,"errors":1,"ttft_p50":0.2},"baseline":{"requests":400,"errors":2,"ttft_p50":0.1}}]},
  "latency":[],"errors":["planner planner-1: unavailable"]}`
 
 // fakeConsole answers the console API as a frontend does: snapshot to
@@ -40,6 +42,34 @@ func fakeConsole(t *testing.T) *httptest.Server {
 		var req struct{ ID string }
 		_ = json.NewDecoder(r.Body).Decode(&req)
 		_, _ = io.WriteString(w, `{"id":"`+req.ID+`","pool":"decode"}`)
+	})
+	mux.HandleFunc("POST /console/api/rollout", func(w http.ResponseWriter, r *http.Request) {
+		var req struct {
+			Role, Version string
+			Weight        float64
+			Judge         bool
+		}
+		_ = json.NewDecoder(r.Body).Decode(&req)
+		state := map[bool]string{true: "judging", false: "holding"}[req.Judge]
+		_ = json.NewEncoder(w).Encode(map[string]any{"role": req.Role, "version": req.Version, "weight": req.Weight, "state": state, "reason": "set"})
+	})
+	mux.HandleFunc("POST /console/api/rollout/end", func(w http.ResponseWriter, r *http.Request) {
+		var req struct {
+			Role    string
+			Promote bool
+			Reason  string
+		}
+		_ = json.NewDecoder(r.Body).Decode(&req)
+		if req.Role != "decode" {
+			w.WriteHeader(http.StatusBadRequest)
+			_, _ = io.WriteString(w, `{"error":{"message":"rollout: no active rollout of the role: \"`+req.Role+`\""}}`)
+			return
+		}
+		state, weight := "aborted", 0.0
+		if req.Promote {
+			state, weight = "promoted", 1
+		}
+		_ = json.NewEncoder(w).Encode(map[string]any{"role": req.Role, "version": "v2", "weight": weight, "state": state, "reason": req.Reason})
 	})
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
@@ -67,6 +97,14 @@ func TestCommands(t *testing.T) {
 		{name: "drain", args: []string{"drain", "decode-0"}, key: "admin", want: []string{"draining decode-0 (pool decode)"}},
 		{name: "drain as user", args: []string{"drain", "decode-0"}, key: "user", code: 1, wantErr: "admin API key"},
 		{name: "drain without id", args: []string{"drain"}, key: "admin", code: 2, wantErr: "usage: drain ID"},
+		{name: "rollouts", args: []string{"rollouts"}, key: "user", want: []string{"decode", "v2", "0.25", "judging", "40/1", "400/2", "200.0ms/100.0ms"}},
+		{name: "canary", args: []string{"canary", "-judge", "router", "v3", "0.1"}, key: "admin", want: []string{"router v3: judging at weight 0.1"}},
+		{name: "canary held", args: []string{"canary", "decode", "v3", "0.5"}, key: "admin", want: []string{"holding at weight 0.5"}},
+		{name: "canary bad weight", args: []string{"canary", "decode", "v3", "2"}, key: "admin", code: 2, wantErr: "want a number in [0, 1]"},
+		{name: "canary missing version", args: []string{"canary", "decode", "0.5"}, key: "admin", code: 2, wantErr: "usage: canary"},
+		{name: "promote", args: []string{"promote", "-reason", "looks good", "decode"}, key: "admin", want: []string{"decode v2: promoted at weight 1 (looks good)"}},
+		{name: "abort", args: []string{"abort", "decode"}, key: "admin", want: []string{"aborted at weight 0"}},
+		{name: "abort unknown role", args: []string{"abort", "prefill"}, key: "admin", code: 1, wantErr: "no active rollout"},
 		{name: "unknown command", args: []string{"scale"}, code: 2, wantErr: "unknown command"},
 		{name: "no command", args: nil, code: 2, wantErr: "usage:"},
 	} {

@@ -25,6 +25,533 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// GetRolloutsRequest has no fields.
+type GetRolloutsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetRolloutsRequest) Reset() {
+	*x = GetRolloutsRequest{}
+	mi := &file_switchyard_planner_v1_planner_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetRolloutsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetRolloutsRequest) ProtoMessage() {}
+
+func (x *GetRolloutsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_switchyard_planner_v1_planner_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetRolloutsRequest.ProtoReflect.Descriptor instead.
+func (*GetRolloutsRequest) Descriptor() ([]byte, []int) {
+	return file_switchyard_planner_v1_planner_proto_rawDescGZIP(), []int{0}
+}
+
+// GetRolloutsResponse lists the rollouts, active and ended, by role.
+type GetRolloutsResponse struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Rollouts []*Rollout             `protobuf:"bytes,1,rep,name=rollouts,proto3" json:"rollouts,omitempty"`
+	// This planner leads: its rollouts are the ones in force.
+	Leader        bool `protobuf:"varint,2,opt,name=leader,proto3" json:"leader,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetRolloutsResponse) Reset() {
+	*x = GetRolloutsResponse{}
+	mi := &file_switchyard_planner_v1_planner_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetRolloutsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetRolloutsResponse) ProtoMessage() {}
+
+func (x *GetRolloutsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_switchyard_planner_v1_planner_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetRolloutsResponse.ProtoReflect.Descriptor instead.
+func (*GetRolloutsResponse) Descriptor() ([]byte, []int) {
+	return file_switchyard_planner_v1_planner_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *GetRolloutsResponse) GetRollouts() []*Rollout {
+	if x != nil {
+		return x.Rollouts
+	}
+	return nil
+}
+
+func (x *GetRolloutsResponse) GetLeader() bool {
+	if x != nil {
+		return x.Leader
+	}
+	return false
+}
+
+// Rollout is one role's canary and the judge's view of it.
+type Rollout struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Role  string                 `protobuf:"bytes,1,opt,name=role,proto3" json:"role,omitempty"`
+	// The canary's build version.
+	Version string `protobuf:"bytes,2,opt,name=version,proto3" json:"version,omitempty"`
+	// The share of the role's requests the canary takes, in [0, 1].
+	Weight float64 `protobuf:"fixed64,3,opt,name=weight,proto3" json:"weight,omitempty"`
+	// The judge steps the weight up and promotes or aborts; without it the
+	// weight stays where an operator set it.
+	Judge bool `protobuf:"varint,4,opt,name=judge,proto3" json:"judge,omitempty"`
+	// "judging", "holding" (no judge), "promoted" or "aborted".
+	State string `protobuf:"bytes,5,opt,name=state,proto3" json:"state,omitempty"`
+	// The judge's last verdict, in a sentence.
+	Reason    string                 `protobuf:"bytes,6,opt,name=reason,proto3" json:"reason,omitempty"`
+	StartedAt *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=started_at,json=startedAt,proto3" json:"started_at,omitempty"`
+	ChangedAt *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=changed_at,json=changedAt,proto3" json:"changed_at,omitempty"`
+	// What the judge compared in its last window.
+	Canary        *RolloutSide `protobuf:"bytes,9,opt,name=canary,proto3" json:"canary,omitempty"`
+	Baseline      *RolloutSide `protobuf:"bytes,10,opt,name=baseline,proto3" json:"baseline,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Rollout) Reset() {
+	*x = Rollout{}
+	mi := &file_switchyard_planner_v1_planner_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Rollout) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Rollout) ProtoMessage() {}
+
+func (x *Rollout) ProtoReflect() protoreflect.Message {
+	mi := &file_switchyard_planner_v1_planner_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Rollout.ProtoReflect.Descriptor instead.
+func (*Rollout) Descriptor() ([]byte, []int) {
+	return file_switchyard_planner_v1_planner_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *Rollout) GetRole() string {
+	if x != nil {
+		return x.Role
+	}
+	return ""
+}
+
+func (x *Rollout) GetVersion() string {
+	if x != nil {
+		return x.Version
+	}
+	return ""
+}
+
+func (x *Rollout) GetWeight() float64 {
+	if x != nil {
+		return x.Weight
+	}
+	return 0
+}
+
+func (x *Rollout) GetJudge() bool {
+	if x != nil {
+		return x.Judge
+	}
+	return false
+}
+
+func (x *Rollout) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
+func (x *Rollout) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *Rollout) GetStartedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.StartedAt
+	}
+	return nil
+}
+
+func (x *Rollout) GetChangedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ChangedAt
+	}
+	return nil
+}
+
+func (x *Rollout) GetCanary() *RolloutSide {
+	if x != nil {
+		return x.Canary
+	}
+	return nil
+}
+
+func (x *Rollout) GetBaseline() *RolloutSide {
+	if x != nil {
+		return x.Baseline
+	}
+	return nil
+}
+
+// RolloutSide is one side of a comparison over a window.
+type RolloutSide struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Generations finished and failed.
+	Requests       float64 `protobuf:"fixed64,1,opt,name=requests,proto3" json:"requests,omitempty"`
+	Errors         float64 `protobuf:"fixed64,2,opt,name=errors,proto3" json:"errors,omitempty"`
+	TtftP50Seconds float64 `protobuf:"fixed64,3,opt,name=ttft_p50_seconds,json=ttftP50Seconds,proto3" json:"ttft_p50_seconds,omitempty"`
+	TtftP99Seconds float64 `protobuf:"fixed64,4,opt,name=ttft_p99_seconds,json=ttftP99Seconds,proto3" json:"ttft_p99_seconds,omitempty"`
+	ItlP50Seconds  float64 `protobuf:"fixed64,5,opt,name=itl_p50_seconds,json=itlP50Seconds,proto3" json:"itl_p50_seconds,omitempty"`
+	ItlP99Seconds  float64 `protobuf:"fixed64,6,opt,name=itl_p99_seconds,json=itlP99Seconds,proto3" json:"itl_p99_seconds,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *RolloutSide) Reset() {
+	*x = RolloutSide{}
+	mi := &file_switchyard_planner_v1_planner_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RolloutSide) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RolloutSide) ProtoMessage() {}
+
+func (x *RolloutSide) ProtoReflect() protoreflect.Message {
+	mi := &file_switchyard_planner_v1_planner_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RolloutSide.ProtoReflect.Descriptor instead.
+func (*RolloutSide) Descriptor() ([]byte, []int) {
+	return file_switchyard_planner_v1_planner_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *RolloutSide) GetRequests() float64 {
+	if x != nil {
+		return x.Requests
+	}
+	return 0
+}
+
+func (x *RolloutSide) GetErrors() float64 {
+	if x != nil {
+		return x.Errors
+	}
+	return 0
+}
+
+func (x *RolloutSide) GetTtftP50Seconds() float64 {
+	if x != nil {
+		return x.TtftP50Seconds
+	}
+	return 0
+}
+
+func (x *RolloutSide) GetTtftP99Seconds() float64 {
+	if x != nil {
+		return x.TtftP99Seconds
+	}
+	return 0
+}
+
+func (x *RolloutSide) GetItlP50Seconds() float64 {
+	if x != nil {
+		return x.ItlP50Seconds
+	}
+	return 0
+}
+
+func (x *RolloutSide) GetItlP99Seconds() float64 {
+	if x != nil {
+		return x.ItlP99Seconds
+	}
+	return 0
+}
+
+// SetRolloutRequest starts or changes a rollout.
+type SetRolloutRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// A worker or router role: decode, prefill or router.
+	Role string `protobuf:"bytes,1,opt,name=role,proto3" json:"role,omitempty"`
+	// The canary's build version, as its instances register it.
+	Version string `protobuf:"bytes,2,opt,name=version,proto3" json:"version,omitempty"`
+	// The canary's share, in [0, 1].
+	Weight float64 `protobuf:"fixed64,3,opt,name=weight,proto3" json:"weight,omitempty"`
+	// Let the judge step the weight up and promote or abort.
+	Judge         bool `protobuf:"varint,4,opt,name=judge,proto3" json:"judge,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetRolloutRequest) Reset() {
+	*x = SetRolloutRequest{}
+	mi := &file_switchyard_planner_v1_planner_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetRolloutRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetRolloutRequest) ProtoMessage() {}
+
+func (x *SetRolloutRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_switchyard_planner_v1_planner_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetRolloutRequest.ProtoReflect.Descriptor instead.
+func (*SetRolloutRequest) Descriptor() ([]byte, []int) {
+	return file_switchyard_planner_v1_planner_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *SetRolloutRequest) GetRole() string {
+	if x != nil {
+		return x.Role
+	}
+	return ""
+}
+
+func (x *SetRolloutRequest) GetVersion() string {
+	if x != nil {
+		return x.Version
+	}
+	return ""
+}
+
+func (x *SetRolloutRequest) GetWeight() float64 {
+	if x != nil {
+		return x.Weight
+	}
+	return 0
+}
+
+func (x *SetRolloutRequest) GetJudge() bool {
+	if x != nil {
+		return x.Judge
+	}
+	return false
+}
+
+// SetRolloutResponse is the rollout as it now stands.
+type SetRolloutResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Rollout       *Rollout               `protobuf:"bytes,1,opt,name=rollout,proto3" json:"rollout,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetRolloutResponse) Reset() {
+	*x = SetRolloutResponse{}
+	mi := &file_switchyard_planner_v1_planner_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetRolloutResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetRolloutResponse) ProtoMessage() {}
+
+func (x *SetRolloutResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_switchyard_planner_v1_planner_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetRolloutResponse.ProtoReflect.Descriptor instead.
+func (*SetRolloutResponse) Descriptor() ([]byte, []int) {
+	return file_switchyard_planner_v1_planner_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *SetRolloutResponse) GetRollout() *Rollout {
+	if x != nil {
+		return x.Rollout
+	}
+	return nil
+}
+
+// EndRolloutRequest ends a role's rollout.
+type EndRolloutRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Role  string                 `protobuf:"bytes,1,opt,name=role,proto3" json:"role,omitempty"`
+	// Promote the canary; false aborts it.
+	Promote bool `protobuf:"varint,2,opt,name=promote,proto3" json:"promote,omitempty"`
+	// Why, for the record.
+	Reason        string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EndRolloutRequest) Reset() {
+	*x = EndRolloutRequest{}
+	mi := &file_switchyard_planner_v1_planner_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EndRolloutRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EndRolloutRequest) ProtoMessage() {}
+
+func (x *EndRolloutRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_switchyard_planner_v1_planner_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EndRolloutRequest.ProtoReflect.Descriptor instead.
+func (*EndRolloutRequest) Descriptor() ([]byte, []int) {
+	return file_switchyard_planner_v1_planner_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *EndRolloutRequest) GetRole() string {
+	if x != nil {
+		return x.Role
+	}
+	return ""
+}
+
+func (x *EndRolloutRequest) GetPromote() bool {
+	if x != nil {
+		return x.Promote
+	}
+	return false
+}
+
+func (x *EndRolloutRequest) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+// EndRolloutResponse is the rollout as it ended.
+type EndRolloutResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Rollout       *Rollout               `protobuf:"bytes,1,opt,name=rollout,proto3" json:"rollout,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EndRolloutResponse) Reset() {
+	*x = EndRolloutResponse{}
+	mi := &file_switchyard_planner_v1_planner_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EndRolloutResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EndRolloutResponse) ProtoMessage() {}
+
+func (x *EndRolloutResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_switchyard_planner_v1_planner_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EndRolloutResponse.ProtoReflect.Descriptor instead.
+func (*EndRolloutResponse) Descriptor() ([]byte, []int) {
+	return file_switchyard_planner_v1_planner_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *EndRolloutResponse) GetRollout() *Rollout {
+	if x != nil {
+		return x.Rollout
+	}
+	return nil
+}
+
 // GetPlanRequest has no fields.
 type GetPlanRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -34,7 +561,7 @@ type GetPlanRequest struct {
 
 func (x *GetPlanRequest) Reset() {
 	*x = GetPlanRequest{}
-	mi := &file_switchyard_planner_v1_planner_proto_msgTypes[0]
+	mi := &file_switchyard_planner_v1_planner_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -46,7 +573,7 @@ func (x *GetPlanRequest) String() string {
 func (*GetPlanRequest) ProtoMessage() {}
 
 func (x *GetPlanRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_planner_v1_planner_proto_msgTypes[0]
+	mi := &file_switchyard_planner_v1_planner_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -59,7 +586,7 @@ func (x *GetPlanRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPlanRequest.ProtoReflect.Descriptor instead.
 func (*GetPlanRequest) Descriptor() ([]byte, []int) {
-	return file_switchyard_planner_v1_planner_proto_rawDescGZIP(), []int{0}
+	return file_switchyard_planner_v1_planner_proto_rawDescGZIP(), []int{8}
 }
 
 // PoolStatus is one role's pool for one model.
@@ -93,7 +620,7 @@ type PoolStatus struct {
 
 func (x *PoolStatus) Reset() {
 	*x = PoolStatus{}
-	mi := &file_switchyard_planner_v1_planner_proto_msgTypes[1]
+	mi := &file_switchyard_planner_v1_planner_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -105,7 +632,7 @@ func (x *PoolStatus) String() string {
 func (*PoolStatus) ProtoMessage() {}
 
 func (x *PoolStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_planner_v1_planner_proto_msgTypes[1]
+	mi := &file_switchyard_planner_v1_planner_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -118,7 +645,7 @@ func (x *PoolStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PoolStatus.ProtoReflect.Descriptor instead.
 func (*PoolStatus) Descriptor() ([]byte, []int) {
-	return file_switchyard_planner_v1_planner_proto_rawDescGZIP(), []int{1}
+	return file_switchyard_planner_v1_planner_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *PoolStatus) GetModel() string {
@@ -219,7 +746,7 @@ type ModelSignals struct {
 
 func (x *ModelSignals) Reset() {
 	*x = ModelSignals{}
-	mi := &file_switchyard_planner_v1_planner_proto_msgTypes[2]
+	mi := &file_switchyard_planner_v1_planner_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -231,7 +758,7 @@ func (x *ModelSignals) String() string {
 func (*ModelSignals) ProtoMessage() {}
 
 func (x *ModelSignals) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_planner_v1_planner_proto_msgTypes[2]
+	mi := &file_switchyard_planner_v1_planner_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -244,7 +771,7 @@ func (x *ModelSignals) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ModelSignals.ProtoReflect.Descriptor instead.
 func (*ModelSignals) Descriptor() ([]byte, []int) {
-	return file_switchyard_planner_v1_planner_proto_rawDescGZIP(), []int{2}
+	return file_switchyard_planner_v1_planner_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ModelSignals) GetModel() string {
@@ -327,7 +854,7 @@ type GetPlanResponse struct {
 
 func (x *GetPlanResponse) Reset() {
 	*x = GetPlanResponse{}
-	mi := &file_switchyard_planner_v1_planner_proto_msgTypes[3]
+	mi := &file_switchyard_planner_v1_planner_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -339,7 +866,7 @@ func (x *GetPlanResponse) String() string {
 func (*GetPlanResponse) ProtoMessage() {}
 
 func (x *GetPlanResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_planner_v1_planner_proto_msgTypes[3]
+	mi := &file_switchyard_planner_v1_planner_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -352,7 +879,7 @@ func (x *GetPlanResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPlanResponse.ProtoReflect.Descriptor instead.
 func (*GetPlanResponse) Descriptor() ([]byte, []int) {
-	return file_switchyard_planner_v1_planner_proto_rawDescGZIP(), []int{3}
+	return file_switchyard_planner_v1_planner_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *GetPlanResponse) GetPools() []*PoolStatus {
@@ -394,7 +921,45 @@ var File_switchyard_planner_v1_planner_proto protoreflect.FileDescriptor
 
 const file_switchyard_planner_v1_planner_proto_rawDesc = "" +
 	"\n" +
-	"#switchyard/planner/v1/planner.proto\x12\x15switchyard.planner.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\x10\n" +
+	"#switchyard/planner/v1/planner.proto\x12\x15switchyard.planner.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\x14\n" +
+	"\x12GetRolloutsRequest\"i\n" +
+	"\x13GetRolloutsResponse\x12:\n" +
+	"\brollouts\x18\x01 \x03(\v2\x1e.switchyard.planner.v1.RolloutR\brollouts\x12\x16\n" +
+	"\x06leader\x18\x02 \x01(\bR\x06leader\"\x85\x03\n" +
+	"\aRollout\x12\x12\n" +
+	"\x04role\x18\x01 \x01(\tR\x04role\x12\x18\n" +
+	"\aversion\x18\x02 \x01(\tR\aversion\x12\x16\n" +
+	"\x06weight\x18\x03 \x01(\x01R\x06weight\x12\x14\n" +
+	"\x05judge\x18\x04 \x01(\bR\x05judge\x12\x14\n" +
+	"\x05state\x18\x05 \x01(\tR\x05state\x12\x16\n" +
+	"\x06reason\x18\x06 \x01(\tR\x06reason\x129\n" +
+	"\n" +
+	"started_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\tstartedAt\x129\n" +
+	"\n" +
+	"changed_at\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\tchangedAt\x12:\n" +
+	"\x06canary\x18\t \x01(\v2\".switchyard.planner.v1.RolloutSideR\x06canary\x12>\n" +
+	"\bbaseline\x18\n" +
+	" \x01(\v2\".switchyard.planner.v1.RolloutSideR\bbaseline\"\xe5\x01\n" +
+	"\vRolloutSide\x12\x1a\n" +
+	"\brequests\x18\x01 \x01(\x01R\brequests\x12\x16\n" +
+	"\x06errors\x18\x02 \x01(\x01R\x06errors\x12(\n" +
+	"\x10ttft_p50_seconds\x18\x03 \x01(\x01R\x0ettftP50Seconds\x12(\n" +
+	"\x10ttft_p99_seconds\x18\x04 \x01(\x01R\x0ettftP99Seconds\x12&\n" +
+	"\x0fitl_p50_seconds\x18\x05 \x01(\x01R\ritlP50Seconds\x12&\n" +
+	"\x0fitl_p99_seconds\x18\x06 \x01(\x01R\ritlP99Seconds\"o\n" +
+	"\x11SetRolloutRequest\x12\x12\n" +
+	"\x04role\x18\x01 \x01(\tR\x04role\x12\x18\n" +
+	"\aversion\x18\x02 \x01(\tR\aversion\x12\x16\n" +
+	"\x06weight\x18\x03 \x01(\x01R\x06weight\x12\x14\n" +
+	"\x05judge\x18\x04 \x01(\bR\x05judge\"N\n" +
+	"\x12SetRolloutResponse\x128\n" +
+	"\arollout\x18\x01 \x01(\v2\x1e.switchyard.planner.v1.RolloutR\arollout\"Y\n" +
+	"\x11EndRolloutRequest\x12\x12\n" +
+	"\x04role\x18\x01 \x01(\tR\x04role\x12\x18\n" +
+	"\apromote\x18\x02 \x01(\bR\apromote\x12\x16\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\"N\n" +
+	"\x12EndRolloutResponse\x128\n" +
+	"\arollout\x18\x01 \x01(\v2\x1e.switchyard.planner.v1.RolloutR\arollout\"\x10\n" +
 	"\x0eGetPlanRequest\"\xc0\x02\n" +
 	"\n" +
 	"PoolStatus\x12\x14\n" +
@@ -430,9 +995,14 @@ const file_switchyard_planner_v1_planner_proto_rawDesc = "" +
 	"\x06leader\x18\x03 \x01(\bR\x06leader\x129\n" +
 	"\n" +
 	"decided_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\tdecidedAt\x12=\n" +
-	"\asignals\x18\x05 \x03(\v2#.switchyard.planner.v1.ModelSignalsR\asignals2o\n" +
+	"\asignals\x18\x05 \x03(\v2#.switchyard.planner.v1.ModelSignalsR\asignals2\xa0\x03\n" +
 	"\x0ePlannerService\x12]\n" +
-	"\aGetPlan\x12%.switchyard.planner.v1.GetPlanRequest\x1a&.switchyard.planner.v1.GetPlanResponse\"\x03\x90\x02\x01B\xd3\x01\n" +
+	"\aGetPlan\x12%.switchyard.planner.v1.GetPlanRequest\x1a&.switchyard.planner.v1.GetPlanResponse\"\x03\x90\x02\x01\x12i\n" +
+	"\vGetRollouts\x12).switchyard.planner.v1.GetRolloutsRequest\x1a*.switchyard.planner.v1.GetRolloutsResponse\"\x03\x90\x02\x01\x12a\n" +
+	"\n" +
+	"SetRollout\x12(.switchyard.planner.v1.SetRolloutRequest\x1a).switchyard.planner.v1.SetRolloutResponse\x12a\n" +
+	"\n" +
+	"EndRollout\x12(.switchyard.planner.v1.EndRolloutRequest\x1a).switchyard.planner.v1.EndRolloutResponseB\xd3\x01\n" +
 	"\x19com.switchyard.planner.v1B\fPlannerProtoP\x01Z2switchyard.dev/gen/switchyard/planner/v1;plannerv1\xa2\x02\x03SPX\xaa\x02\x15Switchyard.Planner.V1\xca\x02\x15Switchyard\\Planner\\V1\xe2\x02!Switchyard\\Planner\\V1\\GPBMetadata\xea\x02\x17Switchyard::Planner::V1b\x06proto3"
 
 var (
@@ -447,25 +1017,46 @@ func file_switchyard_planner_v1_planner_proto_rawDescGZIP() []byte {
 	return file_switchyard_planner_v1_planner_proto_rawDescData
 }
 
-var file_switchyard_planner_v1_planner_proto_msgTypes = make([]protoimpl.MessageInfo, 4)
+var file_switchyard_planner_v1_planner_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
 var file_switchyard_planner_v1_planner_proto_goTypes = []any{
-	(*GetPlanRequest)(nil),        // 0: switchyard.planner.v1.GetPlanRequest
-	(*PoolStatus)(nil),            // 1: switchyard.planner.v1.PoolStatus
-	(*ModelSignals)(nil),          // 2: switchyard.planner.v1.ModelSignals
-	(*GetPlanResponse)(nil),       // 3: switchyard.planner.v1.GetPlanResponse
-	(*timestamppb.Timestamp)(nil), // 4: google.protobuf.Timestamp
+	(*GetRolloutsRequest)(nil),    // 0: switchyard.planner.v1.GetRolloutsRequest
+	(*GetRolloutsResponse)(nil),   // 1: switchyard.planner.v1.GetRolloutsResponse
+	(*Rollout)(nil),               // 2: switchyard.planner.v1.Rollout
+	(*RolloutSide)(nil),           // 3: switchyard.planner.v1.RolloutSide
+	(*SetRolloutRequest)(nil),     // 4: switchyard.planner.v1.SetRolloutRequest
+	(*SetRolloutResponse)(nil),    // 5: switchyard.planner.v1.SetRolloutResponse
+	(*EndRolloutRequest)(nil),     // 6: switchyard.planner.v1.EndRolloutRequest
+	(*EndRolloutResponse)(nil),    // 7: switchyard.planner.v1.EndRolloutResponse
+	(*GetPlanRequest)(nil),        // 8: switchyard.planner.v1.GetPlanRequest
+	(*PoolStatus)(nil),            // 9: switchyard.planner.v1.PoolStatus
+	(*ModelSignals)(nil),          // 10: switchyard.planner.v1.ModelSignals
+	(*GetPlanResponse)(nil),       // 11: switchyard.planner.v1.GetPlanResponse
+	(*timestamppb.Timestamp)(nil), // 12: google.protobuf.Timestamp
 }
 var file_switchyard_planner_v1_planner_proto_depIdxs = []int32{
-	1, // 0: switchyard.planner.v1.GetPlanResponse.pools:type_name -> switchyard.planner.v1.PoolStatus
-	4, // 1: switchyard.planner.v1.GetPlanResponse.decided_at:type_name -> google.protobuf.Timestamp
-	2, // 2: switchyard.planner.v1.GetPlanResponse.signals:type_name -> switchyard.planner.v1.ModelSignals
-	0, // 3: switchyard.planner.v1.PlannerService.GetPlan:input_type -> switchyard.planner.v1.GetPlanRequest
-	3, // 4: switchyard.planner.v1.PlannerService.GetPlan:output_type -> switchyard.planner.v1.GetPlanResponse
-	4, // [4:5] is the sub-list for method output_type
-	3, // [3:4] is the sub-list for method input_type
-	3, // [3:3] is the sub-list for extension type_name
-	3, // [3:3] is the sub-list for extension extendee
-	0, // [0:3] is the sub-list for field type_name
+	2,  // 0: switchyard.planner.v1.GetRolloutsResponse.rollouts:type_name -> switchyard.planner.v1.Rollout
+	12, // 1: switchyard.planner.v1.Rollout.started_at:type_name -> google.protobuf.Timestamp
+	12, // 2: switchyard.planner.v1.Rollout.changed_at:type_name -> google.protobuf.Timestamp
+	3,  // 3: switchyard.planner.v1.Rollout.canary:type_name -> switchyard.planner.v1.RolloutSide
+	3,  // 4: switchyard.planner.v1.Rollout.baseline:type_name -> switchyard.planner.v1.RolloutSide
+	2,  // 5: switchyard.planner.v1.SetRolloutResponse.rollout:type_name -> switchyard.planner.v1.Rollout
+	2,  // 6: switchyard.planner.v1.EndRolloutResponse.rollout:type_name -> switchyard.planner.v1.Rollout
+	9,  // 7: switchyard.planner.v1.GetPlanResponse.pools:type_name -> switchyard.planner.v1.PoolStatus
+	12, // 8: switchyard.planner.v1.GetPlanResponse.decided_at:type_name -> google.protobuf.Timestamp
+	10, // 9: switchyard.planner.v1.GetPlanResponse.signals:type_name -> switchyard.planner.v1.ModelSignals
+	8,  // 10: switchyard.planner.v1.PlannerService.GetPlan:input_type -> switchyard.planner.v1.GetPlanRequest
+	0,  // 11: switchyard.planner.v1.PlannerService.GetRollouts:input_type -> switchyard.planner.v1.GetRolloutsRequest
+	4,  // 12: switchyard.planner.v1.PlannerService.SetRollout:input_type -> switchyard.planner.v1.SetRolloutRequest
+	6,  // 13: switchyard.planner.v1.PlannerService.EndRollout:input_type -> switchyard.planner.v1.EndRolloutRequest
+	11, // 14: switchyard.planner.v1.PlannerService.GetPlan:output_type -> switchyard.planner.v1.GetPlanResponse
+	1,  // 15: switchyard.planner.v1.PlannerService.GetRollouts:output_type -> switchyard.planner.v1.GetRolloutsResponse
+	5,  // 16: switchyard.planner.v1.PlannerService.SetRollout:output_type -> switchyard.planner.v1.SetRolloutResponse
+	7,  // 17: switchyard.planner.v1.PlannerService.EndRollout:output_type -> switchyard.planner.v1.EndRolloutResponse
+	14, // [14:18] is the sub-list for method output_type
+	10, // [10:14] is the sub-list for method input_type
+	10, // [10:10] is the sub-list for extension type_name
+	10, // [10:10] is the sub-list for extension extendee
+	0,  // [0:10] is the sub-list for field type_name
 }
 
 func init() { file_switchyard_planner_v1_planner_proto_init() }
@@ -479,7 +1070,7 @@ func file_switchyard_planner_v1_planner_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_switchyard_planner_v1_planner_proto_rawDesc), len(file_switchyard_planner_v1_planner_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   4,
+			NumMessages:   12,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -180,8 +180,13 @@ type RouteRequest struct {
 	// Leave RouteResponse.candidates empty: callers that only need the
 	// decision save the router a message per worker.
 	OmitCandidates bool `protobuf:"varint,7,opt,name=omit_candidates,json=omitCandidates,proto3" json:"omit_candidates,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The key the canary split hashes (package canary): requests with one
+	// key land in the same group, canary or baseline, every time. The
+	// frontend sets it from the session or the conversation; 0 keys the
+	// request by its prompt's leading tokens.
+	AffinityKey   uint64 `protobuf:"varint,8,opt,name=affinity_key,json=affinityKey,proto3" json:"affinity_key,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *RouteRequest) Reset() {
@@ -263,12 +268,23 @@ func (x *RouteRequest) GetOmitCandidates() bool {
 	return false
 }
 
+func (x *RouteRequest) GetAffinityKey() uint64 {
+	if x != nil {
+		return x.AffinityKey
+	}
+	return 0
+}
+
 // Worker is a chosen worker instance.
 type Worker struct {
 	state      protoimpl.MessageState `protogen:"open.v1"`
 	InstanceId string                 `protobuf:"bytes,1,opt,name=instance_id,json=instanceId,proto3" json:"instance_id,omitempty"`
 	// Connect base URL, for example http://127.0.0.1:9101.
-	Address       string `protobuf:"bytes,2,opt,name=address,proto3" json:"address,omitempty"`
+	Address string `protobuf:"bytes,2,opt,name=address,proto3" json:"address,omitempty"`
+	// The worker's build version, from its discovery record.
+	Version string `protobuf:"bytes,3,opt,name=version,proto3" json:"version,omitempty"`
+	// The worker is in its role's canary group (package canary).
+	Canary        bool `protobuf:"varint,4,opt,name=canary,proto3" json:"canary,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -315,6 +331,20 @@ func (x *Worker) GetAddress() string {
 		return x.Address
 	}
 	return ""
+}
+
+func (x *Worker) GetVersion() string {
+	if x != nil {
+		return x.Version
+	}
+	return ""
+}
+
+func (x *Worker) GetCanary() bool {
+	if x != nil {
+		return x.Canary
+	}
+	return false
 }
 
 // Candidate explains how one worker scored.
@@ -768,7 +798,7 @@ const file_switchyard_router_v1_router_proto_rawDesc = "" +
 	"\fblock_hashes\x18\x05 \x03(\x04R\vblockHashes\x1a@\n" +
 	"\x12BlocksPerTierEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\rR\x05value:\x028\x01\"\xa0\x02\n" +
+	"\x05value\x18\x02 \x01(\rR\x05value:\x028\x01\"\xc3\x02\n" +
 	"\fRouteRequest\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x14\n" +
@@ -777,11 +807,14 @@ const file_switchyard_router_v1_router_proto_rawDesc = "" +
 	"\x05hints\x18\x04 \x01(\v2\x1b.switchyard.common.v1.HintsR\x05hints\x120\n" +
 	"\x14exclude_instance_ids\x18\x05 \x03(\tR\x12excludeInstanceIds\x120\n" +
 	"\x14reports_prefill_done\x18\x06 \x01(\bR\x12reportsPrefillDone\x12'\n" +
-	"\x0fomit_candidates\x18\a \x01(\bR\x0eomitCandidates\"C\n" +
+	"\x0fomit_candidates\x18\a \x01(\bR\x0eomitCandidates\x12!\n" +
+	"\faffinity_key\x18\b \x01(\x04R\vaffinityKey\"u\n" +
 	"\x06Worker\x12\x1f\n" +
 	"\vinstance_id\x18\x01 \x01(\tR\n" +
 	"instanceId\x12\x18\n" +
-	"\aaddress\x18\x02 \x01(\tR\aaddress\"g\n" +
+	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x18\n" +
+	"\aversion\x18\x03 \x01(\tR\aversion\x12\x16\n" +
+	"\x06canary\x18\x04 \x01(\bR\x06canary\"g\n" +
 	"\tCandidate\x12\x1f\n" +
 	"\vinstance_id\x18\x01 \x01(\tR\n" +
 	"instanceId\x12%\n" +

@@ -17,6 +17,7 @@ import (
 type flags struct {
 	getenv            func(string) string
 	routerURLs        string
+	canaryWeight      float64
 	apiKeysFile       string
 	rateLimit         float64
 	rateBurst         int
@@ -42,6 +43,7 @@ type flags struct {
 }
 
 func (f *flags) register(fs *flag.FlagSet) {
+	fs.Float64Var(&f.canaryWeight, "canary-weight", 0.1, "share of requests the routers tagged canary take while the planner publishes no router rollout, in [0, 1] (see docs/rollouts.md)")
 	fs.StringVar(&f.routerURLs, "router-url", "", "comma-separated router base URLs (default: routers found in discovery)")
 	fs.StringVar(&f.apiKeysFile, "api-keys-file", "", "file of accepted API keys, one per line: the key or sha256:<hex of its SHA-256>, then optional name=, rps=, burst=, tpm=, concurrency=, admin (also SWITCHYARD_API_KEYS, comma-separated); reloaded when it changes; none means no auth")
 	fs.Float64Var(&f.rateLimit, "rate-limit", 0, "requests per second allowed per API key, unless its entry says rps= (0: unlimited)")

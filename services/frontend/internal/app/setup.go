@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -12,6 +13,7 @@ import (
 
 	routerv1 "switchyard.dev/gen/switchyard/router/v1"
 	"switchyard.dev/libs/engine/tokenizer"
+	"switchyard.dev/libs/mesh/canary"
 	"switchyard.dev/libs/mesh/service"
 	"switchyard.dev/services/frontend/internal/auth"
 	"switchyard.dev/services/frontend/internal/catalog"
@@ -38,7 +40,15 @@ func setup(ctx context.Context, rt *service.Runtime, f *flags, version string) e
 		}
 	})
 	if len(f.routers) == 0 {
+		split, err := canary.NewSplit(f.canaryWeight)
+		if err != nil {
+			return fmt.Errorf("-canary-weight: %w", err)
+		}
+		routers.SetSplit(split)
 		if err := routers.Watch(ctx, rt.Registry); err != nil {
+			return err
+		}
+		if err := canary.Follow(ctx, rt.Registry, rt.Logger, split); err != nil {
 			return err
 		}
 	}

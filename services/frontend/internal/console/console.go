@@ -96,6 +96,8 @@ func New(cfg Config) http.Handler {
 	mux.HandleFunc("POST "+Prefix+"api/drain", c.read(c.drain))
 	mux.HandleFunc("POST "+Prefix+"api/clear-cache", c.read(c.clearCache))
 	mux.HandleFunc("GET "+Prefix+"api/index", c.read(c.index))
+	mux.HandleFunc("POST "+Prefix+"api/rollout", c.read(c.setRollout))
+	mux.HandleFunc("POST "+Prefix+"api/rollout/end", c.read(c.endRollout))
 	return mux
 }
 
@@ -227,4 +229,73 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(v)
+}
+
+func (c *console) setRollout(w http.ResponseWriter, r *http.Request) {
+	var req RolloutChange
+	if !c.operate(w, r, "Changing a canary rollout", &req) {
+		return
+	}
+	if req.Role == "" || req.Version == "" {
+		writeJSON(w, http.StatusBadRequest, openai.Invalid("role", `Want a JSON body {"role": "decode", "version": "<canary version>", "weight": 0.1, "judge": true}.`))
+		return
+	}
+	res, err := c.cfg.Operator.SetRollout(r.Context(), req)
+	if c.operateError(w, err) {
+		return
+	}
+	c.cfg.Logger.Info("console rollout set", "role", res.Role, "version", res.Version, "weight", res.Weight, "judge", res.Judge, "remote", r.RemoteAddr)
+	writeJSON(w, http.StatusOK, res)
+}
+
+func (c *console) endRollout(w http.ResponseWriter, r *http.Request) {
+	var req RolloutEnd
+	if !c.operate(w, r, "Ending a canary rollout", &req) {
+		return
+	}
+	if req.Role == "" {
+		writeJSON(w, http.StatusBadRequest, openai.Invalid("role", `Want a JSON body {"role": "decode", "promote": true}.`))
+		return
+	}
+	res, err := c.cfg.Operator.EndRollout(r.Context(), req)
+	if c.operateError(w, err) {
+		return
+	}
+	c.cfg.Logger.Info("console rollout ended", "role", res.Role, "version", res.Version, "state", res.State, "remote", r.RemoteAddr)
+	writeJSON(w, http.StatusOK, res)
+}
+
+// operate checks an admin action's key and operator and decodes its
+// body into req; false when it has answered.
+func (c *console) operate(w http.ResponseWriter, r *http.Request, what string, req any) bool {
+	if !c.admin(r) {
+		writeJSON(w, http.StatusForbidden, &openai.Error{Status: http.StatusForbidden, Type: "permission_error",
+			Message: what + " needs an admin API key."})
+		return false
+	}
+	if c.cfg.Operator == nil {
+		writeJSON(w, http.StatusNotImplemented, &openai.Error{Status: http.StatusNotImplemented, Type: "unsupported",
+			Message: "This frontend runs without discovery: it cannot reach the planner."})
+		return false
+	}
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 4096))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(req); err != nil {
+		writeJSON(w, http.StatusBadRequest, openai.Invalid("body", "The body is not the JSON this action takes: %v.", err))
+		return false
+	}
+	return true
+}
+
+// operateError answers an operator's error; false when there is none.
+func (c *console) operateError(w http.ResponseWriter, err error) bool {
+	switch {
+	case err == nil:
+		return false
+	case errors.Is(err, ErrRefused):
+		writeJSON(w, http.StatusBadRequest, &openai.Error{Status: http.StatusBadRequest, Type: "invalid_request_error", Message: err.Error()})
+	default:
+		writeJSON(w, http.StatusBadGateway, &openai.Error{Status: http.StatusBadGateway, Type: "upstream_error", Message: err.Error()})
+	}
+	return true
 }

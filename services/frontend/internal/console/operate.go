@@ -1,18 +1,23 @@
 package console
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 
 	"connectrpc.com/connect"
 
+	plannerv1 "switchyard.dev/gen/switchyard/planner/v1"
+	"switchyard.dev/gen/switchyard/planner/v1/plannerv1connect"
 	routerv1 "switchyard.dev/gen/switchyard/router/v1"
 	"switchyard.dev/gen/switchyard/router/v1/routerv1connect"
 	workerv1 "switchyard.dev/gen/switchyard/worker/v1"
 	"switchyard.dev/gen/switchyard/worker/v1/workerv1connect"
 	"switchyard.dev/libs/mesh/discovery"
+	"switchyard.dev/services/frontend/internal/fleet"
 )
 
 // Operator takes the console's actions on the mesh that go past the
@@ -21,7 +26,30 @@ import (
 type Operator interface {
 	ClearPrefixCache(ctx context.Context, workerID string) (Cleared, error)
 	WorkerIndex(ctx context.Context, workerID string, limit uint32) ([]RouterIndex, error)
+	// SetRollout starts or changes a role's canary rollout, EndRollout
+	// promotes or aborts it, on the leading planner.
+	SetRollout(ctx context.Context, c RolloutChange) (fleet.Rollout, error)
+	EndRollout(ctx context.Context, e RolloutEnd) (fleet.Rollout, error)
 }
+
+// RolloutChange starts a rollout or changes its weight.
+type RolloutChange struct {
+	Role    string  `json:"role"`
+	Version string  `json:"version"`
+	Weight  float64 `json:"weight"`
+	Judge   bool    `json:"judge"`
+}
+
+// RolloutEnd promotes or aborts a rollout.
+type RolloutEnd struct {
+	Role    string `json:"role"`
+	Promote bool   `json:"promote"`
+	Reason  string `json:"reason,omitempty"`
+}
+
+// ErrRefused wraps a planner's refusal of a malformed rollout change
+// (the console answers 400 with its message).
+var ErrRefused = errors.New("console: refused")
 
 // Cleared says what clearing a worker's prefix cache did.
 type Cleared struct {
@@ -98,6 +126,82 @@ func (m *MeshOperator) WorkerIndex(ctx context.Context, id string, limit uint32)
 		out = append(out, ri)
 	}
 	return out, nil
+}
+
+// SetRollout implements Operator.
+func (m *MeshOperator) SetRollout(ctx context.Context, c RolloutChange) (fleet.Rollout, error) {
+	var out *plannerv1.Rollout
+	err := m.onLeader(ctx, func(p plannerv1connect.PlannerServiceClient) error {
+		res, err := p.SetRollout(ctx, connect.NewRequest(&plannerv1.SetRolloutRequest{Role: c.Role, Version: c.Version, Weight: c.Weight, Judge: c.Judge}))
+		if err == nil {
+			out = res.Msg.GetRollout()
+		}
+		return err
+	})
+	if err != nil {
+		return fleet.Rollout{}, err
+	}
+	return fleet.RolloutView(out), nil
+}
+
+// EndRollout implements Operator.
+func (m *MeshOperator) EndRollout(ctx context.Context, e RolloutEnd) (fleet.Rollout, error) {
+	var out *plannerv1.Rollout
+	err := m.onLeader(ctx, func(p plannerv1connect.PlannerServiceClient) error {
+		res, err := p.EndRollout(ctx, connect.NewRequest(&plannerv1.EndRolloutRequest{Role: e.Role, Promote: e.Promote, Reason: e.Reason}))
+		if err == nil {
+			out = res.Msg.GetRollout()
+		}
+		return err
+	})
+	if err != nil {
+		return fleet.Rollout{}, err
+	}
+	return fleet.RolloutView(out), nil
+}
+
+// onLeader calls f on the planners until one is not a standby: the one
+// publishing rollouts first (the leader, most likely), then the rest.
+func (m *MeshOperator) onLeader(ctx context.Context, f func(plannerv1connect.PlannerServiceClient) error) error {
+	ps, err := m.Registry.Instances(ctx, discovery.RolePlanner)
+	if err != nil {
+		return err
+	}
+	if len(ps) == 0 {
+		return errors.New("no planner in discovery: rollouts need one")
+	}
+	slices.SortStableFunc(ps, func(a, b discovery.Instance) int {
+		_, ha := a.Meta[discovery.MetaRollouts]
+		_, hb := b.Meta[discovery.MetaRollouts]
+		return cmp.Compare(b2i(hb), b2i(ha))
+	})
+	var errs []error
+	for _, p := range ps {
+		err := f(plannerv1connect.NewPlannerServiceClient(m.HTTP, p.URL(), m.Options...))
+		switch connect.CodeOf(err) {
+		case connect.CodeFailedPrecondition: // a standby
+			errs = append(errs, fmt.Errorf("planner %s: %w", p.ID, err))
+			continue
+		case connect.CodeInvalidArgument, connect.CodeNotFound:
+			msg := err.Error()
+			if ce := new(connect.Error); errors.As(err, &ce) {
+				msg = ce.Message()
+			}
+			return fmt.Errorf("%w: %s", ErrRefused, msg)
+		}
+		if err != nil {
+			return fmt.Errorf("planner %s: %w", p.ID, err)
+		}
+		return nil
+	}
+	return errors.Join(errs...)
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 func (m *MeshOperator) find(ctx context.Context, id string) (discovery.Instance, error) {

@@ -19,6 +19,7 @@ import (
 	"switchyard.dev/gen/switchyard/planner/v1/plannerv1connect"
 	workerv1 "switchyard.dev/gen/switchyard/worker/v1"
 	"switchyard.dev/gen/switchyard/worker/v1/workerv1connect"
+	"switchyard.dev/libs/mesh/canary"
 	"switchyard.dev/libs/mesh/discovery"
 )
 
@@ -69,6 +70,7 @@ type Collector struct {
 	prev    cumulative
 	primed  bool
 	history []Point
+	routers map[string]routerCounts // by router URL, the last poll's
 	seq     uint64
 	fails   int
 
@@ -173,11 +175,21 @@ func (c *Collector) collect(ctx context.Context) Snapshot {
 			planners = append(planners, in)
 		}
 	}
-	if plan, err := c.plan(ctx, planners); err != nil {
-		s.Errors = append(s.Errors, err.Error())
-	} else {
-		s.Plan = plan
+	markCanaries(&s, ins, planners)
+	var routers []discovery.Instance
+	for _, in := range ins {
+		if in.Role == discovery.RoleRouter {
+			routers = append(routers, in)
+		}
 	}
+	var rerrs []string
+	s.Routing, rerrs = c.routing(ctx, routers)
+	s.Errors = append(s.Errors, rerrs...)
+	plan, err := c.plan(ctx, planners)
+	if err != nil {
+		s.Errors = append(s.Errors, err.Error())
+	}
+	s.Plan = plan
 	c.latency(now)
 	s.Latency = slices.Clone(c.history)
 	if len(s.Errors) > 0 {
@@ -210,6 +222,23 @@ func (c *Collector) list(ctx context.Context) ([]discovery.Instance, []string) {
 		all = append(all, ins...)
 	}
 	return all, errs
+}
+
+// markCanaries marks the instances in their role's canary group: tagged
+// canary, or of the version a rollout under way names (as the leading
+// planner publishes it, the way frontends and routers read it).
+func markCanaries(s *Snapshot, ins, planners []discovery.Instance) {
+	var rs canary.Rollouts
+	for _, p := range planners {
+		if v, ok := p.Meta[discovery.MetaRollouts]; ok {
+			rs, _ = canary.Parse(v) // malformed: no rollouts, as the routers would ignore it
+			break
+		}
+	}
+	for i, in := range ins {
+		r, ok := rs[in.Role]
+		s.Instances[i].Canary = in.HasTag(discovery.TagCanary) || (ok && r.Version == in.Version && r.Weight < 1)
+	}
 }
 
 func isWorker(role string) bool { return role == discovery.RolePrefill || role == discovery.RoleDecode }
@@ -293,6 +322,7 @@ func loadOf(m *workerv1.GetLoadResponse, meta map[string]string) *Load {
 // is preferred since only its plan is acted on.
 func (c *Collector) plan(ctx context.Context, planners []discovery.Instance) (*Plan, error) {
 	var best *plannerv1.GetPlanResponse
+	var bestClient plannerv1connect.PlannerServiceClient
 	var errs []error
 	for _, in := range planners {
 		p := c.planner[in.URL()]
@@ -308,7 +338,7 @@ func (c *Collector) plan(ctx context.Context, planners []discovery.Instance) (*P
 			continue
 		}
 		if best == nil || resp.Msg.GetLeader() {
-			best = resp.Msg
+			best, bestClient = resp.Msg, p
 		}
 		if best.GetLeader() {
 			break
@@ -327,7 +357,34 @@ func (c *Collector) plan(ctx context.Context, planners []discovery.Instance) (*P
 			Rule: ps.GetRule(), Reason: ps.GetReason(), Pending: ps.GetPending(),
 		})
 	}
+	rctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
+	defer cancel()
+	ro, err := bestClient.GetRollouts(rctx, connect.NewRequest(&plannerv1.GetRolloutsRequest{}))
+	if err != nil {
+		// A planner older than rollouts answers Unimplemented: no rollouts.
+		if connect.CodeOf(err) != connect.CodeUnimplemented {
+			errs = append(errs, fmt.Errorf("planner rollouts: %w", err))
+		}
+		return p, errors.Join(errs...)
+	}
+	for _, r := range ro.Msg.GetRollouts() {
+		p.Rollouts = append(p.Rollouts, RolloutView(r))
+	}
 	return p, nil
+}
+
+// RolloutView is r as the console shows it.
+func RolloutView(r *plannerv1.Rollout) Rollout {
+	side := func(s *plannerv1.RolloutSide) Side {
+		return Side{Requests: s.GetRequests(), Errors: s.GetErrors(), TTFTP50: s.GetTtftP50Seconds(), TTFTP99: s.GetTtftP99Seconds(),
+			ITLP50: s.GetItlP50Seconds(), ITLP99: s.GetItlP99Seconds()}
+	}
+	out := Rollout{Role: r.GetRole(), Version: r.GetVersion(), Weight: r.GetWeight(), Judge: r.GetJudge(), State: r.GetState(),
+		Reason: r.GetReason(), Canary: side(r.GetCanary()), Baseline: side(r.GetBaseline())}
+	if r.GetChangedAt() != nil {
+		out.Changed = r.GetChangedAt().AsTime()
+	}
+	return out
 }
 
 // latency appends the interval since the previous poll to the history.

@@ -7,6 +7,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	plannerv1 "switchyard.dev/gen/switchyard/planner/v1"
 	workerv1 "switchyard.dev/gen/switchyard/worker/v1"
 	"switchyard.dev/libs/mesh/discovery"
 	"switchyard.dev/services/frontend/internal/fleet"
@@ -111,10 +112,10 @@ func TestLatencyFromFrontendHistograms(t *testing.T) {
 	c := fleet.New(fleet.Config{Gatherer: reg, Now: func() time.Time { return now }})
 	c.Poll(t.Context()) // primes: no interval yet
 	for range 99 {
-		mt.TTFT.WithLabelValues("chat", "tiny").Observe(0.010)
+		mt.TTFT.WithLabelValues("chat", "tiny", "1", "1").Observe(0.010)
 	}
-	mt.TTFT.WithLabelValues("completions", "tiny").Observe(5)
-	mt.ITL.WithLabelValues("chat", "tiny").Observe(0.002)
+	mt.TTFT.WithLabelValues("completions", "tiny", "1", "2").Observe(5)
+	mt.ITL.WithLabelValues("chat", "tiny", "", "").Observe(0.002)
 	mt.PromptTokens.WithLabelValues("tiny").Add(100)
 	mt.CachedTokens.WithLabelValues("tiny").Add(25)
 	now = now.Add(2 * time.Second)
@@ -153,5 +154,49 @@ func TestHistoryIsBounded(t *testing.T) {
 	}
 	if s := decodeFrame(t, c.Latest()); len(s.Latency) != 3 || s.Seq != 10 {
 		t.Errorf("latency points = %d, seq %d; want 3, 10", len(s.Latency), s.Seq)
+	}
+}
+
+// TestPollShowsRollouts: the leading planner's rollouts reach the
+// snapshot, and the instances of a rollout's version are marked canary,
+// as the routers would group them; an ended rollout (weight 1) marks
+// none.
+func TestPollShowsRollouts(t *testing.T) {
+	t.Parallel()
+	m := fleettest.New()
+	m.AddWorker(0, fleettest.NewWorker(&workerv1.GetLoadResponse{}))
+	canary := m.AddWorker(1, fleettest.NewWorker(&workerv1.GetLoadResponse{}))
+	canary.Version = "v2"
+	m.Remove(canary.ID)
+	m.Add(canary, nil)
+	p := m.AddPlanner(2, 2)
+	p.Rollouts = &plannerv1.GetRolloutsResponse{Leader: true, Rollouts: []*plannerv1.Rollout{{
+		Role: discovery.RoleDecode, Version: "v2", Weight: 0.25, Judge: true, State: "judging", Reason: "passed, stepped to weight 0.25",
+		Canary: &plannerv1.RolloutSide{Requests: 40, TtftP50Seconds: 0.2}, Baseline: &plannerv1.RolloutSide{Requests: 400},
+	}}}
+	m.SetMeta("planner-0", map[string]string{discovery.MetaRollouts: "decode=v2@0.25"})
+	c := fleet.New(fleet.Config{Registry: m, HTTPClient: m.HTTPClient()})
+	c.Poll(t.Context())
+	s := decodeFrame(t, c.Latest())
+	if s.Plan == nil || len(s.Plan.Rollouts) != 1 {
+		t.Fatalf("plan %+v, want one rollout", s.Plan)
+	}
+	if r := s.Plan.Rollouts[0]; r.Version != "v2" || r.Weight != 0.25 || r.State != "judging" || r.Canary.Requests != 40 || r.Canary.TTFTP50 != 0.2 {
+		t.Errorf("rollout %+v", r)
+	}
+	marked := map[string]bool{}
+	for _, in := range s.Instances {
+		marked[in.ID] = in.Canary
+	}
+	if !marked["decode-0001"] || marked["decode-0000"] {
+		t.Errorf("canary marks %v, want decode-0001 only", marked)
+	}
+
+	m.SetMeta("planner-0", map[string]string{discovery.MetaRollouts: "decode=v2@1"})
+	c.Poll(t.Context())
+	for _, in := range decodeFrame(t, c.Latest()).Instances {
+		if in.Canary {
+			t.Errorf("after promotion %s is still marked canary", in.ID)
+		}
 	}
 }

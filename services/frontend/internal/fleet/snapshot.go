@@ -27,6 +27,9 @@ type Snapshot struct {
 	Instances []Instance `json:"instances"`
 	// Plan is the planner's last GetPlan, nil without a reachable planner.
 	Plan *Plan `json:"plan,omitempty"`
+	// Routing is the routers' decisions over the last interval, nil on the
+	// first poll and without a router that answered twice.
+	Routing *Routing `json:"routing,omitempty"`
 	// Latency is the frontend's recent history, oldest first.
 	Latency []Point `json:"latency"`
 	// Errors are this round's failures to reach the planner or discovery
@@ -72,6 +75,32 @@ type Plan struct {
 	Leader    bool      `json:"leader"`
 	DecidedAt time.Time `json:"decided_at"`
 	Pools     []Pool    `json:"pools"`
+	// Rollouts are the canary rollouts the planner runs, by role.
+	Rollouts []Rollout `json:"rollouts,omitempty"`
+}
+
+// Rollout is one role's canary and how its judge sees it.
+type Rollout struct {
+	Role    string    `json:"role"`
+	Version string    `json:"version"`
+	Weight  float64   `json:"weight"`
+	Judge   bool      `json:"judge"`
+	State   string    `json:"state"`
+	Reason  string    `json:"reason"`
+	Changed time.Time `json:"changed_at"`
+	// Canary and Baseline are what the judge last compared.
+	Canary   Side `json:"canary"`
+	Baseline Side `json:"baseline"`
+}
+
+// Side is one side of a rollout's comparison, latencies in seconds.
+type Side struct {
+	Requests float64 `json:"requests"`
+	Errors   float64 `json:"errors"`
+	TTFTP50  float64 `json:"ttft_p50"`
+	TTFTP99  float64 `json:"ttft_p99"`
+	ITLP50   float64 `json:"itl_p50"`
+	ITLP99   float64 `json:"itl_p99"`
 }
 
 // Pool is one role's pool of one model.

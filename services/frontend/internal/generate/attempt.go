@@ -26,7 +26,7 @@ func (g *Generator) attempt(ctx context.Context, st *state, n int, emit func(Del
 	}
 	gen := st.generateRequest(id)
 	routed, err := g.route(ctx, st, n, &routerv1.RouteRequest{RequestId: id, Model: st.req.Model, TokenIds: gen.TokenIds,
-		Hints: st.req.Hints, ExcludeInstanceIds: st.failed, ReportsPrefillDone: true, OmitCandidates: true})
+		Hints: st.req.Hints, ExcludeInstanceIds: st.failed, ReportsPrefillDone: true, OmitCandidates: true, AffinityKey: st.req.AffinityKey})
 	if err != nil {
 		return true, routeError{err}
 	}
@@ -36,6 +36,7 @@ func (g *Generator) attempt(ctx context.Context, st *state, n int, emit func(Del
 		return true, routeError{connect.NewError(connect.CodeUnavailable, errors.New("router chose no decode worker"))}
 	}
 	st.worker = w.GetInstanceId()
+	st.served = Served{RouterVersion: routed.Version, WorkerVersion: w.GetVersion()}
 	defer func() {
 		if !done && err != nil { // a migration follows: steer it away from this worker
 			st.failed = append(st.failed, w.GetInstanceId())
@@ -155,7 +156,7 @@ func (st *state) consume(msg *workerv1.GenerateResponse, emit func(Delta) error)
 		b.WriteString(st.text.Flush())
 	}
 	if len(ids) > 0 || b.Len() > 0 {
-		if err := emit(Delta{Text: b.String(), TokenIDs: ids, Logprobs: lps, Worker: st.worker}); err != nil {
+		if err := emit(Delta{Text: b.String(), TokenIDs: ids, Logprobs: lps, Worker: st.worker, Served: st.served}); err != nil {
 			return true, emitError{err}
 		}
 	}

@@ -66,6 +66,19 @@ type Request struct {
 	// preference: if the router refuses it, and on every migration, the
 	// router chooses freely.
 	PreferWorker string
+	// AffinityKey keys the request's canary group (package canary): the
+	// frontend derives it from the session or the conversation, so a
+	// conversation's turns land in one group; 0 lets the router key the
+	// request by its prompt.
+	AffinityKey uint64
+}
+
+// Served names the versions that served a generation's attempt: the
+// frontend's latency and error metrics carry them, so a canary's numbers
+// can be told from its baseline's.
+type Served struct {
+	RouterVersion string
+	WorkerVersion string
 }
 
 // Delta is new output: the tokens TokenIDs arrived and Text can be shown
@@ -79,6 +92,7 @@ type Delta struct {
 	Logprobs []Logprob
 	// Worker is the instance id of the worker that generated the tokens.
 	Worker string
+	Served Served
 }
 
 // Logprob is the log probability of one output token, from the worker
@@ -109,6 +123,9 @@ type Result struct {
 	CompletionTokens int
 	CachedTokens     int
 	Migrations       int
+	// Served is what served the last attempt (empty when none was
+	// routed).
+	Served Served
 }
 
 // Config configures a Generator.
@@ -225,6 +242,7 @@ type state struct {
 	migrations int
 	failed     []string // workers whose stream broke, excluded when re-routing
 	worker     string   // the current attempt's worker instance
+	served     Served   // the current attempt's versions
 	// arrival is the request's first routing decision (Unix ns), which
 	// every attempt passes on: a migrated request keeps its place.
 	arrival int64
@@ -232,7 +250,7 @@ type state struct {
 
 func (s *state) result() Result {
 	return Result{Finish: s.finish, PromptTokens: len(s.req.Prompt), CompletionTokens: max(s.completion, len(s.generated)),
-		CachedTokens: min(s.cached, len(s.req.Prompt)), Migrations: s.migrations}
+		CachedTokens: min(s.cached, len(s.req.Prompt)), Migrations: s.migrations, Served: s.served}
 }
 
 func (s *state) noteUsage(u *workerv1.Usage) {

@@ -3,6 +3,9 @@ package httpapi
 import (
 	"errors"
 	"net/http"
+	"strings"
+
+	"switchyard.dev/libs/mesh/canary"
 
 	"switchyard.dev/services/frontend/internal/catalog"
 	"switchyard.dev/services/frontend/internal/chattmpl"
@@ -38,8 +41,30 @@ func (a *API) chat(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, err, g.Model)
 		return
 	}
+	if g.Hints.SessionID == "" {
+		gen.AffinityKey = conversationKey(req.Messages)
+	}
 	c := call{id: newID("chatcmpl-"), created: a.cfg.Now().Unix()}
 	a.serve(w, r, epChat, g, gen, c, f)
+}
+
+// conversationKey keys a conversation for the canary split by what its
+// every turn repeats: its system messages and its first user message.
+// Keying by the rendered prompt's leading tokens instead would put every
+// conversation behind one long system prompt in the same group.
+func conversationKey(ms []openai.ChatMessage) uint64 {
+	var b strings.Builder
+	for _, m := range ms {
+		if m.Role == "system" || m.Role == "developer" {
+			b.WriteString(m.Role + "\x00" + m.Content.Text + "\x00")
+			continue
+		}
+		if m.Role == "user" {
+			b.WriteString("user\x00" + m.Content.Text)
+			break
+		}
+	}
+	return canary.SessionKey(b.String())
 }
 
 // chatMessages are a request's messages as the chat templates take them.

@@ -7,6 +7,7 @@ import (
 	"net/http"
 
 	commonv1 "switchyard.dev/gen/switchyard/common/v1"
+	"switchyard.dev/libs/mesh/canary"
 	"switchyard.dev/services/frontend/internal/catalog"
 	"switchyard.dev/services/frontend/internal/generate"
 	"switchyard.dev/services/frontend/internal/openai"
@@ -53,8 +54,13 @@ func (a *API) prepare(ctx context.Context, g openai.Generation, prompt promptFun
 	if err := checkLogitBias(g.LogitBias, m.Tok.VocabSize()); err != nil {
 		return generate.Request{}, err
 	}
+	key := canary.TokensKey(ids)
+	if g.Hints.SessionID != "" {
+		key = canary.SessionKey(g.Hints.SessionID)
+	}
 	return generate.Request{
-		Model: m.Name, Prompt: ids, Tokenizer: m.Tok, MaxTokens: maxTokens,
+		AffinityKey: key,
+		Model:       m.Name, Prompt: ids, Tokenizer: m.Tok, MaxTokens: maxTokens,
 		Sampling: &commonv1.SamplingParams{Temperature: g.Temperature, TopP: g.TopP, TopK: g.TopK, Seed: g.Seed,
 			Logprobs: g.Logprobs, TopLogprobs: uint32(g.TopLogprobs), Constraint: constraint(g.Format),
 			PresencePenalty: g.PresencePenalty, FrequencyPenalty: g.FrequencyPenalty, LogitBias: g.LogitBias},

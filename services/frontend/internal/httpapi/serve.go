@@ -67,8 +67,11 @@ func (a *API) serve(w http.ResponseWriter, r *http.Request, endpoint string, g o
 		m.PromptTokens.WithLabelValues(req.Model).Add(float64(res.PromptTokens))
 		m.CompletionTokens.WithLabelValues(req.Model).Add(float64(res.CompletionTokens))
 		m.CachedTokens.WithLabelValues(req.Model).Add(float64(res.CachedTokens))
-		if err == nil {
-			m.Generations.WithLabelValues(req.Model).Inc()
+		switch {
+		case err == nil:
+			m.Generations.WithLabelValues(req.Model, res.Served.RouterVersion, res.Served.WorkerVersion).Inc()
+		case r.Context().Err() == nil:
+			m.GenerationErrors.WithLabelValues(req.Model, res.Served.RouterVersion, res.Served.WorkerVersion).Inc()
 		}
 	}
 	switch {
@@ -272,10 +275,10 @@ func (t *timing) observe(d generate.Delta) {
 	}
 	now := time.Now()
 	if t.last.IsZero() {
-		m.TTFT.WithLabelValues(t.endpoint, t.model).Observe(now.Sub(t.start).Seconds())
+		m.TTFT.WithLabelValues(t.endpoint, t.model, d.Served.RouterVersion, d.Served.WorkerVersion).Observe(now.Sub(t.start).Seconds())
 	} else {
 		per := now.Sub(t.last).Seconds() / float64(len(d.TokenIDs))
-		itl := m.ITL.WithLabelValues(t.endpoint, t.model)
+		itl := m.ITL.WithLabelValues(t.endpoint, t.model, d.Served.RouterVersion, d.Served.WorkerVersion)
 		for range d.TokenIDs {
 			itl.Observe(per)
 		}

@@ -14,6 +14,7 @@ import (
 
 	routerv1 "switchyard.dev/gen/switchyard/router/v1"
 	"switchyard.dev/gen/switchyard/router/v1/routerv1connect"
+	"switchyard.dev/libs/mesh/canary"
 	"switchyard.dev/libs/mesh/discovery"
 )
 
@@ -25,18 +26,28 @@ var ErrNoRouter = errors.New("upstream: no router available")
 type Routed struct {
 	Resp    *routerv1.RouteResponse
 	Replica string
+	// Version is the replica's build version, and Canary whether it is in
+	// the routers' canary group (both from discovery; empty, false in
+	// static mode).
+	Version string
+	Canary  bool
 }
 
 // Routers spreads Route calls over router replicas round-robin and fails
-// over to the next replica when one is unavailable.
+// over to the next replica when one is unavailable. With a canary split,
+// a request first tries the replicas of its group (canary or baseline,
+// by its affinity key), round-robin, and only then the others: the
+// routers' canary takes its share of requests whatever the replica
+// counts, and a group whose every replica is unavailable fails over.
 //
 // Calls read one immutable view, loaded once per call without a lock;
 // discovery updates publish a new one.
 type Routers struct {
-	hc   connect.HTTPClient
-	opts []connect.ClientOption
-	log  *slog.Logger
-	next atomic.Uint64
+	hc    connect.HTTPClient
+	opts  []connect.ClientOption
+	log   *slog.Logger
+	next  atomic.Uint64
+	split *canary.Split // nil: no canary split
 
 	mu   sync.Mutex // serialises set
 	view atomic.Pointer[routerView]
@@ -47,6 +58,7 @@ type Routers struct {
 // PrefillDone of the requests it routed. Never modified once published.
 type routerView struct {
 	urls     []string
+	ins      []discovery.Instance // by urls' index; zero in static mode
 	replicas map[string]*replica
 }
 
@@ -62,13 +74,17 @@ type replica struct {
 func NewRouters(hc connect.HTTPClient, log *slog.Logger, urls []string, opts ...connect.ClientOption) *Routers {
 	r := &Routers{hc: hc, opts: opts, log: log}
 	r.view.Store(&routerView{replicas: map[string]*replica{}})
-	r.set(urls)
+	r.set(urls, make([]discovery.Instance, len(urls)))
 	return r
 }
 
-// set publishes a view routing to urls. Copying the replicas map costs
-// little: replicas are few and change rarely.
-func (r *Routers) set(urls []string) {
+// SetSplit turns on the canary split of router replicas (call before
+// Route is).
+func (r *Routers) SetSplit(s *canary.Split) { r.split = s }
+
+// set publishes a view routing to urls, whose instances are ins. Copying
+// the replicas map costs little: replicas are few and change rarely.
+func (r *Routers) set(urls []string, ins []discovery.Instance) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	replicas := maps.Clone(r.view.Load().replicas)
@@ -78,7 +94,7 @@ func (r *Routers) set(urls []string) {
 			replicas[u] = &replica{client: c, reporter: newReporter(c, u, r.log)}
 		}
 	}
-	r.view.Store(&routerView{urls: slices.Clone(urls), replicas: replicas})
+	r.view.Store(&routerView{urls: slices.Clone(urls), ins: ins, replicas: replicas})
 }
 
 // Watch follows the healthy router instances in reg until ctx ends.
@@ -89,7 +105,7 @@ func (r *Routers) Watch(ctx context.Context, reg discovery.Registry) error {
 			urls[i] = in.URL()
 		}
 		r.log.Debug("routers changed", "count", len(urls))
-		r.set(urls)
+		r.set(urls, ins)
 	})
 	if err != nil {
 		return fmt.Errorf("watch routers: %w", err)
@@ -97,21 +113,22 @@ func (r *Routers) Watch(ctx context.Context, reg discovery.Registry) error {
 	return nil
 }
 
-// Route asks one replica after another, starting round-robin, until one
-// answers with anything but Unavailable.
+// Route asks one replica after another, starting round-robin (within
+// the request's canary group first), until one answers with anything but
+// Unavailable.
 func (r *Routers) Route(ctx context.Context, req *routerv1.RouteRequest) (Routed, error) {
 	v := r.view.Load()
 	urls := v.urls
 	if len(urls) == 0 {
 		return Routed{}, ErrNoRouter
 	}
-	start := int(r.next.Add(1))
+	order := r.order(v, req.GetAffinityKey())
 	var last error
-	for i := range urls {
-		url := urls[(start+i)%len(urls)]
+	for _, i := range order {
+		url := urls[i]
 		resp, err := v.replicas[url].client.Route(ctx, connect.NewRequest(req))
 		if err == nil {
-			return Routed{Resp: resp.Msg, Replica: url}, nil
+			return Routed{Resp: resp.Msg, Replica: url, Version: v.ins[i].Version, Canary: r.isCanary(v.ins[i])}, nil
 		}
 		last = err
 		if connect.CodeOf(err) != connect.CodeUnavailable || ctx.Err() != nil {
@@ -120,6 +137,37 @@ func (r *Routers) Route(ctx context.Context, req *routerv1.RouteRequest) (Routed
 		r.log.DebugContext(ctx, "router unavailable, trying next", "router", url, "err", err)
 	}
 	return Routed{}, fmt.Errorf("route: %w", last)
+}
+
+// order is the replicas to try for a request with key, by index: its
+// group round-robin, then the rest round-robin.
+func (r *Routers) order(v *routerView, key uint64) []int {
+	n := len(v.urls)
+	start := int(r.next.Add(1))
+	out := make([]int, 0, n)
+	if r.split == nil {
+		for i := range n {
+			out = append(out, (start+i)%n)
+		}
+		return out
+	}
+	group := r.split.Choose(discovery.RoleRouter, key, n, func(i int) bool { return r.isCanary(v.ins[i]) }, nil)
+	for i := range group {
+		out = append(out, group[(start+i)%len(group)])
+	}
+	if len(group) == n {
+		return out
+	}
+	for i := range n {
+		if j := (start + i) % n; !slices.Contains(group, j) {
+			out = append(out, j)
+		}
+	}
+	return out
+}
+
+func (r *Routers) isCanary(in discovery.Instance) bool {
+	return r.split != nil && in.ID != "" && r.split.IsCanary(in)
 }
 
 // Release tells the replica that routed id that the request ended, and

@@ -61,7 +61,7 @@ func TestRoutersReplicaLeft(t *testing.T) {
 	if err != nil || routed.Replica != gone.URL {
 		t.Fatalf("routed %+v, %v", routed, err)
 	}
-	r.set([]string{stays.URL})
+	r.set([]string{stays.URL}, make([]discovery.Instance, 1))
 	r.PrefillDone(t.Context(), routed.Replica, "x")
 	r.Release(t.Context(), routed.Replica, "x")
 	flush(t, r)
@@ -96,7 +96,7 @@ func TestRoutersConcurrentChanges(t *testing.T) {
 			case <-stop:
 				return
 			default:
-				r.set(lists[i%len(lists)])
+				r.set(lists[i%len(lists)], make([]discovery.Instance, len(lists[i%len(lists)])))
 			}
 		}
 	}()

@@ -291,3 +291,36 @@ func (n *Nomad) call(ctx context.Context, method, path string, in, out any) erro
 	}
 	return nil
 }
+
+// nomadDeployment is the part of a deployment the actuator reads.
+type nomadDeployment struct {
+	ID     string
+	Status string
+}
+
+// EndDeployment promotes (all groups' canaries) or fails the latest
+// deployment of role's job, which must be running; promoting one that
+// already succeeded (auto_promote, or promoted by hand) is done.
+func (n *Nomad) EndDeployment(ctx context.Context, role string, promote bool) error {
+	t := n.target(Pool{Role: role})
+	var d *nomadDeployment
+	if err := n.call(ctx, http.MethodGet, "/v1/job/"+url.PathEscape(t.job)+"/deployment", nil, &d); err != nil {
+		return fmt.Errorf("actuate: %s: read deployment: %w", t, err)
+	}
+	switch {
+	case d == nil || d.ID == "":
+		return fmt.Errorf("actuate: %s: no deployment to end", t)
+	case promote && d.Status == "successful":
+		return nil
+	case d.Status != "running" && d.Status != "paused":
+		return fmt.Errorf("actuate: %s: deployment %s is %s, not running", t, d.ID, d.Status)
+	}
+	path, body := "/v1/deployment/fail/"+url.PathEscape(d.ID), map[string]any{"DeploymentID": d.ID}
+	if promote {
+		path, body = "/v1/deployment/promote/"+url.PathEscape(d.ID), map[string]any{"DeploymentID": d.ID, "All": true}
+	}
+	if err := n.call(ctx, http.MethodPost, path, body, nil); err != nil {
+		return fmt.Errorf("actuate: %s: end deployment %s: %w", t, d.ID, err)
+	}
+	return nil
+}

@@ -354,3 +354,74 @@ func poll(t *testing.T, timeout time.Duration, what string, cond func() bool) {
 		return false
 	})
 }
+
+// TestNomadEndsCanaryDeployments: a new job version with a canary waits
+// for promotion; EndDeployment promotes it (the deployment succeeds), and
+// fails the next one (the deployment fails).
+func TestNomadEndsCanaryDeployments(t *testing.T) {
+	t.Parallel()
+	c := deptest.StartConsul(t)
+	n := deptest.StartNomad(t, c.Addr)
+	a, err := NewNomad(NomadConfig{Addr: n.Addr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const job = "switchyard-router"
+	submit := func(version string) {
+		t.Helper()
+		spec := sleeperJob(job, "router", 2)
+		g := spec.(map[string]any)["Job"].(map[string]any)["TaskGroups"].([]any)[0].(map[string]any)
+		g["Update"].(map[string]any)["Canary"] = 1
+		g["Update"].(map[string]any)["MinHealthyTime"] = int64(time.Second)
+		g["Tasks"].([]any)[0].(map[string]any)["Env"] = map[string]string{"VERSION": version}
+		if err := n.Do(t.Context(), http.MethodPost, "/v1/jobs", spec, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	submit("1")
+	waitDeployed(t, n, job, 2)
+	if err := a.EndDeployment(t.Context(), "prefill", true); err == nil || !strings.Contains(err.Error(), "no deployment to end") {
+		t.Errorf("EndDeployment of a missing job: %v", err)
+	}
+
+	for _, promote := range []bool{true, false} {
+		v := map[bool]string{true: "2", false: "3"}[promote]
+		submit(v)
+		var d deployment
+		poll(t, time.Minute, "the canary's deployment to wait for promotion", func() bool {
+			d = latestDeployment(t, n, job)
+			return d.Status == "running" && healthyCanaries(t, n, job) == 1
+		})
+		if err := a.EndDeployment(t.Context(), "router", promote); err != nil {
+			t.Fatalf("EndDeployment(promote=%v): %v", promote, err)
+		}
+		want := map[bool]string{true: "successful", false: "failed"}[promote]
+		poll(t, 2*time.Minute, "the deployment to become "+want, func() bool {
+			return latestDeployment(t, n, job).Status == want
+		})
+	}
+	if err := a.EndDeployment(t.Context(), "router", false); err == nil || !strings.Contains(err.Error(), "not running") {
+		t.Errorf("EndDeployment of an ended deployment: %v", err)
+	}
+}
+
+// healthyCanaries counts the healthy canaries of job's latest deployment.
+func healthyCanaries(t *testing.T, n *deptest.Nomad, job string) int {
+	t.Helper()
+	var d struct {
+		TaskGroups map[string]struct {
+			PlacedCanaries []string
+			HealthyAllocs  int
+		}
+	}
+	if err := n.Do(t.Context(), http.MethodGet, "/v1/job/"+job+"/deployment", nil, &d); err != nil {
+		t.Fatal(err)
+	}
+	h := 0
+	for _, g := range d.TaskGroups {
+		if len(g.PlacedCanaries) > 0 {
+			h += min(g.HealthyAllocs, len(g.PlacedCanaries))
+		}
+	}
+	return h
+}

@@ -84,3 +84,12 @@ func (s *Supervisor) Scale(ctx context.Context, p Pool, n int, victims []string)
 	}
 	return nil
 }
+
+// Remove drains one instance of pool by id (a canary's, when its rollout
+// is aborted).
+func (s *Supervisor) Remove(ctx context.Context, pool, id string) error {
+	if _, err := s.api.RemoveInstance(ctx, connect.NewRequest(&supervisorv1.RemoveInstanceRequest{Pool: pool, Id: id})); err != nil {
+		return fmt.Errorf("actuate: supervisor: remove %s from %s: %w", id, pool, err)
+	}
+	return nil
+}

@@ -18,12 +18,14 @@ import (
 	"connectrpc.com/connect"
 
 	"switchyard.dev/gen/switchyard/planner/v1/plannerv1connect"
+	"switchyard.dev/libs/mesh/canary"
 	"switchyard.dev/libs/mesh/discovery"
 	"switchyard.dev/libs/mesh/service"
 
 	"switchyard.dev/services/planner/internal/actuate"
 	"switchyard.dev/services/planner/internal/leader"
 	"switchyard.dev/services/planner/internal/observe"
+	"switchyard.dev/services/planner/internal/rollout"
 )
 
 // Spec describes the planner service.
@@ -61,8 +63,14 @@ func Spec(version string) service.Spec {
 			if p.lock, err = newLock(f, rt); err != nil {
 				return err
 			}
+			if p.ro, err = newRollouts(f, rt, p.act); err != nil {
+				return err
+			}
 			if rt.Registry != nil {
 				if err := p.watch(ctx, rt.Logger); err != nil {
+					return err
+				}
+				if err := canary.Follow(ctx, rt.Registry, rt.Logger, p.ro.seen); err != nil {
 					return err
 				}
 				go p.run(ctx)
@@ -85,6 +93,36 @@ func newActuator(f flags, opts []connect.ClientOption) (actuate.Actuator, error)
 		return n, nil
 	}
 	return nil, nil
+}
+
+// newRollouts is the rollout controller, ending rollouts through the
+// actuator in use.
+func newRollouts(f flags, rt *service.Runtime, act actuate.Actuator) (*rollouts, error) {
+	e := ender{reg: rt.Registry}
+	switch a := act.(type) {
+	case *actuate.Nomad:
+		e.nomad = a
+	case *actuate.Supervisor:
+		e.sup = a
+	}
+	ctl, err := rollout.New(f.rollout, e, rt.Logger)
+	if err != nil {
+		return nil, fmt.Errorf("-rollout-*: %w", err)
+	}
+	seen, err := canary.NewSplit(0)
+	if err != nil {
+		return nil, err
+	}
+	publish := func(ctx context.Context, v string, ok bool) error {
+		return rt.Server.PublishMeta(ctx, func(meta map[string]string) {
+			if ok {
+				meta[discovery.MetaRollouts] = v
+			} else {
+				delete(meta, discovery.MetaRollouts)
+			}
+		})
+	}
+	return &rollouts{ctl: ctl, seen: seen, publish: publish, log: rt.Logger}, nil
 }
 
 // newLock is the leader lock for the discovery backend in use: a file

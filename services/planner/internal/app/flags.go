@@ -10,6 +10,7 @@ import (
 	"switchyard.dev/services/planner/internal/actuate"
 	"switchyard.dev/services/planner/internal/policy"
 	"switchyard.dev/services/planner/internal/predict"
+	"switchyard.dev/services/planner/internal/rollout"
 )
 
 // flags are the planner's own flags.
@@ -22,6 +23,7 @@ type flags struct {
 	leaderLock    string
 	sampleTimeout time.Duration
 	nomad         actuate.NomadConfig
+	rollout       rollout.Criteria
 }
 
 func (f *flags) register(fs *flag.FlagSet) {
@@ -48,6 +50,14 @@ func (f *flags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.leaderLock, "leader-lock", "", "the leader lock: a file path (default <discovery-dir>/planner.lock), or a Consul KV key with -discovery consul (default switchyard/planner/leader)")
 	f.nomad.RegisterFlags(fs)
 	fs.DurationVar(&f.sampleTimeout, "sample-timeout", 2*time.Second, "deadline of each scrape of a frontend and each worker's GetLoad")
+	rc := rollout.DefaultCriteria()
+	f.rollout = rc
+	fs.Float64Var(&f.rollout.MinRequests, "rollout-min-requests", rc.MinRequests, "rollout judge: requests each side (canary, baseline) needs before a verdict")
+	fs.Float64Var(&f.rollout.MaxErrorRate, "rollout-max-error-rate", rc.MaxErrorRate, "rollout judge: how far a canary's error rate may exceed its baseline's, as a share (0.02: two points)")
+	fs.Float64Var(&f.rollout.MaxLatencyRatio, "rollout-max-latency-ratio", rc.MaxLatencyRatio, "rollout judge: most a canary's TTFT and ITL medians may be, over its baseline's")
+	fs.Float64Var(&f.rollout.MaxTailRatio, "rollout-max-tail-ratio", rc.MaxTailRatio, "rollout judge: most a canary's TTFT and ITL 99th percentiles may be, over its baseline's")
+	fs.DurationVar(&f.rollout.LatencyFloor, "rollout-latency-floor", rc.LatencyFloor, "rollout judge: a latency difference below this never fails a canary")
+	fs.Var(stepsFlag{&f.rollout.Steps}, "rollout-steps", "rollout judge: the rising weights a judged canary goes through before promotion (default "+stepsFlag{&rc.Steps}.String()+")")
 }
 
 func (f *flags) validate() error {
@@ -70,6 +80,9 @@ func (f *flags) validate() error {
 	}
 	if f.actuator == "supervisor" && !strings.HasPrefix(f.supervisorURL, "http") {
 		errs = append(errs, fmt.Errorf("-supervisor-url %q: want an http:// URL", f.supervisorURL))
+	}
+	if err := f.rollout.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("-rollout-*: %w", err))
 	}
 	if f.sampleTimeout <= 0 {
 		errs = append(errs, errors.New("-sample-timeout must be positive"))

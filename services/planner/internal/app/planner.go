@@ -40,6 +40,7 @@ type planner struct {
 	http     *http.Client
 	copts    []connect.ClientOption // for GetLoad
 	scraper  *observe.Frontends
+	ro       *rollouts
 	now      func() time.Time
 
 	mu       sync.Mutex
@@ -101,7 +102,9 @@ func (p *planner) run(ctx context.Context) {
 // step is one interval: observe, plan, act.
 func (p *planner) step(ctx context.Context) {
 	now := p.now()
+	was := p.leading()
 	leading := p.lead(ctx)
+	fresh := leading && !was
 	p.mu.Lock()
 	pools := p.pools
 	p.mu.Unlock()
@@ -110,6 +113,13 @@ func (p *planner) step(ctx context.Context) {
 		workers = append(workers, pools[role]...)
 	}
 	windows, errs := p.scraper.Scrape(ctx, pools[discovery.RoleFrontend])
+	switch {
+	case p.ro == nil:
+	case leading:
+		p.ro.lead(ctx, fresh, p.scraper.Versions())
+	default:
+		p.ro.standby(ctx)
+	}
 	loads, lerrs := observe.Loads(ctx, p.http, workers, p.cfg.sampleTimeout, p.copts...)
 	for _, err := range append(errs, lerrs...) {
 		p.log.Warn("planner input missing this interval", "err", err)
@@ -133,6 +143,12 @@ func (p *planner) step(ctx context.Context) {
 	}
 	p.decided = now
 	p.mu.Unlock()
+}
+
+func (p *planner) leading() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.isLeader
 }
 
 // lead tries the leader lock; without one a planner always leads.

@@ -79,8 +79,8 @@ func (h Histogram) FractionAbove(x float64) float64 {
 	return above / total
 }
 
-// add adds o's counts into h (same bounds; h takes o's when empty).
-func (h *Histogram) add(o Histogram) {
+// Add adds o's counts into h (same bounds; h takes o's when empty).
+func (h *Histogram) Add(o Histogram) {
 	if len(h.Bounds) == 0 {
 		h.Bounds, h.Counts = slices.Clone(o.Bounds), slices.Clone(o.Counts)
 		return

@@ -37,7 +37,29 @@ const (
 	metricCached      = "switchyard_frontend_cached_prompt_tokens_total"
 	metricTTFT        = "switchyard_frontend_time_to_first_token_seconds"
 	metricITL         = "switchyard_frontend_inter_token_latency_seconds"
+	metricErrors      = "switchyard_frontend_generation_errors_total"
 )
+
+// The labels of the frontend's metrics that name the versions that served
+// (services/frontend/internal/metrics.Served).
+const (
+	LabelRouterVersion = "router_version"
+	LabelWorkerVersion = "worker_version"
+)
+
+// VersionKey names one version of the routers (Label LabelRouterVersion)
+// or of the decode workers (LabelWorkerVersion).
+type VersionKey struct {
+	Label, Version string
+}
+
+// Side is what one version served over a window, summed over models: the
+// input of the rollout judge, which compares a canary's side with its
+// baseline's.
+type Side struct {
+	Generations, Errors float64
+	TTFT, ITL           Histogram
+}
 
 // maxScrape bounds a frontend's /metrics body.
 const maxScrape = 16 << 20
@@ -58,29 +80,31 @@ type Window struct {
 
 // counts is one model's counters and histograms at one scrape.
 type counts struct {
-	gens, prompt, completion, cached float64
-	ttft, itl                        Histogram
+	gens, prompt, completion, cached, errors float64
+	ttft, itl                                Histogram
 }
 
 func (c counts) sub(p counts) counts {
 	d := counts{gens: c.gens - p.gens, prompt: c.prompt - p.prompt, completion: c.completion - p.completion,
-		cached: c.cached - p.cached, ttft: c.ttft.sub(p.ttft), itl: c.itl.sub(p.itl)}
-	if d.gens < 0 || d.prompt < 0 || d.completion < 0 || d.cached < 0 {
+		cached: c.cached - p.cached, errors: c.errors - p.errors, ttft: c.ttft.sub(p.ttft), itl: c.itl.sub(p.itl)}
+	if d.gens < 0 || d.prompt < 0 || d.completion < 0 || d.cached < 0 || d.errors < 0 {
 		return c // the frontend restarted: everything since
 	}
 	return d
 }
 
 type scrape struct {
-	at     time.Time
-	models map[string]counts
+	at       time.Time
+	models   map[string]counts
+	versions map[VersionKey]counts
 }
 
 // Frontends turns scrapes of the frontends' /metrics into windows.
 type Frontends struct {
-	client *http.Client
-	mu     sync.Mutex
-	last   map[string]scrape // by frontend id
+	client   *http.Client
+	mu       sync.Mutex
+	last     map[string]scrape // by frontend id
+	versions map[VersionKey]*Side
 }
 
 // NewFrontends returns a scraper using client (default: 2 s a call).
@@ -113,6 +137,7 @@ func (f *Frontends) Scrape(ctx context.Context, frontends []discovery.Instance) 
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	out := map[string]*Window{}
+	versions := map[VersionKey]*Side{}
 	var errs []error
 	seen := map[string]bool{}
 	for _, r := range results {
@@ -139,10 +164,23 @@ func (f *Frontends) Scrape(ctx context.Context, frontends []discovery.Instance) 
 			w.MeanISL += d.prompt - d.cached // sums until finish
 			w.MeanPrompt += d.prompt
 			w.MeanOSL += d.completion
-			w.TTFT.add(d.ttft)
-			w.ITL.add(d.itl)
+			w.TTFT.Add(d.ttft)
+			w.ITL.Add(d.itl)
+		}
+		for k, c := range r.s.versions {
+			d := c.sub(prev.versions[k])
+			v := versions[k]
+			if v == nil {
+				v = &Side{}
+				versions[k] = v
+			}
+			v.Generations += d.gens
+			v.Errors += d.errors
+			v.TTFT.Add(d.ttft)
+			v.ITL.Add(d.itl)
 		}
 	}
+	f.versions = versions
 	for id := range f.last {
 		if !seen[id] {
 			delete(f.last, id)
@@ -163,6 +201,17 @@ func (f *Frontends) Scrape(ctx context.Context, frontends []discovery.Instance) 
 	return out, errs
 }
 
+// Versions is what each version served over the last Scrape's window.
+func (f *Frontends) Versions() map[VersionKey]Side {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := make(map[VersionKey]Side, len(f.versions))
+	for k, v := range f.versions {
+		out[k] = *v
+	}
+	return out
+}
+
 func (f *Frontends) read(ctx context.Context, fe discovery.Instance) (scrape, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fe.URL()+"/metrics", nil)
 	if err != nil {
@@ -177,22 +226,24 @@ func (f *Frontends) read(ctx context.Context, fe discovery.Instance) (scrape, er
 	if res.StatusCode != http.StatusOK {
 		return scrape{}, fmt.Errorf("observe: frontend %s: /metrics answered %s", fe.ID, res.Status)
 	}
-	models, err := parse(io.LimitReader(res.Body, maxScrape))
+	models, versions, err := parse(io.LimitReader(res.Body, maxScrape))
 	if err != nil {
 		return scrape{}, fmt.Errorf("observe: frontend %s: %w", fe.ID, err)
 	}
-	return scrape{at: at, models: models}, nil
+	return scrape{at: at, models: models, versions: versions}, nil
 }
 
 // parse reads a frontend's metrics in Prometheus text format into
-// per-model counts, summed over endpoints.
-func parse(r io.Reader) (map[string]counts, error) {
+// per-model counts, summed over endpoints, and per-version counts of the
+// routers and workers that served, summed over models.
+func parse(r io.Reader) (map[string]counts, map[VersionKey]counts, error) {
 	p := expfmt.NewTextParser(model.UTF8Validation)
 	fams, err := p.TextToMetricFamilies(r)
 	if err != nil {
-		return nil, fmt.Errorf("metrics: %w", err)
+		return nil, nil, fmt.Errorf("metrics: %w", err)
 	}
 	out := map[string]counts{}
+	versions := map[VersionKey]counts{}
 	for name, fam := range fams {
 		for _, m := range fam.GetMetric() {
 			mod := label(m, "model")
@@ -200,26 +251,45 @@ func parse(r io.Reader) (map[string]counts, error) {
 				continue
 			}
 			c := out[mod]
-			switch name {
-			case metricGenerations:
-				c.gens += m.GetCounter().GetValue()
-			case metricPrompt:
-				c.prompt += m.GetCounter().GetValue()
-			case metricCompletion:
-				c.completion += m.GetCounter().GetValue()
-			case metricCached:
-				c.cached += m.GetCounter().GetValue()
-			case metricTTFT:
-				c.ttft.add(buckets(m.GetHistogram()))
-			case metricITL:
-				c.itl.add(buckets(m.GetHistogram()))
-			default:
+			if !count(&c, name, m) {
 				continue
 			}
 			out[mod] = c
+			for _, l := range []string{LabelRouterVersion, LabelWorkerVersion} {
+				if v := label(m, l); v != "" {
+					k := VersionKey{Label: l, Version: v}
+					c := versions[k]
+					count(&c, name, m)
+					versions[k] = c
+				}
+			}
 		}
 	}
-	return out, nil
+	return out, versions, nil
+}
+
+// count adds sample m of metric name to c; false for a metric the planner
+// does not read.
+func count(c *counts, name string, m *dto.Metric) bool {
+	switch name {
+	case metricGenerations:
+		c.gens += m.GetCounter().GetValue()
+	case metricErrors:
+		c.errors += m.GetCounter().GetValue()
+	case metricPrompt:
+		c.prompt += m.GetCounter().GetValue()
+	case metricCompletion:
+		c.completion += m.GetCounter().GetValue()
+	case metricCached:
+		c.cached += m.GetCounter().GetValue()
+	case metricTTFT:
+		c.ttft.Add(buckets(m.GetHistogram()))
+	case metricITL:
+		c.itl.Add(buckets(m.GetHistogram()))
+	default:
+		return false
+	}
+	return true
 }
 
 func label(m *dto.Metric, name string) string {

@@ -142,7 +142,7 @@ func FuzzParse(f *testing.F) {
 	f.Add(seed.Bytes())
 	f.Add([]byte("garbage{"))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		out, err := parse(bytes.NewReader(b))
+		out, versions, err := parse(bytes.NewReader(b))
 		if err != nil {
 			return
 		}
@@ -150,5 +150,54 @@ func FuzzParse(f *testing.F) {
 			_ = c.ttft.Quantile(0.9)
 			_ = c.itl.FractionAbove(0.01)
 		}
+		for _, c := range versions {
+			_ = c.ttft.Quantile(0.99)
+		}
 	})
+}
+
+// TestVersions: a window per version of the routers and workers that
+// served, from the frontend's served labels, summed over models and
+// endpoints; a version's errors count apart from its generations.
+func TestVersions(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	labels := []string{"model", LabelRouterVersion, LabelWorkerVersion}
+	gens := prometheus.NewCounterVec(prometheus.CounterOpts{Name: metricGenerations}, labels)
+	errs := prometheus.NewCounterVec(prometheus.CounterOpts{Name: metricErrors}, labels)
+	ttft := prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: metricTTFT, Buckets: prometheus.ExponentialBuckets(0.001, 2, 17)}, append([]string{"endpoint"}, labels...))
+	reg.MustRegister(gens, errs, ttft)
+	srv := httptest.NewServer(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	defer srv.Close()
+	fe := []discovery.Instance{{ID: "f", Role: discovery.RoleFrontend, Address: strings.TrimPrefix(srv.URL, "http://")}}
+	f := NewFrontends(nil)
+	if _, errs := f.Scrape(t.Context(), fe); len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	for i := range 30 {
+		worker := "1"
+		if i%3 == 0 {
+			worker = "2"
+		}
+		model := []string{"a", "b"}[i%2]
+		gens.WithLabelValues(model, "r1", worker).Inc()
+		ttft.WithLabelValues("chat", model, "r1", worker).Observe(map[string]float64{"1": 0.01, "2": 0.5}[worker])
+	}
+	errs.WithLabelValues("a", "r1", "2").Add(4)
+	if _, errs := f.Scrape(t.Context(), fe); len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	v := f.Versions()
+	old, canary, router := v[VersionKey{LabelWorkerVersion, "1"}], v[VersionKey{LabelWorkerVersion, "2"}], v[VersionKey{LabelRouterVersion, "r1"}]
+	if old.Generations != 20 || canary.Generations != 10 || router.Generations != 30 {
+		t.Errorf("generations: worker 1 %v, worker 2 %v, router %v; want 20, 10, 30", old.Generations, canary.Generations, router.Generations)
+	}
+	if old.Errors != 0 || canary.Errors != 4 {
+		t.Errorf("errors: worker 1 %v, worker 2 %v; want 0, 4", old.Errors, canary.Errors)
+	}
+	if p := canary.TTFT.Quantile(0.5); p < 0.25 || p > 0.6 {
+		t.Errorf("canary TTFT p50 %v, want about 0.5", p)
+	}
+	if p := old.TTFT.Quantile(0.5); p > 0.02 {
+		t.Errorf("baseline TTFT p50 %v, want about 0.01", p)
+	}
 }

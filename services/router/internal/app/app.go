@@ -7,11 +7,13 @@ package app
 import (
 	"context"
 	"flag"
+	"fmt"
 	"io"
 	"log/slog"
 	"time"
 
 	"switchyard.dev/gen/switchyard/router/v1/routerv1connect"
+	"switchyard.dev/libs/mesh/canary"
 	"switchyard.dev/libs/mesh/discovery"
 	"switchyard.dev/libs/mesh/service"
 	"switchyard.dev/libs/radix"
@@ -65,6 +67,10 @@ func setup(ctx context.Context, rt *service.Runtime, f *flags) (*stack, error) {
 	if err != nil {
 		return nil, err
 	}
+	split, err := canary.NewSplit(f.canaryWeight)
+	if err != nil {
+		return nil, fmt.Errorf("-canary-weight: %w", err)
+	}
 	index, saver := openIndex(ctx, rt, f)
 	var pusher *peer.Pusher
 	cfg := route.Config{
@@ -73,7 +79,7 @@ func setup(ctx context.Context, rt *service.Runtime, f *flags) (*stack, error) {
 		DisaggThresholdTokens: f.disaggThreshold, DefaultBlockSize: f.blockSize, ExpectedOutputTokens: f.expectedOutput,
 		PrefillBlockTime: f.prefillBlockTime, LoadTTL: f.loadTTL, FixedTierWeights: f.fixedWeights,
 		Approx: f.approx, ApproxTTL: f.approxTTL, ApproxMaxBlocks: f.approxMaxBlocks,
-		Meter: rt.Telemetry.Meter.Meter("switchyard.dev/services/router"), Logger: log,
+		Meter: rt.Telemetry.Meter.Meter("switchyard.dev/services/router"), Logger: log, Split: split,
 	}
 	if f.sharePeers && rt.Registry != nil {
 		pusher = peer.NewPusher(id, hc, log, copts...)
@@ -94,6 +100,9 @@ func setup(ctx context.Context, rt *service.Runtime, f *flags) (*stack, error) {
 	in := ingest.New(icfg)
 	if rt.Registry != nil {
 		if err := watchWorkers(ctx, rt.Registry, log, router, in, f.approx == "all"); err != nil {
+			return nil, err
+		}
+		if err := canary.Follow(ctx, rt.Registry, log, split); err != nil {
 			return nil, err
 		}
 		if pusher != nil {

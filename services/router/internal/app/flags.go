@@ -35,6 +35,7 @@ type flags struct {
 	snapshotInterval time.Duration
 	namespace        string
 	sharePeers       bool
+	canaryWeight     float64
 }
 
 func (f *flags) register(fs *flag.FlagSet) {
@@ -60,6 +61,7 @@ func (f *flags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.redisAddr, "redis-addr", "", "Redis host:port for index snapshots (empty: no snapshots)")
 	fs.DurationVar(&f.snapshotInterval, "snapshot-interval", 10*time.Second, "how often the index is saved to Redis")
 	fs.StringVar(&f.namespace, "namespace", "default", "snapshot namespace: routers of one namespace share the key switchyard:router:<namespace>:index")
+	fs.Float64Var(&f.canaryWeight, "canary-weight", 0.1, "share of a role's requests its workers tagged canary take while the planner publishes no rollout for the role, in [0, 1] (see docs/rollouts.md)")
 	fs.BoolVar(&f.sharePeers, "share-load", true, "share predicted load with peer routers found in discovery")
 }
 

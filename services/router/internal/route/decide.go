@@ -14,6 +14,8 @@ import (
 	routerv1 "switchyard.dev/gen/switchyard/router/v1"
 	"switchyard.dev/libs/kvhash"
 	"switchyard.dev/libs/kvtier"
+	"switchyard.dev/libs/mesh/canary"
+	"switchyard.dev/libs/mesh/discovery"
 	"switchyard.dev/libs/radix"
 	"switchyard.dev/services/router/internal/load"
 	"switchyard.dev/services/router/internal/policy"
@@ -25,6 +27,7 @@ type scratch struct {
 	match  radix.Result
 	cands  []policy.Candidate
 	loads  []load.Load
+	group  []int
 	policy policy.Scratch
 }
 
@@ -78,7 +81,16 @@ func (r *Router) Decide(ctx context.Context, req *routerv1.RouteRequest) (*route
 		// (it computes that token for its logits).
 		src = findPrefixSource(mp, &s.match, preq.Exclude, (len(req.GetTokenIds())-1)/mp.blockSize)
 	}
-	dec, err := r.pick(r.profiles[mode], &preq, s, mp.decode, mp.decodeIDs, mp.decodePos, mp.shared, src.depth)
+	// A request naming its worker goes there whatever its group.
+	split := mode != policy.ModeDirect && r.cfg.Split != nil
+	var key uint64
+	if split {
+		key = req.GetAffinityKey()
+		if key == 0 {
+			key = canary.TokensKey(req.GetTokenIds())
+		}
+	}
+	dec, err := r.pick(r.profiles[mode], &preq, s, discovery.RoleDecode, split, key, mp.decode, mp.decodeIDs, mp.decodePos, mp.shared, src.depth)
 	if err != nil {
 		return nil, r.pickError(err, preq.WorkerID, pools.known)
 	}
@@ -87,7 +99,7 @@ func (r *Router) Decide(ctx context.Context, req *routerv1.RouteRequest) (*route
 	// worker orders by and when its predicted load starts.
 	now := r.cfg.Now()
 	res := &routerv1.RouteResponse{RequestBlocks: uint32(len(hashes)), Mode: mode,
-		Decode:           &routerv1.Worker{InstanceId: decW.ID, Address: decW.URL},
+		Decode:           r.worker(discovery.RoleDecode, decW),
 		DecidedUnixNanos: now.UnixNano()}
 	pulled := 0
 	if d := dec.worker().Depth; decW.Pull && src.depth > d[kvtier.External] && src.id != decW.ID {
@@ -110,26 +122,66 @@ func (r *Router) Decide(ctx context.Context, req *routerv1.RouteRequest) (*route
 	uncached := len(req.GetTokenIds()) - chosen.Depth[kvtier.Device]*mp.blockSize
 	if len(mp.prefill) > 0 && uncached > r.cfg.DisaggThresholdTokens {
 		preqP := policy.Request{Blocks: len(hashes)}
-		pd, err := r.pick(r.prefill, &preqP, s, mp.prefill, mp.prefillID, mp.prefillAt, mp.shared, 0)
+		pd, err := r.pick(r.prefill, &preqP, s, discovery.RolePrefill, split, key, mp.prefill, mp.prefillID, mp.prefillAt, mp.shared, 0)
 		if err == nil {
 			p := pd.worker()
 			prefillID, prefillCredit = p.ID, p.Overlap
-			res.Prefill = &routerv1.Worker{InstanceId: p.ID, Address: mp.prefill[mp.prefillAt[p.ID]].URL}
+			res.Prefill = r.worker(discovery.RolePrefill, mp.prefill[mp.prefillAt[p.ID]])
 			appendCandidates(res, req, pd.cands)
 		}
 	}
 	r.recordLoad(now, req, mp.blockSize, len(hashes), chosen.ID, prefillID, prefillCredit)
 	r.approximate(chosen.ID, hashes)
 	if r.metrics != nil {
-		r.metrics.record(ctx, req.GetModel(), mode, chosen.ID, len(hashes), chosen.Depth[kvtier.Device], chosen.Overlap)
+		r.metrics.record(ctx, req.GetModel(), mode, chosen.ID, res.GetDecode().GetCanary(), len(hashes), chosen.Depth[kvtier.Device], chosen.Overlap)
 	}
 	return res, nil
 }
 
-// pick builds the candidates of one pool and runs profile over them.
-// sharedHolder is the model's shared tier in the index. peerDepth is the prefix a pull-capable candidate could copy from a peer
-// (0: none).
-func (r *Router) pick(profile *policy.Profile, preq *policy.Request, s *scratch, ws []Worker, ids []string, pos map[string]int, sharedHolder string, peerDepth int) (decision, error) {
+// worker is w as a RouteResponse names it.
+func (r *Router) worker(role string, w Worker) *routerv1.Worker {
+	return &routerv1.Worker{InstanceId: w.ID, Address: w.URL, Version: w.Version, Canary: r.isCanary(role, w)}
+}
+
+// isCanary reports whether w is in its role's canary group now.
+func (r *Router) isCanary(role string, w Worker) bool {
+	return r.cfg.Split != nil && r.cfg.Split.IsCanary(discovery.Instance{Role: role, Version: w.Version, Tags: canaryTags(w.Tagged)})
+}
+
+var tagged = []string{discovery.TagCanary}
+
+func canaryTags(t bool) []string {
+	if t {
+		return tagged
+	}
+	return nil
+}
+
+// group narrows s.cands (one per ws, in order) to the request's canary
+// or baseline group (package canary), unless every worker of that group
+// is excluded: a request migrating away from a failing canary then goes
+// to the other group rather than back.
+func (r *Router) group(role string, key uint64, ws []Worker, exclude []string, s *scratch) {
+	s.group = r.cfg.Split.Choose(role, key, len(ws), func(i int) bool { return r.isCanary(role, ws[i]) }, s.group)
+	if len(s.group) == len(ws) {
+		return
+	}
+	if !slices.ContainsFunc(s.group, func(i int) bool { return !slices.Contains(exclude, ws[i].ID) }) {
+		return
+	}
+	kept := s.cands[:0]
+	for _, i := range s.group { // ascending, so i >= len(kept)
+		kept = append(kept, s.cands[i])
+	}
+	s.cands = kept
+}
+
+// pick builds the candidates of one pool (role's workers) and runs
+// profile over them; with split, only over the request's canary or
+// baseline group (key). sharedHolder is the model's shared tier in the
+// index. peerDepth is the prefix a pull-capable candidate could copy
+// from a peer (0: none).
+func (r *Router) pick(profile *policy.Profile, preq *policy.Request, s *scratch, role string, split bool, key uint64, ws []Worker, ids []string, pos map[string]int, sharedHolder string, peerDepth int) (decision, error) {
 	s.loads = r.loads.Get(ids, s.loads)
 	s.cands = s.cands[:0]
 	for i, w := range ws {
@@ -159,6 +211,9 @@ func (r *Router) pick(profile *policy.Profile, preq *policy.Request, s *scratch,
 			d := &s.cands[i].Depth
 			d[kvtier.External] = max(d[kvtier.External], shared)
 		}
+	}
+	if split {
+		r.group(role, key, ws, preq.Exclude, s)
 	}
 	s.cands = exclude(s.cands, preq.Exclude)
 	cands, i, err := profile.Pick(preq, s.cands, r.rng, &s.policy)

@@ -21,7 +21,7 @@ type metrics struct {
 func newMetrics(m metric.Meter, loads *load.Tracker) (*metrics, error) {
 	var out metrics
 	var err error
-	if out.decisions, err = m.Int64Counter("switchyard.router.decisions", metric.WithDescription("Routing decisions, by mode."), metric.WithUnit("{decision}")); err != nil {
+	if out.decisions, err = m.Int64Counter("switchyard.router.decisions", metric.WithDescription("Routing decisions, by mode and the decode worker's group (canary or baseline)."), metric.WithUnit("{decision}")); err != nil {
 		return nil, err
 	}
 	if out.requested, err = m.Int64Counter("switchyard.router.requested_blocks", metric.WithDescription("Prompt blocks of routed requests."), metric.WithUnit("{block}")); err != nil {
@@ -61,9 +61,15 @@ func newMetrics(m metric.Meter, loads *load.Tracker) (*metrics, error) {
 
 // record counts one decision. Every series carries model, so the hit
 // ratio of one model is not hidden by another's traffic.
-func (m *metrics) record(ctx context.Context, model, mode, worker string, requested, matched int, overlap float64) {
+// Decisions also say whether the decode worker was a canary, so the
+// share a canary got can be read next to the share it was given.
+func (m *metrics) record(ctx context.Context, model, mode, worker string, canary bool, requested, matched int, overlap float64) {
 	mod := attribute.String("model", model)
-	m.decisions.Add(ctx, 1, metric.WithAttributes(mod, attribute.String("mode", mode)))
+	group := "baseline"
+	if canary {
+		group = "canary"
+	}
+	m.decisions.Add(ctx, 1, metric.WithAttributes(mod, attribute.String("mode", mode), attribute.String("group", group)))
 	m.requested.Add(ctx, int64(requested), metric.WithAttributes(mod))
 	m.matched.Add(ctx, int64(matched), metric.WithAttributes(mod))
 	if requested > 0 {

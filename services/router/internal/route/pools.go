@@ -47,6 +47,11 @@ type Worker struct {
 	// Weights are the worker's tier credits derived from the load times
 	// it measured (nil: it published none, or derivation is off).
 	Weights *policy.TierWeights
+	// Version is the worker's build version; Tagged: it carries
+	// discovery.TagCanary. Whether it is in its role's canary group is
+	// decided per request (the rollouts change apart from discovery).
+	Version string
+	Tagged  bool
 }
 
 // SharedHolder is the index name under which the router follows the
@@ -137,13 +142,15 @@ func buildPools(decode, prefill []discovery.Instance, def int, prevKnown map[str
 		mp.decodePos[in.ID] = len(mp.decode)
 		mp.decode = append(mp.decode, Worker{ID: in.ID, URL: in.URL(),
 			Pull: in.Meta[discovery.MetaPrefixPull] == "1", Export: in.Meta[discovery.MetaKVTransfer] != "",
-			Shared: in.Meta[discovery.MetaKVSharedBlocks] != "", Weights: credit(in)})
+			Shared: in.Meta[discovery.MetaKVSharedBlocks] != "", Weights: credit(in),
+			Version: in.Version, Tagged: in.HasTag(discovery.TagCanary)})
 		mp.decodeIDs = append(mp.decodeIDs, in.ID)
 	}
 	for _, in := range prefill {
 		mp := get(in)
 		mp.prefillAt[in.ID] = len(mp.prefill)
-		mp.prefill = append(mp.prefill, Worker{ID: in.ID, URL: in.URL(), Shared: in.Meta[discovery.MetaKVSharedBlocks] != "", Weights: credit(in)})
+		mp.prefill = append(mp.prefill, Worker{ID: in.ID, URL: in.URL(), Shared: in.Meta[discovery.MetaKVSharedBlocks] != "", Weights: credit(in),
+			Version: in.Version, Tagged: in.HasTag(discovery.TagCanary)})
 		mp.prefillID = append(mp.prefillID, in.ID)
 	}
 	for model, mp := range p.models {

@@ -26,6 +26,7 @@ import (
 
 	routerv1 "switchyard.dev/gen/switchyard/router/v1"
 	"switchyard.dev/libs/kvtier"
+	"switchyard.dev/libs/mesh/canary"
 	"switchyard.dev/libs/mesh/discovery"
 	"switchyard.dev/libs/radix"
 	"switchyard.dev/services/router/internal/approx"
@@ -61,6 +62,10 @@ type Config struct {
 	Approx          string
 	ApproxTTL       time.Duration
 	ApproxMaxBlocks int
+	// Split, when set, splits each request into its role's canary or
+	// baseline group before the profile ranks the group's workers
+	// (package canary); nil: every worker is a candidate.
+	Split *canary.Split
 	// Publish sends this router's load events to its peers; may be nil.
 	Publish func(*routerv1.LoadEvent)
 	Meter   metric.Meter

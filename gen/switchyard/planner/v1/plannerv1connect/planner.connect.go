@@ -37,12 +37,32 @@ const (
 const (
 	// PlannerServiceGetPlanProcedure is the fully-qualified name of the PlannerService's GetPlan RPC.
 	PlannerServiceGetPlanProcedure = "/switchyard.planner.v1.PlannerService/GetPlan"
+	// PlannerServiceGetRolloutsProcedure is the fully-qualified name of the PlannerService's
+	// GetRollouts RPC.
+	PlannerServiceGetRolloutsProcedure = "/switchyard.planner.v1.PlannerService/GetRollouts"
+	// PlannerServiceSetRolloutProcedure is the fully-qualified name of the PlannerService's SetRollout
+	// RPC.
+	PlannerServiceSetRolloutProcedure = "/switchyard.planner.v1.PlannerService/SetRollout"
+	// PlannerServiceEndRolloutProcedure is the fully-qualified name of the PlannerService's EndRollout
+	// RPC.
+	PlannerServiceEndRolloutProcedure = "/switchyard.planner.v1.PlannerService/EndRollout"
 )
 
 // PlannerServiceClient is a client for the switchyard.planner.v1.PlannerService service.
 type PlannerServiceClient interface {
 	// GetPlan returns the observed pools and the planner's current decision.
 	GetPlan(context.Context, *connect.Request[v1.GetPlanRequest]) (*connect.Response[v1.GetPlanResponse], error)
+	// GetRollouts returns the canary rollouts in force and how each is
+	// judged.
+	GetRollouts(context.Context, *connect.Request[v1.GetRolloutsRequest]) (*connect.Response[v1.GetRolloutsResponse], error)
+	// SetRollout starts a rollout of one role's version, or changes its
+	// weight. Only the leading planner accepts it (FailedPrecondition on a
+	// standby). Like every internal RPC it is open only to mesh members
+	// where mutual TLS is on; the console and the ctl call it for an admin.
+	SetRollout(context.Context, *connect.Request[v1.SetRolloutRequest]) (*connect.Response[v1.SetRolloutResponse], error)
+	// EndRollout promotes a role's canary (its version becomes the
+	// baseline) or aborts it (its traffic share drops to zero).
+	EndRollout(context.Context, *connect.Request[v1.EndRolloutRequest]) (*connect.Response[v1.EndRolloutResponse], error)
 }
 
 // NewPlannerServiceClient constructs a client for the switchyard.planner.v1.PlannerService service.
@@ -63,12 +83,34 @@ func NewPlannerServiceClient(httpClient connect.HTTPClient, baseURL string, opts
 			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 			connect.WithClientOptions(opts...),
 		),
+		getRollouts: connect.NewClient[v1.GetRolloutsRequest, v1.GetRolloutsResponse](
+			httpClient,
+			baseURL+PlannerServiceGetRolloutsProcedure,
+			connect.WithSchema(plannerServiceMethods.ByName("GetRollouts")),
+			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+			connect.WithClientOptions(opts...),
+		),
+		setRollout: connect.NewClient[v1.SetRolloutRequest, v1.SetRolloutResponse](
+			httpClient,
+			baseURL+PlannerServiceSetRolloutProcedure,
+			connect.WithSchema(plannerServiceMethods.ByName("SetRollout")),
+			connect.WithClientOptions(opts...),
+		),
+		endRollout: connect.NewClient[v1.EndRolloutRequest, v1.EndRolloutResponse](
+			httpClient,
+			baseURL+PlannerServiceEndRolloutProcedure,
+			connect.WithSchema(plannerServiceMethods.ByName("EndRollout")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
 // plannerServiceClient implements PlannerServiceClient.
 type plannerServiceClient struct {
-	getPlan *connect.Client[v1.GetPlanRequest, v1.GetPlanResponse]
+	getPlan     *connect.Client[v1.GetPlanRequest, v1.GetPlanResponse]
+	getRollouts *connect.Client[v1.GetRolloutsRequest, v1.GetRolloutsResponse]
+	setRollout  *connect.Client[v1.SetRolloutRequest, v1.SetRolloutResponse]
+	endRollout  *connect.Client[v1.EndRolloutRequest, v1.EndRolloutResponse]
 }
 
 // GetPlan calls switchyard.planner.v1.PlannerService.GetPlan.
@@ -76,10 +118,36 @@ func (c *plannerServiceClient) GetPlan(ctx context.Context, req *connect.Request
 	return c.getPlan.CallUnary(ctx, req)
 }
 
+// GetRollouts calls switchyard.planner.v1.PlannerService.GetRollouts.
+func (c *plannerServiceClient) GetRollouts(ctx context.Context, req *connect.Request[v1.GetRolloutsRequest]) (*connect.Response[v1.GetRolloutsResponse], error) {
+	return c.getRollouts.CallUnary(ctx, req)
+}
+
+// SetRollout calls switchyard.planner.v1.PlannerService.SetRollout.
+func (c *plannerServiceClient) SetRollout(ctx context.Context, req *connect.Request[v1.SetRolloutRequest]) (*connect.Response[v1.SetRolloutResponse], error) {
+	return c.setRollout.CallUnary(ctx, req)
+}
+
+// EndRollout calls switchyard.planner.v1.PlannerService.EndRollout.
+func (c *plannerServiceClient) EndRollout(ctx context.Context, req *connect.Request[v1.EndRolloutRequest]) (*connect.Response[v1.EndRolloutResponse], error) {
+	return c.endRollout.CallUnary(ctx, req)
+}
+
 // PlannerServiceHandler is an implementation of the switchyard.planner.v1.PlannerService service.
 type PlannerServiceHandler interface {
 	// GetPlan returns the observed pools and the planner's current decision.
 	GetPlan(context.Context, *connect.Request[v1.GetPlanRequest]) (*connect.Response[v1.GetPlanResponse], error)
+	// GetRollouts returns the canary rollouts in force and how each is
+	// judged.
+	GetRollouts(context.Context, *connect.Request[v1.GetRolloutsRequest]) (*connect.Response[v1.GetRolloutsResponse], error)
+	// SetRollout starts a rollout of one role's version, or changes its
+	// weight. Only the leading planner accepts it (FailedPrecondition on a
+	// standby). Like every internal RPC it is open only to mesh members
+	// where mutual TLS is on; the console and the ctl call it for an admin.
+	SetRollout(context.Context, *connect.Request[v1.SetRolloutRequest]) (*connect.Response[v1.SetRolloutResponse], error)
+	// EndRollout promotes a role's canary (its version becomes the
+	// baseline) or aborts it (its traffic share drops to zero).
+	EndRollout(context.Context, *connect.Request[v1.EndRolloutRequest]) (*connect.Response[v1.EndRolloutResponse], error)
 }
 
 // NewPlannerServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -96,10 +164,35 @@ func NewPlannerServiceHandler(svc PlannerServiceHandler, opts ...connect.Handler
 		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 		connect.WithHandlerOptions(opts...),
 	)
+	plannerServiceGetRolloutsHandler := connect.NewUnaryHandler(
+		PlannerServiceGetRolloutsProcedure,
+		svc.GetRollouts,
+		connect.WithSchema(plannerServiceMethods.ByName("GetRollouts")),
+		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+		connect.WithHandlerOptions(opts...),
+	)
+	plannerServiceSetRolloutHandler := connect.NewUnaryHandler(
+		PlannerServiceSetRolloutProcedure,
+		svc.SetRollout,
+		connect.WithSchema(plannerServiceMethods.ByName("SetRollout")),
+		connect.WithHandlerOptions(opts...),
+	)
+	plannerServiceEndRolloutHandler := connect.NewUnaryHandler(
+		PlannerServiceEndRolloutProcedure,
+		svc.EndRollout,
+		connect.WithSchema(plannerServiceMethods.ByName("EndRollout")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/switchyard.planner.v1.PlannerService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case PlannerServiceGetPlanProcedure:
 			plannerServiceGetPlanHandler.ServeHTTP(w, r)
+		case PlannerServiceGetRolloutsProcedure:
+			plannerServiceGetRolloutsHandler.ServeHTTP(w, r)
+		case PlannerServiceSetRolloutProcedure:
+			plannerServiceSetRolloutHandler.ServeHTTP(w, r)
+		case PlannerServiceEndRolloutProcedure:
+			plannerServiceEndRolloutHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -111,4 +204,16 @@ type UnimplementedPlannerServiceHandler struct{}
 
 func (UnimplementedPlannerServiceHandler) GetPlan(context.Context, *connect.Request[v1.GetPlanRequest]) (*connect.Response[v1.GetPlanResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("switchyard.planner.v1.PlannerService.GetPlan is not implemented"))
+}
+
+func (UnimplementedPlannerServiceHandler) GetRollouts(context.Context, *connect.Request[v1.GetRolloutsRequest]) (*connect.Response[v1.GetRolloutsResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("switchyard.planner.v1.PlannerService.GetRollouts is not implemented"))
+}
+
+func (UnimplementedPlannerServiceHandler) SetRollout(context.Context, *connect.Request[v1.SetRolloutRequest]) (*connect.Response[v1.SetRolloutResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("switchyard.planner.v1.PlannerService.SetRollout is not implemented"))
+}
+
+func (UnimplementedPlannerServiceHandler) EndRollout(context.Context, *connect.Request[v1.EndRolloutRequest]) (*connect.Response[v1.EndRolloutResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("switchyard.planner.v1.PlannerService.EndRollout is not implemented"))
 }

@@ -71,6 +71,16 @@
     return td;
   }
 
+  let routing = null;
+
+  function renderRouting(r) {
+    routing = r || null;
+    if (!r) { $("routing").textContent = "no router metrics yet"; return; }
+    const pct = (v) => (v == null ? "–" : (v * 100).toFixed(1) + " %");
+    $("routing").textContent = r.decisions_per_second.toFixed(1) + " decisions/s · KV hit ratio " + pct(r.hit_ratio) +
+      " · canary share " + pct(r.canary_share);
+  }
+
   function renderInstances(list) {
     const body = $("instances").tBodies[0];
     body.replaceChildren();
@@ -81,7 +91,10 @@
       const l = inst.load;
       tr.append(el("td", inst.id), el("td", inst.role), el("td", inst.model || ""), el("td", inst.version),
         el("td", inst.canary ? "canary" : ""), el("td", inst.health, "health-" + inst.health),
-        el("td", l ? String(l.running) : "", "num running"), el("td", l ? String(l.waiting) : "", "num waiting"), kvCell(l));
+        el("td", l ? String(l.running) : "", "num running"), el("td", l ? String(l.waiting) : "", "num waiting"));
+      const wr = routing && routing.workers && routing.workers[inst.id];
+      tr.append(el("td", wr ? wr.decisions_per_second.toFixed(1) : "", "num routed"),
+        el("td", wr ? wr.mean_overlap_blocks.toFixed(1) : "", "num overlap"), kvCell(l));
       const worker = inst.role === "decode" || inst.role === "prefill";
       tr.appendChild(worker ? drainButton(inst.id) : el("td", "", "admin-only"));
       body.appendChild(tr);
@@ -104,12 +117,61 @@
     }
   }
 
+  async function post(path, body) {
+    const r = await fetch(api + path, { method: "POST", headers: { ...headers(), "Content-Type": "application/json" }, body: JSON.stringify(body) });
+    const out = await r.json().catch(() => ({}));
+    if (!r.ok) throw new Error((out.error && out.error.message) || String(r.status));
+    return out;
+  }
+
+  function endButtons(role) {
+    const td = el("td", undefined, "operator-only");
+    for (const promote of [true, false]) {
+      const b = el("button", promote ? "promote" : "abort");
+      b.dataset.end = role;
+      b.onclick = async () => {
+        if (!confirm((promote ? "Promote" : "Abort") + " the " + role + " canary?")) return;
+        try { await post("rollout/end", { role, promote }); } catch (e) { alert("Failed: " + e.message); }
+      };
+      td.appendChild(b);
+    }
+    return td;
+  }
+
+  function renderRollouts(plan) {
+    const list = (plan && plan.rollouts) || [];
+    const body = $("rollouts").tBodies[0];
+    body.replaceChildren();
+    $("rollouts").hidden = list.length === 0;
+    $("rollouts-none").hidden = list.length > 0;
+    for (const r of list) {
+      const tr = el("tr");
+      tr.dataset.role = r.role;
+      tr.dataset.state = r.state;
+      const c = r.canary || {}, b = r.baseline || {};
+      tr.append(el("td", r.role), el("td", r.version), el("td", String(r.weight), "num weight"), el("td", r.state),
+        el("td", (c.requests || 0) + "/" + (c.errors || 0), "num"), el("td", (b.requests || 0) + "/" + (b.errors || 0), "num"),
+        el("td", secs(c.ttft_p50) + " / " + secs(b.ttft_p50), "num"), el("td", secs(c.itl_p50) + " / " + secs(b.itl_p50), "num"),
+        el("td", r.reason));
+      tr.appendChild(r.state === "judging" || r.state === "holding" ? endButtons(r.role) : el("td", "", "operator-only"));
+      body.appendChild(tr);
+    }
+  }
+
+  $("rolloutform").onsubmit = async (e) => {
+    e.preventDefault();
+    const body = { role: $("ro-role").value, version: $("ro-version").value.trim(), weight: Number($("ro-weight").value), judge: $("ro-judge").checked };
+    try { await post("rollout", body); } catch (err) { alert("Failed: " + err.message); }
+  };
+
   function render(s) {
     if (s.seq <= lastSeq) return;
     lastSeq = s.seq;
     document.body.dataset.seq = String(s.seq);
+    renderRouting(s.routing);
     renderInstances(s.instances);
     renderPlan(s.plan);
+    renderRollouts(s.plan);
     const pts = s.latency || [];
     for (const n of ["ttft_p50", "ttft_p99", "itl_p50", "itl_p99"]) spark(n, pts, secs);
     spark("hit_ratio", pts, (v) => (v == null ? "–" : (v * 100).toFixed(0) + " %"));
@@ -154,6 +216,7 @@
     stream = ctl;
     fetch(api + "whoami", { headers: headers() }).then((r) => r.json()).then((w) => {
       document.body.classList.toggle("admin", !!(w.admin && w.drain));
+      document.body.classList.toggle("operator", !!w.admin);
     }).catch(() => {});
     while (stream === ctl) {
       try { await follow(ctl); } catch (e) { if (stream !== ctl) return; }

@@ -125,10 +125,31 @@ func (w *Worker) GetLoad(context.Context, *connect.Request[workerv1.GetLoadReque
 	return connect.NewResponse(w.load), nil
 }
 
-// Planner is a fake PlannerService answering Plan.
+// Planner is a fake PlannerService answering Plan, and Rollouts when
+// set (else Unimplemented, as a planner older than rollouts).
 type Planner struct {
 	plannerv1connect.UnimplementedPlannerServiceHandler
-	Plan *plannerv1.GetPlanResponse
+	Plan     *plannerv1.GetPlanResponse
+	Rollouts *plannerv1.GetRolloutsResponse
+}
+
+// GetRollouts implements PlannerServiceHandler.
+func (p *Planner) GetRollouts(context.Context, *connect.Request[plannerv1.GetRolloutsRequest]) (*connect.Response[plannerv1.GetRolloutsResponse], error) {
+	if p.Rollouts == nil {
+		return nil, connect.NewError(connect.CodeUnimplemented, fmt.Errorf("fake planner without rollouts"))
+	}
+	return connect.NewResponse(p.Rollouts), nil
+}
+
+// SetMeta replaces the meta of the listed instance id.
+func (m *Mesh) SetMeta(id string, meta map[string]string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for i := range m.ins {
+		if m.ins[i].ID == id {
+			m.ins[i].Meta = meta
+		}
+	}
 }
 
 // GetPlan implements PlannerServiceHandler.
