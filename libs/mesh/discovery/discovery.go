@@ -10,8 +10,15 @@
 //   - Watch delivers the full current set of healthy instances of a role,
 //     sorted by ID, first at once and then on every change; a slow reader
 //     only ever misses intermediate states, never the latest one.
+//   - An instance that deregisters or sets itself Critical leaves watches
+//     at once.
 //   - An instance whose process died disappears within the backend's lease
-//     or check interval, without anyone deregistering it.
+//     or check interval, plus its confirmation window where it has one,
+//     without anyone deregistering it. A backend whose own outage can fail
+//     every instance at once (consuldisc: an agent resuming from a pause
+//     finds every check overdue) confirms such a drop over a short window
+//     before a watch reports it, so an outage of the backend alone never
+//     empties a watch.
 //   - Deregister is idempotent.
 package discovery
 
@@ -81,6 +88,10 @@ const (
 	// rollouts in force, per role (package canary reads and writes it;
 	// empty: none). Frontends and routers split traffic by it.
 	MetaRollouts = "rollouts"
+	// MetaCordoned is "1" on a worker an operator cordoned
+	// (WorkerService.SetCordon): it stays up and registered, and routers
+	// send it no new requests.
+	MetaCordoned = "cordoned"
 )
 
 // Instance is one registered service instance.

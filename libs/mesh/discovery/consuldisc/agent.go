@@ -26,10 +26,11 @@ type agent interface {
 	UpdateTTL(ctx context.Context, checkID, status string) error
 	// Deregister removes a service from the agent.
 	Deregister(ctx context.Context, serviceID string) error
-	// Passing lists the passing instances of a service name, blocking up
-	// to wait while the catalog's index is still index; it returns the
-	// index of the answer.
-	Passing(ctx context.Context, service string, index uint64, wait time.Duration) ([]*api.ServiceEntry, uint64, error)
+	// Entries lists every instance of a service name with its checks,
+	// passing or not, blocking up to wait while the catalog's index is
+	// still index; it returns the index of the answer. (Not passing-only:
+	// the watch tells a lapsed heartbeat from a deregistration by it.)
+	Entries(ctx context.Context, service string, index uint64, wait time.Duration) ([]*api.ServiceEntry, uint64, error)
 }
 
 // httpAgent is agent over Consul's HTTP API client.
@@ -61,8 +62,8 @@ func (a httpAgent) Deregister(ctx context.Context, serviceID string) error {
 	return a.c.Agent().ServiceDeregisterOpts(serviceID, opts(ctx))
 }
 
-func (a httpAgent) Passing(ctx context.Context, service string, index uint64, wait time.Duration) ([]*api.ServiceEntry, uint64, error) {
-	entries, meta, err := a.c.Health().Service(service, "", true, (&api.QueryOptions{WaitIndex: index, WaitTime: wait}).WithContext(ctx))
+func (a httpAgent) Entries(ctx context.Context, service string, index uint64, wait time.Duration) ([]*api.ServiceEntry, uint64, error) {
+	entries, meta, err := a.c.Health().Service(service, "", false, (&api.QueryOptions{WaitIndex: index, WaitTime: wait}).WithContext(ctx))
 	if err != nil {
 		return nil, 0, err
 	}

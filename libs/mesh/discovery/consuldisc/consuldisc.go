@@ -8,8 +8,22 @@
 // check was reaped) it registers again with capped exponential backoff,
 // logging the first and every tenth failure. If the process dies, the check
 // goes critical after one TTL and Consul reaps the service after
-// DeregisterCriticalAfter. Watches are blocking queries on the health
-// endpoint with passing-only filtering.
+// DeregisterCriticalAfter.
+//
+// Watches are blocking queries on the health endpoint that list every
+// instance with its checks, not only the passing ones, because why an
+// instance stopped passing decides when a watch drops it. One that is
+// deregistered (absent from the catalog: it left, or drained and left) or
+// that set itself critical (SetHealth, before draining) is dropped at
+// once. One whose heartbeat check lapsed ("TTL expired"), or that an
+// answer lacks after the agent's index went back (a restart, or a rebuilt
+// view), is kept for Config.LapseWindow and dropped only if it has not
+// passed again by then: that is what every instance looks like for a few
+// milliseconds when the agent itself was paused for longer than the TTL,
+// and acting on it emptied every watch of the mesh at once (docs/chaos.md).
+// A dead instance therefore leaves watches CheckTTL + LapseWindow after
+// its last heartbeat (14.3 s with the defaults). Instances, a one-off
+// list, has no earlier answer to hold on to and lists the passing ones.
 package consuldisc
 
 import (
@@ -56,6 +70,12 @@ type Config struct {
 	DeregisterCriticalAfter time.Duration
 	// WatchWait bounds one blocking query (default 30s).
 	WatchWait time.Duration
+	// LapseWindow is how long a watch keeps listing an instance whose
+	// heartbeat check lapsed, or that the agent lost track of, before it
+	// drops it (default a third of CheckTTL, one heartbeat interval, plus
+	// a second; negative: drop at once). A dead instance thus leaves
+	// watches CheckTTL + LapseWindow after its last heartbeat.
+	LapseWindow time.Duration
 	// MaxBackoff caps the retry delay of the reconcile and watch loops (default 10s).
 	MaxBackoff time.Duration
 	// Rand draws the retry delays' jitter; nil means math/rand/v2. It is
@@ -85,6 +105,9 @@ func New(ctx context.Context, cfg Config) (*Registry, error) {
 	}
 	if cfg.WatchWait <= 0 {
 		cfg.WatchWait = 30 * time.Second
+	}
+	if cfg.LapseWindow == 0 {
+		cfg.LapseWindow = cfg.CheckTTL/3 + lapseSlack
 	}
 	if cfg.MaxBackoff <= 0 {
 		cfg.MaxBackoff = 10 * time.Second
@@ -206,7 +229,7 @@ func (r *Registry) Register(ctx context.Context, in discovery.Instance) (discove
 	// instance took over finds its heartbeat refused, rather than marking
 	// the newcomer's check.
 	owner := rand.Text()
-	checkID := "switchyard:" + in.ID + ":" + owner
+	checkID := checkIDPrefix + in.ID + ":" + owner
 	svc, err := r.agentService(in, checkID, owner)
 	if err != nil {
 		return nil, err
@@ -224,27 +247,6 @@ func (r *Registry) Register(ctx context.Context, in discovery.Instance) (discove
 	g.cancel = cancel
 	go g.reconcile(ctx, loopCtx)
 	return g, nil
-}
-
-// Instances lists the passing instances of role.
-func (r *Registry) Instances(ctx context.Context, role string) ([]discovery.Instance, error) {
-	ins, _, err := r.query(ctx, role, 0)
-	return ins, err
-}
-
-func (r *Registry) query(ctx context.Context, role string, index uint64) ([]discovery.Instance, uint64, error) {
-	entries, last, err := r.agent.Passing(ctx, r.serviceName(role), index, r.cfg.WatchWait)
-	if err != nil {
-		return nil, 0, fmt.Errorf("consul health %s: %w", role, err)
-	}
-	out := make([]discovery.Instance, 0, len(entries))
-	for _, e := range entries {
-		in := fromEntry(e.Service)
-		in.ID = r.instanceID(in.ID)
-		out = append(out, in)
-	}
-	discovery.SortInstances(out)
-	return out, last, nil
 }
 
 func fromEntry(s *api.AgentService) discovery.Instance {
@@ -270,43 +272,8 @@ func fromEntry(s *api.AgentService) discovery.Instance {
 	return in
 }
 
-// Watch runs blocking queries until ctx ends.
-func (r *Registry) Watch(ctx context.Context, role string) (<-chan []discovery.Instance, error) {
-	ch := make(chan []discovery.Instance, 1)
-	go func() {
-		defer close(ch)
-		var (
-			index uint64
-			last  []discovery.Instance
-			sent  bool
-		)
-		retry := r.backoff()
-		for ctx.Err() == nil {
-			ins, next, err := r.query(ctx, role, index)
-			if err != nil {
-				wait := retry.Next()
-				if backoff.LogWorthy(retry.Failures()) {
-					r.cfg.Logger.Warn("consul watch failed", "role", role, "failures", retry.Failures(), "retry_in", wait, "err", err)
-				}
-				index = 0
-				backoff.Sleep(ctx, wait)
-				continue
-			}
-			retry.Reset()
-			if next < index { // the agent restarted: its index went back
-				next = 0
-			}
-			// Never 0 after a success: a query at index 0 does not block,
-			// and an agent answering 0 would make this a busy loop.
-			// (Index 1 returns at once on any real state.)
-			index = max(next, 1)
-			if !sent || !discovery.Equal(ins, last) {
-				sent, last = true, ins
-				discovery.SendLatest(ch, ins)
-			}
-		}
-	}()
-	return ch, nil
-}
-
 var errGone = errors.New("consuldisc: deregistered")
+
+// checkIDPrefix begins the id of every heartbeat check the backend
+// registers, so a watch knows its own TTL checks from others.
+const checkIDPrefix = "switchyard:"

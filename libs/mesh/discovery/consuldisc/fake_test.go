@@ -20,6 +20,7 @@ type fakeAgent struct {
 	mu       sync.Mutex
 	services map[string]*api.AgentServiceRegistration // by service id
 	checks   map[string]string                        // check id → status
+	outputs  map[string]string                        // check id → output, when not ""
 	index    uint64
 	changed  chan struct{} // closed and replaced on every change
 	down     bool
@@ -34,7 +35,7 @@ type call struct {
 var errDown = errors.New("fake agent: connection refused")
 
 func newFakeAgent() *fakeAgent {
-	return &fakeAgent{services: map[string]*api.AgentServiceRegistration{}, checks: map[string]string{}, index: 10, changed: make(chan struct{})}
+	return &fakeAgent{services: map[string]*api.AgentServiceRegistration{}, checks: map[string]string{}, outputs: map[string]string{}, index: 10, changed: make(chan struct{})}
 }
 
 // enter records a call and fails it while the agent is down; mu held.
@@ -70,6 +71,7 @@ func (f *fakeAgent) restart() {
 	defer f.mu.Unlock()
 	clear(f.services)
 	clear(f.checks)
+	clear(f.outputs)
 	f.index = 1
 	close(f.changed)
 	f.changed = make(chan struct{})
@@ -86,6 +88,7 @@ func (f *fakeAgent) putLocked(svc *api.AgentServiceRegistration) {
 	for id, s := range f.services {
 		if id == svc.ID && s.Check != nil {
 			delete(f.checks, s.Check.CheckID)
+			delete(f.outputs, s.Check.CheckID)
 		}
 	}
 	c := *svc
@@ -94,6 +97,7 @@ func (f *fakeAgent) putLocked(svc *api.AgentServiceRegistration) {
 		chk := *svc.Check
 		c.Check = &chk
 		f.checks[chk.CheckID] = chk.Status
+		delete(f.outputs, chk.CheckID)
 	}
 	f.services[svc.ID] = &c
 	f.bump()
@@ -164,11 +168,29 @@ func (f *fakeAgent) UpdateTTL(_ context.Context, checkID, status string) error {
 	if _, ok := f.checks[checkID]; !ok {
 		return errors.New(`Unexpected response code: 404 (CheckID "` + checkID + `" does not have associated TTL)`)
 	}
-	if f.checks[checkID] != status {
+	if f.checks[checkID] != status || f.outputs[checkID] != "" {
 		f.checks[checkID] = status
+		delete(f.outputs, checkID)
 		f.bump()
 	}
 	return nil
+}
+
+// lapse turns a TTL check critical as the agent does when its TTL runs
+// out (or when it resumes from a pause and finds it overdue).
+func (f *fakeAgent) lapse(checkID string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.checks[checkID] = api.HealthCritical
+	f.outputs[checkID] = "TTL expired"
+	f.bump()
+}
+
+// checkOf returns the id of the heartbeat check of service id.
+func (f *fakeAgent) checkOf(id string) string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.services[id].Check.CheckID
 }
 
 func (f *fakeAgent) Deregister(_ context.Context, id string) error {
@@ -179,13 +201,14 @@ func (f *fakeAgent) Deregister(_ context.Context, id string) error {
 	}
 	if s, ok := f.services[id]; ok {
 		delete(f.checks, s.Check.CheckID)
+		delete(f.outputs, s.Check.CheckID)
 		delete(f.services, id)
 		f.bump()
 	}
 	return nil
 }
 
-func (f *fakeAgent) Passing(ctx context.Context, name string, index uint64, wait time.Duration) ([]*api.ServiceEntry, uint64, error) {
+func (f *fakeAgent) Entries(ctx context.Context, name string, index uint64, wait time.Duration) ([]*api.ServiceEntry, uint64, error) {
 	f.mu.Lock()
 	if err := f.enter("passing"); err != nil {
 		f.mu.Unlock()
@@ -213,12 +236,19 @@ func (f *fakeAgent) Passing(ctx context.Context, name string, index uint64, wait
 	var out []*api.ServiceEntry
 	for _, id := range slices.Sorted(maps.Keys(f.services)) {
 		s := f.services[id]
-		if s.Name != name || f.checks[s.Check.CheckID] != api.HealthPassing {
+		if s.Name != name {
 			continue
 		}
-		out = append(out, &api.ServiceEntry{Service: &api.AgentService{
-			ID: s.ID, Service: s.Name, Address: s.Address, Port: s.Port, Tags: slices.Clone(s.Tags), Meta: maps.Clone(s.Meta),
-		}})
+		chk := s.Check.CheckID
+		out = append(out, &api.ServiceEntry{
+			Service: &api.AgentService{
+				ID: s.ID, Service: s.Name, Address: s.Address, Port: s.Port, Tags: slices.Clone(s.Tags), Meta: maps.Clone(s.Meta),
+			},
+			Checks: api.HealthChecks{
+				{CheckID: "serfHealth", Status: api.HealthPassing, Output: "Agent alive and reachable"},
+				{CheckID: chk, ServiceID: s.ID, Type: "ttl", Status: f.checks[chk], Output: f.outputs[chk]},
+			},
+		})
 	}
 	return out, f.index, nil
 }

@@ -88,7 +88,7 @@ func FuzzServiceRoundTrip(f *testing.F) {
 		if reg.Name != r.serviceName(role) || reg.Meta[metaOwner] != "owner" {
 			t.Fatalf("registered as %q with owner %q", reg.Name, reg.Meta[metaOwner])
 		}
-		// What the agent stores and hands back (fake_test.go's Passing).
+		// What the agent stores and hands back (fake_test.go's Entries).
 		svc := &api.AgentService{ID: reg.ID, Service: reg.Name, Address: reg.Address, Port: reg.Port, Tags: slices.Clone(reg.Tags), Meta: maps.Clone(reg.Meta)}
 		got := fromEntry(svc)
 		got.ID = r.instanceID(got.ID)
