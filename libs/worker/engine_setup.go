@@ -54,7 +54,7 @@ func setupEngine(ctx context.Context, rt *service.Runtime, cfg *Config) error {
 		proc.stop(log)
 		return err
 	}
-	h := handler.New(handler.Config{Backend: eng, Model: cfg.ModelName, Tokenizer: tf.data, TokenizerKind: tf.kind, ChatTemplate: tf.chatTemplate, Logger: log})
+	h := handler.New(handler.Config{Backend: eng, Model: cfg.ModelName, Tokenizer: tf.data, TokenizerKind: tf.kind, ChatTemplate: tf.chatTemplate, Logger: log, Cordon: cordoner(rt)})
 	rt.Server.Mount(workerv1connect.NewWorkerServiceHandler(h, rt.Server.HandlerOptions()...))
 	mi := eng.ModelInfo()
 	meta := Meta(cfg.EngineCfg.Engine, mi)

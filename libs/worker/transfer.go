@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	workerv1 "switchyard.dev/gen/switchyard/worker/v1"
 	"switchyard.dev/gen/switchyard/worker/v1/workerv1connect"
 	"switchyard.dev/libs/engine"
 	"switchyard.dev/libs/mesh/client"
@@ -125,6 +126,11 @@ func disaggHooks(ctx context.Context, rt *service.Runtime, cfg *Config, eng *eng
 	ttft, err := metrics.NewTTFT(rt.Telemetry.Meter, cfg.ModelName)
 	if err != nil {
 		return hc, nil, err
+	}
+	hc.Phases = func() *workerv1.TtftPhases {
+		t := ttft.Totals()
+		return &workerv1.TtftPhases{Requests: t.Requests, QueueSeconds: t.Queue, PrefillSeconds: t.Prefill,
+			TransferSeconds: t.Transfer, FirstDecodeSeconds: t.FirstDecode}
 	}
 	name := rt.Server.Instance().ID
 	if name == "" {

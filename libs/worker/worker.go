@@ -99,7 +99,7 @@ func Setup(ctx context.Context, rt *service.Runtime, cfg *Config) error {
 		}
 		go rep.run(ctx, rt.Registry, rt.HTTPClient(), opts...)
 	}
-	hc.Engine, hc.Model, hc.Tokenizer, hc.TokenizerKind, hc.Logger = eng, cfg.ModelName, m.tokenizer, m.tokenizerKind, log
+	hc.Engine, hc.Model, hc.Tokenizer, hc.TokenizerKind, hc.Logger, hc.Cordon = eng, cfg.ModelName, m.tokenizer, m.tokenizerKind, log, cordoner(rt)
 	h := handler.New(hc)
 	// The runtime's handler options compress only messages of 4 KiB or
 	// more: token messages are tens of bytes, and gzip on each was 30% of a
@@ -231,4 +231,21 @@ func GPUInfo(gpus []cuda.GPU) []*commonv1.GpuInfo {
 		})
 	}
 	return out
+}
+
+// cordoner publishes a worker's cordon in its discovery record: routers
+// send a cordoned worker no new requests while it stays up.
+func cordoner(rt *service.Runtime) func(context.Context, bool) error {
+	if rt.Registry == nil {
+		return nil
+	}
+	return func(ctx context.Context, on bool) error {
+		return rt.Server.PublishMeta(ctx, func(meta map[string]string) {
+			if on {
+				meta[discovery.MetaCordoned] = "1"
+			} else {
+				delete(meta, discovery.MetaCordoned)
+			}
+		})
+	}
 }

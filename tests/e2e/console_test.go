@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
 
 	"switchyard.dev/libs/mesh/deptest"
 	"switchyard.dev/libs/mesh/discovery"
@@ -137,10 +139,27 @@ func TestConsoleInBrowser(t *testing.T) {
 		v, err := strconv.ParseFloat(rate, 64)
 		return err == nil && v > 0 && routed
 	})
+	// The workers' TTFT phases.
+	var phases string
+	deptest.Eventually(t, 60*time.Second, "the TTFT breakdown shown", func() bool {
+		var err error
+		if phases, err = chromedp.Run(ctx, chromedp.Text(`#phases`)); err != nil {
+			t.Fatal(err)
+		}
+		return strings.HasPrefix(phases, "queue ") && strings.Contains(phases, "prefill")
+	})
+	// A sampled request's timeline: routed, then its first token.
+	deptest.Eventually(t, 60*time.Second, "a sampled request's timeline shown", func() bool {
+		text, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.getElementById("traces").textContent`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.Contains(text, "routed: router ") && strings.Contains(text, "first token")
+	})
 	screenshot(t, ctx, filepath.Join(out, "console-load.png"))
 	stop()
 	wg.Wait()
-	t.Logf("under load: %d running, TTFT p50 %s, routing %q", running, ttft, routing)
+	t.Logf("under load: %d running, TTFT p50 %s, routing %q, on the workers %q", running, ttft, routing, phases)
 }
 
 // listed is every instance ID discovery lists, sorted.
@@ -261,4 +280,79 @@ func callJSON(t *testing.T, method, url, key, body string, out any) int {
 		}
 	}
 	return resp.StatusCode
+}
+
+// TestConsoleCordonsAWorker: an admin cordons a worker through the
+// console; it stays up and listed (marked cordoned) but gets no new
+// requests; uncordoned, it serves again. A key without the admin role is
+// refused.
+func TestConsoleCordonsAWorker(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs real processes; skipped under -short")
+	}
+	bin, dir := Build(t), t.TempDir()
+	common := []string{"-discovery", "file", "-discovery-dir", dir, "-drain-timeout", "2s"}
+	addr := func() string { return fmt.Sprintf("127.0.0.1:%d", deptest.FreePort(t)) }
+	var workers []*Proc
+	for i := range 2 {
+		workers = append(workers, Start(t, bin, "decode", addr(), append([]string{"-id", fmt.Sprint("decode-", i), "-executor", "sim", "-sim-vocab", "512"}, common...)...))
+	}
+	Start(t, bin, "router", addr(), append([]string{"-id", "router-0", "-mode", "round-robin"}, common...)...)
+	keys := filepath.Join(dir, "keys")
+	if err := os.WriteFile(keys, []byte("sk-admin admin\nsk-user\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	fe := Start(t, bin, "frontend", addr(), append([]string{"-id", "frontend-0", "-api-keys-file", keys}, common...)...)
+	base := "http://" + fe.Addr
+	c := openai.NewClient(option.WithBaseURL(base+"/v1/"), option.WithAPIKey("sk-user"), option.WithMaxRetries(0))
+	model := waitModel(t, c)
+	waitServing(t, c, model)
+	served := func() float64 {
+		return promCounter(t, "http://"+workers[0].Addr+"/metrics", "switchyard_worker_prefill_requests_total", "")
+	}
+	batch := func() float64 {
+		before := served()
+		for i := range 20 {
+			if _, err := c.Completions.New(t.Context(), openai.CompletionNewParams{Model: openai.CompletionNewParamsModel(model),
+				Prompt: openai.CompletionNewParamsPromptUnion{OfString: openai.String(fmt.Sprint("cordon test ", i))}, MaxTokens: openai.Int(2)}); err != nil {
+				t.Fatalf("request %d: %v", i, err)
+			}
+		}
+		return served() - before
+	}
+	cordon := func(key string, on bool) int {
+		return postJSON(t, base+"/console/api/cordon", key, fmt.Sprintf(`{"id":"decode-0","cordoned":%v}`, on), nil)
+	}
+	if code := cordon("sk-user", true); code != http.StatusForbidden {
+		t.Fatalf("cordon with a user key: %d, want 403", code)
+	}
+	if code := cordon("sk-admin", true); code != http.StatusOK {
+		t.Fatalf("cordon: %d", code)
+	}
+	deptest.Eventually(t, 30*time.Second, "a cordoned worker to get no requests", func() bool { return batch() == 0 })
+	var snap struct {
+		Instances []struct {
+			ID       string
+			Cordoned bool
+		}
+	}
+	deptest.Eventually(t, 30*time.Second, "the console to show decode-0 cordoned", func() bool {
+		getJSON(t, base+"/console/api/snapshot", "sk-user", &snap)
+		for _, in := range snap.Instances {
+			if in.ID == "decode-0" {
+				return in.Cordoned
+			}
+		}
+		return false
+	})
+	if res, err := http.Get("http://" + workers[0].Addr + "/health"); err != nil || res.StatusCode != http.StatusOK {
+		t.Fatalf("the cordoned worker is not up: %v %v", res, err)
+	}
+	if code := cordon("sk-admin", false); code != http.StatusOK {
+		t.Fatalf("uncordon: %d", code)
+	}
+	deptest.Eventually(t, 30*time.Second, "an uncordoned worker to serve again", func() bool { return batch() > 0 })
+	if code := postJSON(t, base+"/console/api/cordon", "sk-admin", `{"id":"nope","cordoned":true}`, nil); code != http.StatusNotFound {
+		t.Errorf("cordon of an unknown worker: %d, want 404", code)
+	}
 }

@@ -29,6 +29,7 @@ package handler
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"math"
 	"sync"
@@ -91,6 +92,11 @@ type Config struct {
 	// Exporter, when set, serves RemotePrefill and ExportPrefix (package
 	// disagg's Exporter); without it both are Unimplemented.
 	Exporter Exporter
+	// Cordon publishes the worker's cordon (discovery.MetaCordoned) for
+	// SetCordon; nil answers Unimplemented.
+	Cordon func(ctx context.Context, cordoned bool) error
+	// Phases, when set, are the TTFT phase sums GetLoad reports.
+	Phases func() *workerv1.TtftPhases
 }
 
 // Disagg is the importing side of disaggregated prefill and prefix pull.
@@ -117,6 +123,12 @@ type Handler struct {
 	log   *slog.Logger
 	dis   Disagg
 	exp   Exporter
+	cord  func(context.Context, bool) error
+	phase func() *workerv1.TtftPhases
+	// cordMu orders SetCordon calls, so the published state is the last
+	// call's; cordoned is that state.
+	cordMu   sync.Mutex
+	cordoned bool
 	// noWait is a cancelled context: Recv with it takes only queued outputs.
 	noWait context.Context
 
@@ -148,7 +160,7 @@ func New(cfg Config) *Handler {
 	noWait, cancel := context.WithCancel(context.Background())
 	cancel()
 	return &Handler{
-		eng: eng, model: cfg.Model, log: cfg.Logger, dis: cfg.Disagg, exp: cfg.Exporter, stopped: make(chan struct{}), noWait: noWait,
+		eng: eng, model: cfg.Model, log: cfg.Logger, dis: cfg.Disagg, exp: cfg.Exporter, cord: cfg.Cordon, phase: cfg.Phases, stopped: make(chan struct{}), noWait: noWait,
 		info: &workerv1.GetModelInfoResponse{
 			Model: cfg.Model, VocabSize: u32(mi.VocabSize), ContextLength: u32(mi.ContextLen),
 			BlockSize: u32(mi.BlockSize), BosTokenId: mi.BOS, EosTokenId: mi.EOS,
@@ -170,11 +182,33 @@ func (h *Handler) GetLoad(context.Context, *connect.Request[workerv1.GetLoadRequ
 	for _, t := range m.Tiers {
 		resp.KvTiers = append(resp.KvTiers, &workerv1.KvTierLoad{Tier: t.Tier.String(), BlocksUsed: u32(t.Blocks), BlocksCapacity: u32(t.Capacity)})
 	}
+	if h.phase != nil {
+		resp.TtftPhases = h.phase()
+	}
 	return connect.NewResponse(resp), nil
 }
 
 // prefixClearer is an engine that can drop its cached prefixes.
 type prefixClearer interface{ ClearPrefixCache() }
+
+// SetCordon implements WorkerServiceHandler.
+func (h *Handler) SetCordon(ctx context.Context, req *connect.Request[workerv1.SetCordonRequest]) (*connect.Response[workerv1.SetCordonResponse], error) {
+	if h.cord == nil {
+		return nil, connect.NewError(connect.CodeUnimplemented, errors.New("this worker cannot be cordoned (no discovery)"))
+	}
+	h.cordMu.Lock()
+	defer h.cordMu.Unlock()
+	on := req.Msg.GetCordoned()
+	if err := h.cord(ctx, on); err != nil {
+		return nil, connect.NewError(connect.CodeUnavailable, fmt.Errorf("publish cordon: %w", err))
+	}
+	h.cordoned = on
+	h.log.InfoContext(ctx, "cordon", "cordoned", on)
+	h.mu.Lock()
+	running := h.inflight
+	h.mu.Unlock()
+	return connect.NewResponse(&workerv1.SetCordonResponse{Cordoned: on, RunningRequests: u32(running)}), nil
+}
 
 // ClearPrefixCache implements WorkerServiceHandler.
 func (h *Handler) ClearPrefixCache(context.Context, *connect.Request[workerv1.ClearPrefixCacheRequest]) (*connect.Response[workerv1.ClearPrefixCacheResponse], error) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
@@ -19,6 +20,24 @@ type TTFT struct {
 	queue, prefill, transfer, firstDecode metric.Float64Histogram
 	requests                              metric.Int64Counter
 	model                                 attribute.KeyValue
+
+	mu     sync.Mutex
+	totals PhaseTotals
+}
+
+// PhaseTotals are the phases summed over every request observed: what
+// GetLoad reports, so a poller derives each phase's mean over an
+// interval without scraping the histograms.
+type PhaseTotals struct {
+	Requests                              uint64
+	Queue, Prefill, Transfer, FirstDecode float64 // seconds
+}
+
+// Totals returns the sums so far.
+func (t *TTFT) Totals() PhaseTotals {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.totals
 }
 
 // NewTTFT creates the histograms on mp; every series carries model, the
@@ -56,11 +75,21 @@ func (t *TTFT) ObserveTTFT(ctx context.Context, p disagg.Phases) {
 	t.requests.Add(ctx, 1, attrs)
 	t.queue.Record(ctx, p.Queue.Seconds(), attrs)
 	t.prefill.Record(ctx, p.Prefill.Seconds(), attrs)
+	var transfer, firstDecode float64
 	switch p.Path {
 	case disagg.PathRemote:
-		t.transfer.Record(ctx, p.Transfer.Seconds(), attrs)
-		t.firstDecode.Record(ctx, p.FirstDecode.Seconds(), attrs)
+		transfer, firstDecode = p.Transfer.Seconds(), p.FirstDecode.Seconds()
+		t.transfer.Record(ctx, transfer, attrs)
+		t.firstDecode.Record(ctx, firstDecode, attrs)
 	case disagg.PathPulled:
-		t.transfer.Record(ctx, p.Transfer.Seconds(), attrs)
+		transfer = p.Transfer.Seconds()
+		t.transfer.Record(ctx, transfer, attrs)
 	}
+	t.mu.Lock()
+	t.totals.Requests++
+	t.totals.Queue += p.Queue.Seconds()
+	t.totals.Prefill += p.Prefill.Seconds()
+	t.totals.Transfer += transfer
+	t.totals.FirstDecode += firstDecode
+	t.mu.Unlock()
 }

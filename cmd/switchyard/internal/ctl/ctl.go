@@ -8,6 +8,7 @@
 //	switchyard ctl [-url URL] [-key KEY] drain ID
 //	switchyard ctl [-url URL] [-key KEY] clear-cache ID
 //	switchyard ctl [-url URL] [-key KEY] [-json] index [-limit N] ID
+//	switchyard ctl [-url URL] [-key KEY] cordon|uncordon ID
 //	switchyard ctl [-url URL] [-key KEY] [-json] rollouts
 //	switchyard ctl [-url URL] [-key KEY] canary [-judge] ROLE VERSION WEIGHT
 //	switchyard ctl [-url URL] [-key KEY] promote|abort [-reason TEXT] ROLE
@@ -89,6 +90,10 @@ func Run(ctx context.Context, env Env) int {
 		err = clearCache(ctx, o, args[1:], env.Stdout)
 	case "index":
 		err = index(ctx, o, args[1:], env.Stdout)
+	case "cordon":
+		err = cordon(ctx, o, true, args[1:], env.Stdout)
+	case "uncordon":
+		err = cordon(ctx, o, false, args[1:], env.Stdout)
 	case "rollouts":
 		err = rollouts(ctx, o, args[1:], env.Stdout)
 	case "canary":
@@ -122,6 +127,7 @@ func usage(w io.Writer, fs *flag.FlagSet) {
        switchyard ctl [flags] drain ID                   drain a worker (admin key, supervisor)
        switchyard ctl [flags] clear-cache ID             clear a worker's prefix cache (admin key)
        switchyard ctl [flags] index [-limit N] ID        what each router's KV index holds for a worker
+       switchyard ctl [flags] cordon|uncordon ID         stop or resume new requests to a worker that stays up (admin key)
        switchyard ctl [flags] rollouts                   the canary rollouts and their judge's view
        switchyard ctl [flags] canary [-judge] ROLE VERSION WEIGHT
                                                          start a canary rollout or set its weight (admin key)

@@ -43,6 +43,14 @@ func fakeConsole(t *testing.T) *httptest.Server {
 		_ = json.NewDecoder(r.Body).Decode(&req)
 		_, _ = io.WriteString(w, `{"id":"`+req.ID+`","pool":"decode"}`)
 	})
+	mux.HandleFunc("POST /console/api/cordon", func(w http.ResponseWriter, r *http.Request) {
+		var req struct {
+			ID       string
+			Cordoned bool
+		}
+		_ = json.NewDecoder(r.Body).Decode(&req)
+		_ = json.NewEncoder(w).Encode(map[string]any{"id": req.ID, "cordoned": req.Cordoned, "running_requests": 2})
+	})
 	mux.HandleFunc("POST /console/api/rollout", func(w http.ResponseWriter, r *http.Request) {
 		var req struct {
 			Role, Version string
@@ -97,6 +105,9 @@ func TestCommands(t *testing.T) {
 		{name: "drain", args: []string{"drain", "decode-0"}, key: "admin", want: []string{"draining decode-0 (pool decode)"}},
 		{name: "drain as user", args: []string{"drain", "decode-0"}, key: "user", code: 1, wantErr: "admin API key"},
 		{name: "drain without id", args: []string{"drain"}, key: "admin", code: 2, wantErr: "usage: drain ID"},
+		{name: "cordon", args: []string{"cordon", "decode-0"}, key: "admin", want: []string{"cordoned decode-0: no new requests; 2 still running"}},
+		{name: "uncordon", args: []string{"uncordon", "decode-0"}, key: "admin", want: []string{"uncordoned decode-0"}},
+		{name: "cordon without id", args: []string{"cordon"}, key: "admin", code: 2, wantErr: "usage: cordon ID"},
 		{name: "rollouts", args: []string{"rollouts"}, key: "user", want: []string{"decode", "v2", "0.25", "judging", "40/1", "400/2", "200.0ms/100.0ms"}},
 		{name: "canary", args: []string{"canary", "-judge", "router", "v3", "0.1"}, key: "admin", want: []string{"router v3: judging at weight 0.1"}},
 		{name: "canary held", args: []string{"canary", "decode", "v3", "0.5"}, key: "admin", want: []string{"holding at weight 0.5"}},

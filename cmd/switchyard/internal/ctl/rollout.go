@@ -115,3 +115,29 @@ func (o options) rolloutCall(ctx context.Context, path string, body []byte, w io
 	fmt.Fprintf(w, "%s %s: %s at weight %s (%s)\n", r.Role, r.Version, r.State, strconv.FormatFloat(r.Weight, 'g', -1, 64), r.Reason)
 	return nil
 }
+
+// cordon stops or resumes new requests to a worker that stays up.
+func cordon(ctx context.Context, o options, on bool, args []string, w io.Writer) error {
+	name := map[bool]string{true: "cordon", false: "uncordon"}[on]
+	if len(args) != 1 || args[0] == "" {
+		return usageError("usage: " + name + " ID")
+	}
+	body, _ := json.Marshal(map[string]any{"id": args[0], "cordoned": on})
+	var out struct {
+		ID       string `json:"id"`
+		Cordoned bool   `json:"cordoned"`
+		Running  uint32 `json:"running_requests"`
+	}
+	if err := o.call(ctx, http.MethodPost, "cordon", bytes.NewReader(body), &out); err != nil {
+		return err
+	}
+	if o.json {
+		return json.NewEncoder(w).Encode(out)
+	}
+	if out.Cordoned {
+		fmt.Fprintf(w, "cordoned %s: no new requests; %d still running\n", out.ID, out.Running)
+	} else {
+		fmt.Fprintf(w, "uncordoned %s: taking requests\n", out.ID)
+	}
+	return nil
+}

@@ -81,6 +81,105 @@ func (FinishReason) EnumDescriptor() ([]byte, []int) {
 	return file_switchyard_worker_v1_worker_proto_rawDescGZIP(), []int{0}
 }
 
+// SetCordonRequest cordons or uncordons the worker.
+type SetCordonRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Cordoned      bool                   `protobuf:"varint,1,opt,name=cordoned,proto3" json:"cordoned,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetCordonRequest) Reset() {
+	*x = SetCordonRequest{}
+	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetCordonRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetCordonRequest) ProtoMessage() {}
+
+func (x *SetCordonRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetCordonRequest.ProtoReflect.Descriptor instead.
+func (*SetCordonRequest) Descriptor() ([]byte, []int) {
+	return file_switchyard_worker_v1_worker_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *SetCordonRequest) GetCordoned() bool {
+	if x != nil {
+		return x.Cordoned
+	}
+	return false
+}
+
+// SetCordonResponse is the worker's state after the call.
+type SetCordonResponse struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Cordoned bool                   `protobuf:"varint,1,opt,name=cordoned,proto3" json:"cordoned,omitempty"`
+	// Requests the worker is still serving.
+	RunningRequests uint32 `protobuf:"varint,2,opt,name=running_requests,json=runningRequests,proto3" json:"running_requests,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *SetCordonResponse) Reset() {
+	*x = SetCordonResponse{}
+	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetCordonResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetCordonResponse) ProtoMessage() {}
+
+func (x *SetCordonResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetCordonResponse.ProtoReflect.Descriptor instead.
+func (*SetCordonResponse) Descriptor() ([]byte, []int) {
+	return file_switchyard_worker_v1_worker_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *SetCordonResponse) GetCordoned() bool {
+	if x != nil {
+		return x.Cordoned
+	}
+	return false
+}
+
+func (x *SetCordonResponse) GetRunningRequests() uint32 {
+	if x != nil {
+		return x.RunningRequests
+	}
+	return 0
+}
+
 // ClearPrefixCacheRequest has no fields.
 type ClearPrefixCacheRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -90,7 +189,7 @@ type ClearPrefixCacheRequest struct {
 
 func (x *ClearPrefixCacheRequest) Reset() {
 	*x = ClearPrefixCacheRequest{}
-	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[0]
+	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -102,7 +201,7 @@ func (x *ClearPrefixCacheRequest) String() string {
 func (*ClearPrefixCacheRequest) ProtoMessage() {}
 
 func (x *ClearPrefixCacheRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[0]
+	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -115,7 +214,7 @@ func (x *ClearPrefixCacheRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClearPrefixCacheRequest.ProtoReflect.Descriptor instead.
 func (*ClearPrefixCacheRequest) Descriptor() ([]byte, []int) {
-	return file_switchyard_worker_v1_worker_proto_rawDescGZIP(), []int{0}
+	return file_switchyard_worker_v1_worker_proto_rawDescGZIP(), []int{2}
 }
 
 // ClearPrefixCacheResponse says what the pool held before and after.
@@ -129,7 +228,7 @@ type ClearPrefixCacheResponse struct {
 
 func (x *ClearPrefixCacheResponse) Reset() {
 	*x = ClearPrefixCacheResponse{}
-	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[1]
+	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -141,7 +240,7 @@ func (x *ClearPrefixCacheResponse) String() string {
 func (*ClearPrefixCacheResponse) ProtoMessage() {}
 
 func (x *ClearPrefixCacheResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[1]
+	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -154,7 +253,7 @@ func (x *ClearPrefixCacheResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClearPrefixCacheResponse.ProtoReflect.Descriptor instead.
 func (*ClearPrefixCacheResponse) Descriptor() ([]byte, []int) {
-	return file_switchyard_worker_v1_worker_proto_rawDescGZIP(), []int{1}
+	return file_switchyard_worker_v1_worker_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *ClearPrefixCacheResponse) GetKvBlocksUsedBefore() uint32 {
@@ -208,7 +307,7 @@ type GenerateRequest struct {
 
 func (x *GenerateRequest) Reset() {
 	*x = GenerateRequest{}
-	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[2]
+	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -220,7 +319,7 @@ func (x *GenerateRequest) String() string {
 func (*GenerateRequest) ProtoMessage() {}
 
 func (x *GenerateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[2]
+	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -233,7 +332,7 @@ func (x *GenerateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GenerateRequest.ProtoReflect.Descriptor instead.
 func (*GenerateRequest) Descriptor() ([]byte, []int) {
-	return file_switchyard_worker_v1_worker_proto_rawDescGZIP(), []int{2}
+	return file_switchyard_worker_v1_worker_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *GenerateRequest) GetRequestId() string {
@@ -319,7 +418,7 @@ type Usage struct {
 
 func (x *Usage) Reset() {
 	*x = Usage{}
-	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[3]
+	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -331,7 +430,7 @@ func (x *Usage) String() string {
 func (*Usage) ProtoMessage() {}
 
 func (x *Usage) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[3]
+	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -344,7 +443,7 @@ func (x *Usage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Usage.ProtoReflect.Descriptor instead.
 func (*Usage) Descriptor() ([]byte, []int) {
-	return file_switchyard_worker_v1_worker_proto_rawDescGZIP(), []int{3}
+	return file_switchyard_worker_v1_worker_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Usage) GetPromptTokens() uint32 {
@@ -386,7 +485,7 @@ type GenerateResponse struct {
 
 func (x *GenerateResponse) Reset() {
 	*x = GenerateResponse{}
-	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[4]
+	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -398,7 +497,7 @@ func (x *GenerateResponse) String() string {
 func (*GenerateResponse) ProtoMessage() {}
 
 func (x *GenerateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[4]
+	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -411,7 +510,7 @@ func (x *GenerateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GenerateResponse.ProtoReflect.Descriptor instead.
 func (*GenerateResponse) Descriptor() ([]byte, []int) {
-	return file_switchyard_worker_v1_worker_proto_rawDescGZIP(), []int{4}
+	return file_switchyard_worker_v1_worker_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *GenerateResponse) GetTokenIds() []uint32 {
@@ -465,7 +564,7 @@ type TokenLogprob struct {
 
 func (x *TokenLogprob) Reset() {
 	*x = TokenLogprob{}
-	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[5]
+	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -477,7 +576,7 @@ func (x *TokenLogprob) String() string {
 func (*TokenLogprob) ProtoMessage() {}
 
 func (x *TokenLogprob) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[5]
+	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -490,7 +589,7 @@ func (x *TokenLogprob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TokenLogprob.ProtoReflect.Descriptor instead.
 func (*TokenLogprob) Descriptor() ([]byte, []int) {
-	return file_switchyard_worker_v1_worker_proto_rawDescGZIP(), []int{5}
+	return file_switchyard_worker_v1_worker_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *TokenLogprob) GetLogprob() float32 {
@@ -518,7 +617,7 @@ type TopLogprob struct {
 
 func (x *TopLogprob) Reset() {
 	*x = TopLogprob{}
-	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[6]
+	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -530,7 +629,7 @@ func (x *TopLogprob) String() string {
 func (*TopLogprob) ProtoMessage() {}
 
 func (x *TopLogprob) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[6]
+	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -543,7 +642,7 @@ func (x *TopLogprob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopLogprob.ProtoReflect.Descriptor instead.
 func (*TopLogprob) Descriptor() ([]byte, []int) {
-	return file_switchyard_worker_v1_worker_proto_rawDescGZIP(), []int{6}
+	return file_switchyard_worker_v1_worker_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *TopLogprob) GetTokenId() uint32 {
@@ -578,7 +677,7 @@ type SubscribeKvEventsRequest struct {
 
 func (x *SubscribeKvEventsRequest) Reset() {
 	*x = SubscribeKvEventsRequest{}
-	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[7]
+	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -590,7 +689,7 @@ func (x *SubscribeKvEventsRequest) String() string {
 func (*SubscribeKvEventsRequest) ProtoMessage() {}
 
 func (x *SubscribeKvEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[7]
+	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -603,7 +702,7 @@ func (x *SubscribeKvEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribeKvEventsRequest.ProtoReflect.Descriptor instead.
 func (*SubscribeKvEventsRequest) Descriptor() ([]byte, []int) {
-	return file_switchyard_worker_v1_worker_proto_rawDescGZIP(), []int{7}
+	return file_switchyard_worker_v1_worker_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *SubscribeKvEventsRequest) GetAfterSequence() uint64 {
@@ -642,7 +741,7 @@ type KvBlocksStored struct {
 
 func (x *KvBlocksStored) Reset() {
 	*x = KvBlocksStored{}
-	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[8]
+	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -654,7 +753,7 @@ func (x *KvBlocksStored) String() string {
 func (*KvBlocksStored) ProtoMessage() {}
 
 func (x *KvBlocksStored) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[8]
+	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -667,7 +766,7 @@ func (x *KvBlocksStored) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KvBlocksStored.ProtoReflect.Descriptor instead.
 func (*KvBlocksStored) Descriptor() ([]byte, []int) {
-	return file_switchyard_worker_v1_worker_proto_rawDescGZIP(), []int{8}
+	return file_switchyard_worker_v1_worker_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *KvBlocksStored) GetBlockHashes() []uint64 {
@@ -716,7 +815,7 @@ type KvBlocksRemoved struct {
 
 func (x *KvBlocksRemoved) Reset() {
 	*x = KvBlocksRemoved{}
-	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[9]
+	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -728,7 +827,7 @@ func (x *KvBlocksRemoved) String() string {
 func (*KvBlocksRemoved) ProtoMessage() {}
 
 func (x *KvBlocksRemoved) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[9]
+	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -741,7 +840,7 @@ func (x *KvBlocksRemoved) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KvBlocksRemoved.ProtoReflect.Descriptor instead.
 func (*KvBlocksRemoved) Descriptor() ([]byte, []int) {
-	return file_switchyard_worker_v1_worker_proto_rawDescGZIP(), []int{9}
+	return file_switchyard_worker_v1_worker_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *KvBlocksRemoved) GetBlockHashes() []uint64 {
@@ -767,7 +866,7 @@ type KvCleared struct {
 
 func (x *KvCleared) Reset() {
 	*x = KvCleared{}
-	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[10]
+	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -779,7 +878,7 @@ func (x *KvCleared) String() string {
 func (*KvCleared) ProtoMessage() {}
 
 func (x *KvCleared) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[10]
+	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -792,7 +891,7 @@ func (x *KvCleared) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KvCleared.ProtoReflect.Descriptor instead.
 func (*KvCleared) Descriptor() ([]byte, []int) {
-	return file_switchyard_worker_v1_worker_proto_rawDescGZIP(), []int{10}
+	return file_switchyard_worker_v1_worker_proto_rawDescGZIP(), []int{12}
 }
 
 // KvEvent is one change to a worker's KV cache.
@@ -810,7 +909,7 @@ type KvEvent struct {
 
 func (x *KvEvent) Reset() {
 	*x = KvEvent{}
-	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[11]
+	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -822,7 +921,7 @@ func (x *KvEvent) String() string {
 func (*KvEvent) ProtoMessage() {}
 
 func (x *KvEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[11]
+	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -835,7 +934,7 @@ func (x *KvEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KvEvent.ProtoReflect.Descriptor instead.
 func (*KvEvent) Descriptor() ([]byte, []int) {
-	return file_switchyard_worker_v1_worker_proto_rawDescGZIP(), []int{11}
+	return file_switchyard_worker_v1_worker_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *KvEvent) GetEvent() isKvEvent_Event {
@@ -920,7 +1019,7 @@ type SubscribeKvEventsResponse struct {
 
 func (x *SubscribeKvEventsResponse) Reset() {
 	*x = SubscribeKvEventsResponse{}
-	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[12]
+	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -932,7 +1031,7 @@ func (x *SubscribeKvEventsResponse) String() string {
 func (*SubscribeKvEventsResponse) ProtoMessage() {}
 
 func (x *SubscribeKvEventsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[12]
+	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -945,7 +1044,7 @@ func (x *SubscribeKvEventsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribeKvEventsResponse.ProtoReflect.Descriptor instead.
 func (*SubscribeKvEventsResponse) Descriptor() ([]byte, []int) {
-	return file_switchyard_worker_v1_worker_proto_rawDescGZIP(), []int{12}
+	return file_switchyard_worker_v1_worker_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *SubscribeKvEventsResponse) GetSequence() uint64 {
@@ -985,7 +1084,7 @@ type GetLoadRequest struct {
 
 func (x *GetLoadRequest) Reset() {
 	*x = GetLoadRequest{}
-	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[13]
+	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -997,7 +1096,7 @@ func (x *GetLoadRequest) String() string {
 func (*GetLoadRequest) ProtoMessage() {}
 
 func (x *GetLoadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[13]
+	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1010,7 +1109,7 @@ func (x *GetLoadRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetLoadRequest.ProtoReflect.Descriptor instead.
 func (*GetLoadRequest) Descriptor() ([]byte, []int) {
-	return file_switchyard_worker_v1_worker_proto_rawDescGZIP(), []int{13}
+	return file_switchyard_worker_v1_worker_proto_rawDescGZIP(), []int{15}
 }
 
 // GetLoadResponse is a worker's load.
@@ -1024,14 +1123,19 @@ type GetLoadResponse struct {
 	PendingPrefillTokens uint32 `protobuf:"varint,5,opt,name=pending_prefill_tokens,json=pendingPrefillTokens,proto3" json:"pending_prefill_tokens,omitempty"`
 	// The KV tiers below the engine's pool (kv_blocks_*), fastest first;
 	// none without tiers.
-	KvTiers       []*KvTierLoad `protobuf:"bytes,6,rep,name=kv_tiers,json=kvTiers,proto3" json:"kv_tiers,omitempty"`
+	KvTiers []*KvTierLoad `protobuf:"bytes,6,rep,name=kv_tiers,json=kvTiers,proto3" json:"kv_tiers,omitempty"`
+	// Time to first token on this worker, by phase, summed over every
+	// request since it started (absent from a worker that does not record
+	// them): a caller's two reads give the mean of each phase over the
+	// interval between them.
+	TtftPhases    *TtftPhases `protobuf:"bytes,7,opt,name=ttft_phases,json=ttftPhases,proto3" json:"ttft_phases,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GetLoadResponse) Reset() {
 	*x = GetLoadResponse{}
-	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[14]
+	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1043,7 +1147,7 @@ func (x *GetLoadResponse) String() string {
 func (*GetLoadResponse) ProtoMessage() {}
 
 func (x *GetLoadResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[14]
+	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1056,7 +1160,7 @@ func (x *GetLoadResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetLoadResponse.ProtoReflect.Descriptor instead.
 func (*GetLoadResponse) Descriptor() ([]byte, []int) {
-	return file_switchyard_worker_v1_worker_proto_rawDescGZIP(), []int{14}
+	return file_switchyard_worker_v1_worker_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *GetLoadResponse) GetRunningRequests() uint32 {
@@ -1101,6 +1205,96 @@ func (x *GetLoadResponse) GetKvTiers() []*KvTierLoad {
 	return nil
 }
 
+func (x *GetLoadResponse) GetTtftPhases() *TtftPhases {
+	if x != nil {
+		return x.TtftPhases
+	}
+	return nil
+}
+
+// TtftPhases are sums of time-to-first-token phases over requests.
+type TtftPhases struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Requests whose first token the sums cover.
+	Requests uint64 `protobuf:"varint,1,opt,name=requests,proto3" json:"requests,omitempty"`
+	// Waiting for admission (on the prefill worker when prefilled remotely).
+	QueueSeconds float64 `protobuf:"fixed64,2,opt,name=queue_seconds,json=queueSeconds,proto3" json:"queue_seconds,omitempty"`
+	// Computing the prompt up to the first token.
+	PrefillSeconds float64 `protobuf:"fixed64,3,opt,name=prefill_seconds,json=prefillSeconds,proto3" json:"prefill_seconds,omitempty"`
+	// KV transfer not hidden behind compute, plus the RPCs (remote
+	// prefill and prefix pull).
+	TransferSeconds float64 `protobuf:"fixed64,4,opt,name=transfer_seconds,json=transferSeconds,proto3" json:"transfer_seconds,omitempty"`
+	// From KV import to the decode engine's first output (remote only).
+	FirstDecodeSeconds float64 `protobuf:"fixed64,5,opt,name=first_decode_seconds,json=firstDecodeSeconds,proto3" json:"first_decode_seconds,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
+}
+
+func (x *TtftPhases) Reset() {
+	*x = TtftPhases{}
+	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TtftPhases) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TtftPhases) ProtoMessage() {}
+
+func (x *TtftPhases) ProtoReflect() protoreflect.Message {
+	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TtftPhases.ProtoReflect.Descriptor instead.
+func (*TtftPhases) Descriptor() ([]byte, []int) {
+	return file_switchyard_worker_v1_worker_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *TtftPhases) GetRequests() uint64 {
+	if x != nil {
+		return x.Requests
+	}
+	return 0
+}
+
+func (x *TtftPhases) GetQueueSeconds() float64 {
+	if x != nil {
+		return x.QueueSeconds
+	}
+	return 0
+}
+
+func (x *TtftPhases) GetPrefillSeconds() float64 {
+	if x != nil {
+		return x.PrefillSeconds
+	}
+	return 0
+}
+
+func (x *TtftPhases) GetTransferSeconds() float64 {
+	if x != nil {
+		return x.TransferSeconds
+	}
+	return 0
+}
+
+func (x *TtftPhases) GetFirstDecodeSeconds() float64 {
+	if x != nil {
+		return x.FirstDecodeSeconds
+	}
+	return 0
+}
+
 // KvTierLoad is one KV tier's use.
 type KvTierLoad struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1114,7 +1308,7 @@ type KvTierLoad struct {
 
 func (x *KvTierLoad) Reset() {
 	*x = KvTierLoad{}
-	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[15]
+	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1126,7 +1320,7 @@ func (x *KvTierLoad) String() string {
 func (*KvTierLoad) ProtoMessage() {}
 
 func (x *KvTierLoad) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[15]
+	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1139,7 +1333,7 @@ func (x *KvTierLoad) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KvTierLoad.ProtoReflect.Descriptor instead.
 func (*KvTierLoad) Descriptor() ([]byte, []int) {
-	return file_switchyard_worker_v1_worker_proto_rawDescGZIP(), []int{15}
+	return file_switchyard_worker_v1_worker_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *KvTierLoad) GetTier() string {
@@ -1172,7 +1366,7 @@ type GetModelInfoRequest struct {
 
 func (x *GetModelInfoRequest) Reset() {
 	*x = GetModelInfoRequest{}
-	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[16]
+	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1184,7 +1378,7 @@ func (x *GetModelInfoRequest) String() string {
 func (*GetModelInfoRequest) ProtoMessage() {}
 
 func (x *GetModelInfoRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[16]
+	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1197,7 +1391,7 @@ func (x *GetModelInfoRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetModelInfoRequest.ProtoReflect.Descriptor instead.
 func (*GetModelInfoRequest) Descriptor() ([]byte, []int) {
-	return file_switchyard_worker_v1_worker_proto_rawDescGZIP(), []int{16}
+	return file_switchyard_worker_v1_worker_proto_rawDescGZIP(), []int{19}
 }
 
 // GetModelInfoResponse describes the served model.
@@ -1227,7 +1421,7 @@ type GetModelInfoResponse struct {
 
 func (x *GetModelInfoResponse) Reset() {
 	*x = GetModelInfoResponse{}
-	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[17]
+	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1239,7 +1433,7 @@ func (x *GetModelInfoResponse) String() string {
 func (*GetModelInfoResponse) ProtoMessage() {}
 
 func (x *GetModelInfoResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[17]
+	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1252,7 +1446,7 @@ func (x *GetModelInfoResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetModelInfoResponse.ProtoReflect.Descriptor instead.
 func (*GetModelInfoResponse) Descriptor() ([]byte, []int) {
-	return file_switchyard_worker_v1_worker_proto_rawDescGZIP(), []int{17}
+	return file_switchyard_worker_v1_worker_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *GetModelInfoResponse) GetModel() string {
@@ -1338,7 +1532,7 @@ type KvTarget struct {
 
 func (x *KvTarget) Reset() {
 	*x = KvTarget{}
-	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[18]
+	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1350,7 +1544,7 @@ func (x *KvTarget) String() string {
 func (*KvTarget) ProtoMessage() {}
 
 func (x *KvTarget) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[18]
+	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1363,7 +1557,7 @@ func (x *KvTarget) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KvTarget.ProtoReflect.Descriptor instead.
 func (*KvTarget) Descriptor() ([]byte, []int) {
-	return file_switchyard_worker_v1_worker_proto_rawDescGZIP(), []int{18}
+	return file_switchyard_worker_v1_worker_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *KvTarget) GetAgent() string {
@@ -1433,7 +1627,7 @@ type RemotePrefillRequest struct {
 
 func (x *RemotePrefillRequest) Reset() {
 	*x = RemotePrefillRequest{}
-	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[19]
+	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1445,7 +1639,7 @@ func (x *RemotePrefillRequest) String() string {
 func (*RemotePrefillRequest) ProtoMessage() {}
 
 func (x *RemotePrefillRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[19]
+	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1458,7 +1652,7 @@ func (x *RemotePrefillRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemotePrefillRequest.ProtoReflect.Descriptor instead.
 func (*RemotePrefillRequest) Descriptor() ([]byte, []int) {
-	return file_switchyard_worker_v1_worker_proto_rawDescGZIP(), []int{19}
+	return file_switchyard_worker_v1_worker_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *RemotePrefillRequest) GetRequestId() string {
@@ -1550,7 +1744,7 @@ type ExportPrefixRequest struct {
 
 func (x *ExportPrefixRequest) Reset() {
 	*x = ExportPrefixRequest{}
-	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[20]
+	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1562,7 +1756,7 @@ func (x *ExportPrefixRequest) String() string {
 func (*ExportPrefixRequest) ProtoMessage() {}
 
 func (x *ExportPrefixRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[20]
+	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1575,7 +1769,7 @@ func (x *ExportPrefixRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExportPrefixRequest.ProtoReflect.Descriptor instead.
 func (*ExportPrefixRequest) Descriptor() ([]byte, []int) {
-	return file_switchyard_worker_v1_worker_proto_rawDescGZIP(), []int{20}
+	return file_switchyard_worker_v1_worker_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ExportPrefixRequest) GetRequestId() string {
@@ -1634,7 +1828,7 @@ type ExportPrefixResponse struct {
 
 func (x *ExportPrefixResponse) Reset() {
 	*x = ExportPrefixResponse{}
-	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[21]
+	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1646,7 +1840,7 @@ func (x *ExportPrefixResponse) String() string {
 func (*ExportPrefixResponse) ProtoMessage() {}
 
 func (x *ExportPrefixResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[21]
+	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1659,7 +1853,7 @@ func (x *ExportPrefixResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExportPrefixResponse.ProtoReflect.Descriptor instead.
 func (*ExportPrefixResponse) Descriptor() ([]byte, []int) {
-	return file_switchyard_worker_v1_worker_proto_rawDescGZIP(), []int{21}
+	return file_switchyard_worker_v1_worker_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ExportPrefixResponse) GetBlocksWritten() uint32 {
@@ -1708,7 +1902,7 @@ type RemotePrefillResponse struct {
 
 func (x *RemotePrefillResponse) Reset() {
 	*x = RemotePrefillResponse{}
-	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[22]
+	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1720,7 +1914,7 @@ func (x *RemotePrefillResponse) String() string {
 func (*RemotePrefillResponse) ProtoMessage() {}
 
 func (x *RemotePrefillResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[22]
+	mi := &file_switchyard_worker_v1_worker_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1733,7 +1927,7 @@ func (x *RemotePrefillResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemotePrefillResponse.ProtoReflect.Descriptor instead.
 func (*RemotePrefillResponse) Descriptor() ([]byte, []int) {
-	return file_switchyard_worker_v1_worker_proto_rawDescGZIP(), []int{22}
+	return file_switchyard_worker_v1_worker_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *RemotePrefillResponse) GetFirstTokenId() uint32 {
@@ -1796,7 +1990,12 @@ var File_switchyard_worker_v1_worker_proto protoreflect.FileDescriptor
 
 const file_switchyard_worker_v1_worker_proto_rawDesc = "" +
 	"\n" +
-	"!switchyard/worker/v1/worker.proto\x12\x14switchyard.worker.v1\x1a!switchyard/common/v1/common.proto\"\x19\n" +
+	"!switchyard/worker/v1/worker.proto\x12\x14switchyard.worker.v1\x1a!switchyard/common/v1/common.proto\".\n" +
+	"\x10SetCordonRequest\x12\x1a\n" +
+	"\bcordoned\x18\x01 \x01(\bR\bcordoned\"Z\n" +
+	"\x11SetCordonResponse\x12\x1a\n" +
+	"\bcordoned\x18\x01 \x01(\bR\bcordoned\x12)\n" +
+	"\x10running_requests\x18\x02 \x01(\rR\x0frunningRequests\"\x19\n" +
 	"\x17ClearPrefixCacheRequest\"~\n" +
 	"\x18ClearPrefixCacheResponse\x121\n" +
 	"\x15kv_blocks_used_before\x18\x01 \x01(\rR\x12kvBlocksUsedBefore\x12/\n" +
@@ -1858,14 +2057,23 @@ const file_switchyard_worker_v1_worker_proto_rawDesc = "" +
 	"\x06events\x18\x02 \x03(\v2\x1d.switchyard.worker.v1.KvEventR\x06events\x12\x12\n" +
 	"\x04dump\x18\x03 \x01(\bR\x04dump\x12#\n" +
 	"\rdump_complete\x18\x04 \x01(\bR\fdumpComplete\"\x10\n" +
-	"\x0eGetLoadRequest\"\xa8\x02\n" +
+	"\x0eGetLoadRequest\"\xeb\x02\n" +
 	"\x0fGetLoadResponse\x12)\n" +
 	"\x10running_requests\x18\x01 \x01(\rR\x0frunningRequests\x12)\n" +
 	"\x10waiting_requests\x18\x02 \x01(\rR\x0fwaitingRequests\x12$\n" +
 	"\x0ekv_blocks_used\x18\x03 \x01(\rR\fkvBlocksUsed\x12&\n" +
 	"\x0fkv_blocks_total\x18\x04 \x01(\rR\rkvBlocksTotal\x124\n" +
 	"\x16pending_prefill_tokens\x18\x05 \x01(\rR\x14pendingPrefillTokens\x12;\n" +
-	"\bkv_tiers\x18\x06 \x03(\v2 .switchyard.worker.v1.KvTierLoadR\akvTiers\"j\n" +
+	"\bkv_tiers\x18\x06 \x03(\v2 .switchyard.worker.v1.KvTierLoadR\akvTiers\x12A\n" +
+	"\vttft_phases\x18\a \x01(\v2 .switchyard.worker.v1.TtftPhasesR\n" +
+	"ttftPhases\"\xd3\x01\n" +
+	"\n" +
+	"TtftPhases\x12\x1a\n" +
+	"\brequests\x18\x01 \x01(\x04R\brequests\x12#\n" +
+	"\rqueue_seconds\x18\x02 \x01(\x01R\fqueueSeconds\x12'\n" +
+	"\x0fprefill_seconds\x18\x03 \x01(\x01R\x0eprefillSeconds\x12)\n" +
+	"\x10transfer_seconds\x18\x04 \x01(\x01R\x0ftransferSeconds\x120\n" +
+	"\x14first_decode_seconds\x18\x05 \x01(\x01R\x12firstDecodeSeconds\"j\n" +
 	"\n" +
 	"KvTierLoad\x12\x12\n" +
 	"\x04tier\x18\x01 \x01(\tR\x04tier\x12\x1f\n" +
@@ -1937,7 +2145,7 @@ const file_switchyard_worker_v1_worker_proto_rawDesc = "" +
 	"\x19FINISH_REASON_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12FINISH_REASON_STOP\x10\x01\x12\x18\n" +
 	"\x14FINISH_REASON_LENGTH\x10\x02\x12\x1b\n" +
-	"\x17FINISH_REASON_CANCELLED\x10\x032\xf6\x05\n" +
+	"\x17FINISH_REASON_CANCELLED\x10\x032\xd9\x06\n" +
 	"\rWorkerService\x12[\n" +
 	"\bGenerate\x12%.switchyard.worker.v1.GenerateRequest\x1a&.switchyard.worker.v1.GenerateResponse0\x01\x12v\n" +
 	"\x11SubscribeKvEvents\x12..switchyard.worker.v1.SubscribeKvEventsRequest\x1a/.switchyard.worker.v1.SubscribeKvEventsResponse0\x01\x12[\n" +
@@ -1945,7 +2153,8 @@ const file_switchyard_worker_v1_worker_proto_rawDesc = "" +
 	"\fGetModelInfo\x12).switchyard.worker.v1.GetModelInfoRequest\x1a*.switchyard.worker.v1.GetModelInfoResponse\"\x03\x90\x02\x01\x12h\n" +
 	"\rRemotePrefill\x12*.switchyard.worker.v1.RemotePrefillRequest\x1a+.switchyard.worker.v1.RemotePrefillResponse\x12e\n" +
 	"\fExportPrefix\x12).switchyard.worker.v1.ExportPrefixRequest\x1a*.switchyard.worker.v1.ExportPrefixResponse\x12v\n" +
-	"\x10ClearPrefixCache\x12-.switchyard.worker.v1.ClearPrefixCacheRequest\x1a..switchyard.worker.v1.ClearPrefixCacheResponse\"\x03\x90\x02\x02B\xcb\x01\n" +
+	"\x10ClearPrefixCache\x12-.switchyard.worker.v1.ClearPrefixCacheRequest\x1a..switchyard.worker.v1.ClearPrefixCacheResponse\"\x03\x90\x02\x02\x12a\n" +
+	"\tSetCordon\x12&.switchyard.worker.v1.SetCordonRequest\x1a'.switchyard.worker.v1.SetCordonResponse\"\x03\x90\x02\x02B\xcb\x01\n" +
 	"\x18com.switchyard.worker.v1B\vWorkerProtoP\x01Z0switchyard.dev/gen/switchyard/worker/v1;workerv1\xa2\x02\x03SWX\xaa\x02\x14Switchyard.Worker.V1\xca\x02\x14Switchyard\\Worker\\V1\xe2\x02 Switchyard\\Worker\\V1\\GPBMetadata\xea\x02\x16Switchyard::Worker::V1b\x06proto3"
 
 var (
@@ -1961,74 +2170,80 @@ func file_switchyard_worker_v1_worker_proto_rawDescGZIP() []byte {
 }
 
 var file_switchyard_worker_v1_worker_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_switchyard_worker_v1_worker_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
+var file_switchyard_worker_v1_worker_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
 var file_switchyard_worker_v1_worker_proto_goTypes = []any{
 	(FinishReason)(0),                 // 0: switchyard.worker.v1.FinishReason
-	(*ClearPrefixCacheRequest)(nil),   // 1: switchyard.worker.v1.ClearPrefixCacheRequest
-	(*ClearPrefixCacheResponse)(nil),  // 2: switchyard.worker.v1.ClearPrefixCacheResponse
-	(*GenerateRequest)(nil),           // 3: switchyard.worker.v1.GenerateRequest
-	(*Usage)(nil),                     // 4: switchyard.worker.v1.Usage
-	(*GenerateResponse)(nil),          // 5: switchyard.worker.v1.GenerateResponse
-	(*TokenLogprob)(nil),              // 6: switchyard.worker.v1.TokenLogprob
-	(*TopLogprob)(nil),                // 7: switchyard.worker.v1.TopLogprob
-	(*SubscribeKvEventsRequest)(nil),  // 8: switchyard.worker.v1.SubscribeKvEventsRequest
-	(*KvBlocksStored)(nil),            // 9: switchyard.worker.v1.KvBlocksStored
-	(*KvBlocksRemoved)(nil),           // 10: switchyard.worker.v1.KvBlocksRemoved
-	(*KvCleared)(nil),                 // 11: switchyard.worker.v1.KvCleared
-	(*KvEvent)(nil),                   // 12: switchyard.worker.v1.KvEvent
-	(*SubscribeKvEventsResponse)(nil), // 13: switchyard.worker.v1.SubscribeKvEventsResponse
-	(*GetLoadRequest)(nil),            // 14: switchyard.worker.v1.GetLoadRequest
-	(*GetLoadResponse)(nil),           // 15: switchyard.worker.v1.GetLoadResponse
-	(*KvTierLoad)(nil),                // 16: switchyard.worker.v1.KvTierLoad
-	(*GetModelInfoRequest)(nil),       // 17: switchyard.worker.v1.GetModelInfoRequest
-	(*GetModelInfoResponse)(nil),      // 18: switchyard.worker.v1.GetModelInfoResponse
-	(*KvTarget)(nil),                  // 19: switchyard.worker.v1.KvTarget
-	(*RemotePrefillRequest)(nil),      // 20: switchyard.worker.v1.RemotePrefillRequest
-	(*ExportPrefixRequest)(nil),       // 21: switchyard.worker.v1.ExportPrefixRequest
-	(*ExportPrefixResponse)(nil),      // 22: switchyard.worker.v1.ExportPrefixResponse
-	(*RemotePrefillResponse)(nil),     // 23: switchyard.worker.v1.RemotePrefillResponse
-	(*v1.SamplingParams)(nil),         // 24: switchyard.common.v1.SamplingParams
-	(*v1.StopConditions)(nil),         // 25: switchyard.common.v1.StopConditions
-	(*v1.Hints)(nil),                  // 26: switchyard.common.v1.Hints
-	(v1.StorageTier)(0),               // 27: switchyard.common.v1.StorageTier
+	(*SetCordonRequest)(nil),          // 1: switchyard.worker.v1.SetCordonRequest
+	(*SetCordonResponse)(nil),         // 2: switchyard.worker.v1.SetCordonResponse
+	(*ClearPrefixCacheRequest)(nil),   // 3: switchyard.worker.v1.ClearPrefixCacheRequest
+	(*ClearPrefixCacheResponse)(nil),  // 4: switchyard.worker.v1.ClearPrefixCacheResponse
+	(*GenerateRequest)(nil),           // 5: switchyard.worker.v1.GenerateRequest
+	(*Usage)(nil),                     // 6: switchyard.worker.v1.Usage
+	(*GenerateResponse)(nil),          // 7: switchyard.worker.v1.GenerateResponse
+	(*TokenLogprob)(nil),              // 8: switchyard.worker.v1.TokenLogprob
+	(*TopLogprob)(nil),                // 9: switchyard.worker.v1.TopLogprob
+	(*SubscribeKvEventsRequest)(nil),  // 10: switchyard.worker.v1.SubscribeKvEventsRequest
+	(*KvBlocksStored)(nil),            // 11: switchyard.worker.v1.KvBlocksStored
+	(*KvBlocksRemoved)(nil),           // 12: switchyard.worker.v1.KvBlocksRemoved
+	(*KvCleared)(nil),                 // 13: switchyard.worker.v1.KvCleared
+	(*KvEvent)(nil),                   // 14: switchyard.worker.v1.KvEvent
+	(*SubscribeKvEventsResponse)(nil), // 15: switchyard.worker.v1.SubscribeKvEventsResponse
+	(*GetLoadRequest)(nil),            // 16: switchyard.worker.v1.GetLoadRequest
+	(*GetLoadResponse)(nil),           // 17: switchyard.worker.v1.GetLoadResponse
+	(*TtftPhases)(nil),                // 18: switchyard.worker.v1.TtftPhases
+	(*KvTierLoad)(nil),                // 19: switchyard.worker.v1.KvTierLoad
+	(*GetModelInfoRequest)(nil),       // 20: switchyard.worker.v1.GetModelInfoRequest
+	(*GetModelInfoResponse)(nil),      // 21: switchyard.worker.v1.GetModelInfoResponse
+	(*KvTarget)(nil),                  // 22: switchyard.worker.v1.KvTarget
+	(*RemotePrefillRequest)(nil),      // 23: switchyard.worker.v1.RemotePrefillRequest
+	(*ExportPrefixRequest)(nil),       // 24: switchyard.worker.v1.ExportPrefixRequest
+	(*ExportPrefixResponse)(nil),      // 25: switchyard.worker.v1.ExportPrefixResponse
+	(*RemotePrefillResponse)(nil),     // 26: switchyard.worker.v1.RemotePrefillResponse
+	(*v1.SamplingParams)(nil),         // 27: switchyard.common.v1.SamplingParams
+	(*v1.StopConditions)(nil),         // 28: switchyard.common.v1.StopConditions
+	(*v1.Hints)(nil),                  // 29: switchyard.common.v1.Hints
+	(v1.StorageTier)(0),               // 30: switchyard.common.v1.StorageTier
 }
 var file_switchyard_worker_v1_worker_proto_depIdxs = []int32{
-	24, // 0: switchyard.worker.v1.GenerateRequest.sampling:type_name -> switchyard.common.v1.SamplingParams
-	25, // 1: switchyard.worker.v1.GenerateRequest.stop:type_name -> switchyard.common.v1.StopConditions
-	26, // 2: switchyard.worker.v1.GenerateRequest.hints:type_name -> switchyard.common.v1.Hints
+	27, // 0: switchyard.worker.v1.GenerateRequest.sampling:type_name -> switchyard.common.v1.SamplingParams
+	28, // 1: switchyard.worker.v1.GenerateRequest.stop:type_name -> switchyard.common.v1.StopConditions
+	29, // 2: switchyard.worker.v1.GenerateRequest.hints:type_name -> switchyard.common.v1.Hints
 	0,  // 3: switchyard.worker.v1.GenerateResponse.finish_reason:type_name -> switchyard.worker.v1.FinishReason
-	4,  // 4: switchyard.worker.v1.GenerateResponse.usage:type_name -> switchyard.worker.v1.Usage
-	6,  // 5: switchyard.worker.v1.GenerateResponse.logprobs:type_name -> switchyard.worker.v1.TokenLogprob
-	7,  // 6: switchyard.worker.v1.TokenLogprob.top:type_name -> switchyard.worker.v1.TopLogprob
-	27, // 7: switchyard.worker.v1.KvBlocksStored.tier:type_name -> switchyard.common.v1.StorageTier
-	27, // 8: switchyard.worker.v1.KvBlocksRemoved.tier:type_name -> switchyard.common.v1.StorageTier
-	9,  // 9: switchyard.worker.v1.KvEvent.stored:type_name -> switchyard.worker.v1.KvBlocksStored
-	10, // 10: switchyard.worker.v1.KvEvent.removed:type_name -> switchyard.worker.v1.KvBlocksRemoved
-	11, // 11: switchyard.worker.v1.KvEvent.cleared:type_name -> switchyard.worker.v1.KvCleared
-	12, // 12: switchyard.worker.v1.SubscribeKvEventsResponse.events:type_name -> switchyard.worker.v1.KvEvent
-	16, // 13: switchyard.worker.v1.GetLoadResponse.kv_tiers:type_name -> switchyard.worker.v1.KvTierLoad
-	24, // 14: switchyard.worker.v1.RemotePrefillRequest.sampling:type_name -> switchyard.common.v1.SamplingParams
-	19, // 15: switchyard.worker.v1.RemotePrefillRequest.target:type_name -> switchyard.worker.v1.KvTarget
-	19, // 16: switchyard.worker.v1.ExportPrefixRequest.target:type_name -> switchyard.worker.v1.KvTarget
-	3,  // 17: switchyard.worker.v1.WorkerService.Generate:input_type -> switchyard.worker.v1.GenerateRequest
-	8,  // 18: switchyard.worker.v1.WorkerService.SubscribeKvEvents:input_type -> switchyard.worker.v1.SubscribeKvEventsRequest
-	14, // 19: switchyard.worker.v1.WorkerService.GetLoad:input_type -> switchyard.worker.v1.GetLoadRequest
-	17, // 20: switchyard.worker.v1.WorkerService.GetModelInfo:input_type -> switchyard.worker.v1.GetModelInfoRequest
-	20, // 21: switchyard.worker.v1.WorkerService.RemotePrefill:input_type -> switchyard.worker.v1.RemotePrefillRequest
-	21, // 22: switchyard.worker.v1.WorkerService.ExportPrefix:input_type -> switchyard.worker.v1.ExportPrefixRequest
-	1,  // 23: switchyard.worker.v1.WorkerService.ClearPrefixCache:input_type -> switchyard.worker.v1.ClearPrefixCacheRequest
-	5,  // 24: switchyard.worker.v1.WorkerService.Generate:output_type -> switchyard.worker.v1.GenerateResponse
-	13, // 25: switchyard.worker.v1.WorkerService.SubscribeKvEvents:output_type -> switchyard.worker.v1.SubscribeKvEventsResponse
-	15, // 26: switchyard.worker.v1.WorkerService.GetLoad:output_type -> switchyard.worker.v1.GetLoadResponse
-	18, // 27: switchyard.worker.v1.WorkerService.GetModelInfo:output_type -> switchyard.worker.v1.GetModelInfoResponse
-	23, // 28: switchyard.worker.v1.WorkerService.RemotePrefill:output_type -> switchyard.worker.v1.RemotePrefillResponse
-	22, // 29: switchyard.worker.v1.WorkerService.ExportPrefix:output_type -> switchyard.worker.v1.ExportPrefixResponse
-	2,  // 30: switchyard.worker.v1.WorkerService.ClearPrefixCache:output_type -> switchyard.worker.v1.ClearPrefixCacheResponse
-	24, // [24:31] is the sub-list for method output_type
-	17, // [17:24] is the sub-list for method input_type
-	17, // [17:17] is the sub-list for extension type_name
-	17, // [17:17] is the sub-list for extension extendee
-	0,  // [0:17] is the sub-list for field type_name
+	6,  // 4: switchyard.worker.v1.GenerateResponse.usage:type_name -> switchyard.worker.v1.Usage
+	8,  // 5: switchyard.worker.v1.GenerateResponse.logprobs:type_name -> switchyard.worker.v1.TokenLogprob
+	9,  // 6: switchyard.worker.v1.TokenLogprob.top:type_name -> switchyard.worker.v1.TopLogprob
+	30, // 7: switchyard.worker.v1.KvBlocksStored.tier:type_name -> switchyard.common.v1.StorageTier
+	30, // 8: switchyard.worker.v1.KvBlocksRemoved.tier:type_name -> switchyard.common.v1.StorageTier
+	11, // 9: switchyard.worker.v1.KvEvent.stored:type_name -> switchyard.worker.v1.KvBlocksStored
+	12, // 10: switchyard.worker.v1.KvEvent.removed:type_name -> switchyard.worker.v1.KvBlocksRemoved
+	13, // 11: switchyard.worker.v1.KvEvent.cleared:type_name -> switchyard.worker.v1.KvCleared
+	14, // 12: switchyard.worker.v1.SubscribeKvEventsResponse.events:type_name -> switchyard.worker.v1.KvEvent
+	19, // 13: switchyard.worker.v1.GetLoadResponse.kv_tiers:type_name -> switchyard.worker.v1.KvTierLoad
+	18, // 14: switchyard.worker.v1.GetLoadResponse.ttft_phases:type_name -> switchyard.worker.v1.TtftPhases
+	27, // 15: switchyard.worker.v1.RemotePrefillRequest.sampling:type_name -> switchyard.common.v1.SamplingParams
+	22, // 16: switchyard.worker.v1.RemotePrefillRequest.target:type_name -> switchyard.worker.v1.KvTarget
+	22, // 17: switchyard.worker.v1.ExportPrefixRequest.target:type_name -> switchyard.worker.v1.KvTarget
+	5,  // 18: switchyard.worker.v1.WorkerService.Generate:input_type -> switchyard.worker.v1.GenerateRequest
+	10, // 19: switchyard.worker.v1.WorkerService.SubscribeKvEvents:input_type -> switchyard.worker.v1.SubscribeKvEventsRequest
+	16, // 20: switchyard.worker.v1.WorkerService.GetLoad:input_type -> switchyard.worker.v1.GetLoadRequest
+	20, // 21: switchyard.worker.v1.WorkerService.GetModelInfo:input_type -> switchyard.worker.v1.GetModelInfoRequest
+	23, // 22: switchyard.worker.v1.WorkerService.RemotePrefill:input_type -> switchyard.worker.v1.RemotePrefillRequest
+	24, // 23: switchyard.worker.v1.WorkerService.ExportPrefix:input_type -> switchyard.worker.v1.ExportPrefixRequest
+	3,  // 24: switchyard.worker.v1.WorkerService.ClearPrefixCache:input_type -> switchyard.worker.v1.ClearPrefixCacheRequest
+	1,  // 25: switchyard.worker.v1.WorkerService.SetCordon:input_type -> switchyard.worker.v1.SetCordonRequest
+	7,  // 26: switchyard.worker.v1.WorkerService.Generate:output_type -> switchyard.worker.v1.GenerateResponse
+	15, // 27: switchyard.worker.v1.WorkerService.SubscribeKvEvents:output_type -> switchyard.worker.v1.SubscribeKvEventsResponse
+	17, // 28: switchyard.worker.v1.WorkerService.GetLoad:output_type -> switchyard.worker.v1.GetLoadResponse
+	21, // 29: switchyard.worker.v1.WorkerService.GetModelInfo:output_type -> switchyard.worker.v1.GetModelInfoResponse
+	26, // 30: switchyard.worker.v1.WorkerService.RemotePrefill:output_type -> switchyard.worker.v1.RemotePrefillResponse
+	25, // 31: switchyard.worker.v1.WorkerService.ExportPrefix:output_type -> switchyard.worker.v1.ExportPrefixResponse
+	4,  // 32: switchyard.worker.v1.WorkerService.ClearPrefixCache:output_type -> switchyard.worker.v1.ClearPrefixCacheResponse
+	2,  // 33: switchyard.worker.v1.WorkerService.SetCordon:output_type -> switchyard.worker.v1.SetCordonResponse
+	26, // [26:34] is the sub-list for method output_type
+	18, // [18:26] is the sub-list for method input_type
+	18, // [18:18] is the sub-list for extension type_name
+	18, // [18:18] is the sub-list for extension extendee
+	0,  // [0:18] is the sub-list for field type_name
 }
 
 func init() { file_switchyard_worker_v1_worker_proto_init() }
@@ -2036,8 +2251,8 @@ func file_switchyard_worker_v1_worker_proto_init() {
 	if File_switchyard_worker_v1_worker_proto != nil {
 		return
 	}
-	file_switchyard_worker_v1_worker_proto_msgTypes[8].OneofWrappers = []any{}
-	file_switchyard_worker_v1_worker_proto_msgTypes[11].OneofWrappers = []any{
+	file_switchyard_worker_v1_worker_proto_msgTypes[10].OneofWrappers = []any{}
+	file_switchyard_worker_v1_worker_proto_msgTypes[13].OneofWrappers = []any{
 		(*KvEvent_Stored)(nil),
 		(*KvEvent_Removed)(nil),
 		(*KvEvent_Cleared)(nil),
@@ -2048,7 +2263,7 @@ func file_switchyard_worker_v1_worker_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_switchyard_worker_v1_worker_proto_rawDesc), len(file_switchyard_worker_v1_worker_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   23,
+			NumMessages:   26,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -65,8 +65,9 @@ func setup(ctx context.Context, rt *service.Runtime, f *flags, version string) e
 		OnMigrate: func(model string) { m.Migrations.WithLabelValues(model).Inc() },
 	})
 	guard := newGuard(ctx, rt, f)
+	traces := f.console.traces()
 	api, err := httpapi.New(httpapi.Config{
-		Catalog: cat, Generator: gen, Metrics: m, Templates: f.templates, Guard: guard, Logger: rt.Logger, Aliases: f.aliases,
+		Catalog: cat, Generator: gen, Metrics: m, Templates: f.templates, Guard: guard, Logger: rt.Logger, Aliases: f.aliases, Traces: traces,
 		MaxBodyBytes: f.maxBodyBytes, RequestTimeout: f.requestTimeout, Version: version,
 	})
 	if err != nil {
@@ -75,7 +76,7 @@ func setup(ctx context.Context, rt *service.Runtime, f *flags, version string) e
 	for _, p := range httpapi.Patterns {
 		rt.Server.Handle(p, api)
 	}
-	mountConsole(ctx, rt, &f.console, guard, hc, opts)
+	mountConsole(ctx, rt, &f.console, guard, traces, hc, opts)
 	rt.Logger.Info("openai api ready", "routers", len(f.routers), "api_keys", len(f.keys), "rate_limit", f.rateLimit,
 		"tokens_per_minute", f.tokensPerMinute, "concurrency_limit", f.concurrencyLimit, "limits_redis", f.limitsRedisAddr,
 		"migration_attempts", f.migrationAttempts, "chat_template", f.templates.String())

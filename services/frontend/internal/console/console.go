@@ -20,6 +20,7 @@ import (
 
 	"switchyard.dev/services/frontend/internal/fleet"
 	"switchyard.dev/services/frontend/internal/openai"
+	"switchyard.dev/services/frontend/internal/reqtrace"
 )
 
 // Prefix is where the console is mounted.
@@ -65,6 +66,8 @@ type Config struct {
 	// Operator clears workers' prefix caches and reads the routers'
 	// indexes; nil without discovery: those answer 501.
 	Operator Operator
+	// Traces are the sampled requests' timelines (nil: none sampled).
+	Traces *reqtrace.Ring
 	// Stop, when closed, ends every event stream: the frontend closes it
 	// when it stops taking work, so open consoles do not hold its drain
 	// (a page reconnects to another frontend, or retries). Nil: never.
@@ -96,6 +99,8 @@ func New(cfg Config) http.Handler {
 	mux.HandleFunc("POST "+Prefix+"api/drain", c.read(c.drain))
 	mux.HandleFunc("POST "+Prefix+"api/clear-cache", c.read(c.clearCache))
 	mux.HandleFunc("GET "+Prefix+"api/index", c.read(c.index))
+	mux.HandleFunc("GET "+Prefix+"api/traces", c.read(c.traces))
+	mux.HandleFunc("POST "+Prefix+"api/cordon", c.read(c.cordon))
 	mux.HandleFunc("POST "+Prefix+"api/rollout", c.read(c.setRollout))
 	mux.HandleFunc("POST "+Prefix+"api/rollout/end", c.read(c.endRollout))
 	return mux
@@ -298,4 +303,40 @@ func (c *console) operateError(w http.ResponseWriter, err error) bool {
 		writeJSON(w, http.StatusBadGateway, &openai.Error{Status: http.StatusBadGateway, Type: "upstream_error", Message: err.Error()})
 	}
 	return true
+}
+
+type cordonRequest struct {
+	ID       string `json:"id"`
+	Cordoned bool   `json:"cordoned"`
+}
+
+// cordon stops or resumes new requests to a worker that stays up.
+func (c *console) cordon(w http.ResponseWriter, r *http.Request) {
+	var req cordonRequest
+	if !c.operate(w, r, "Cordoning a worker", &req) {
+		return
+	}
+	if req.ID == "" {
+		writeJSON(w, http.StatusBadRequest, openai.Invalid("id", `Want a JSON body {"id": "<worker id>", "cordoned": true}.`))
+		return
+	}
+	res, err := c.cfg.Operator.Cordon(r.Context(), req.ID, req.Cordoned)
+	if errors.Is(err, ErrNoWorker) {
+		writeJSON(w, http.StatusNotFound, &openai.Error{Status: http.StatusNotFound, Type: "not_found", Message: err.Error()})
+		return
+	}
+	if c.operateError(w, err) {
+		return
+	}
+	c.cfg.Logger.Info("console cordon", "instance", res.ID, "cordoned", res.Cordoned, "running", res.Running, "remote", r.RemoteAddr)
+	writeJSON(w, http.StatusOK, res)
+}
+
+// traces lists the sampled requests' timelines, newest first.
+func (c *console) traces(w http.ResponseWriter, _ *http.Request) {
+	out := []reqtrace.Trace{}
+	if c.cfg.Traces != nil {
+		out = c.cfg.Traces.Recent()
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"traces": out})
 }

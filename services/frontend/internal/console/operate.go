@@ -29,7 +29,17 @@ type Operator interface {
 	// SetRollout starts or changes a role's canary rollout, EndRollout
 	// promotes or aborts it, on the leading planner.
 	SetRollout(ctx context.Context, c RolloutChange) (fleet.Rollout, error)
+	// Cordon stops (or resumes) new requests to a worker that stays up.
+	Cordon(ctx context.Context, workerID string, cordoned bool) (Cordoned, error)
 	EndRollout(ctx context.Context, e RolloutEnd) (fleet.Rollout, error)
+}
+
+// Cordoned says what a cordon did.
+type Cordoned struct {
+	ID       string `json:"id"`
+	Cordoned bool   `json:"cordoned"`
+	// Running are the requests the worker is still serving.
+	Running uint32 `json:"running_requests"`
 }
 
 // RolloutChange starts a rollout or changes its weight.
@@ -97,6 +107,20 @@ func (m *MeshOperator) ClearPrefixCache(ctx context.Context, id string) (Cleared
 	}
 	before, after := resp.Msg.GetKvBlocksUsedBefore(), resp.Msg.GetKvBlocksUsedAfter()
 	return Cleared{ID: id, BlocksAfter: after, BlocksFreed: before - min(before, after)}, nil
+}
+
+// Cordon implements Operator.
+func (m *MeshOperator) Cordon(ctx context.Context, id string, on bool) (Cordoned, error) {
+	in, err := m.find(ctx, id)
+	if err != nil {
+		return Cordoned{}, err
+	}
+	resp, err := workerv1connect.NewWorkerServiceClient(m.HTTP, in.URL(), m.Options...).
+		SetCordon(ctx, connect.NewRequest(&workerv1.SetCordonRequest{Cordoned: on}))
+	if err != nil {
+		return Cordoned{}, fmt.Errorf("worker %s: %w", id, err)
+	}
+	return Cordoned{ID: id, Cordoned: resp.Msg.GetCordoned(), Running: resp.Msg.GetRunningRequests()}, nil
 }
 
 // WorkerIndex implements Operator: every router's view, so an operator

@@ -65,14 +65,16 @@ type Collector struct {
 	cfg Config
 
 	// Owned by the poll loop.
-	workers map[string]workerv1connect.WorkerServiceClient
-	planner map[string]plannerv1connect.PlannerServiceClient
-	prev    cumulative
-	primed  bool
-	history []Point
-	routers map[string]routerCounts // by router URL, the last poll's
-	seq     uint64
-	fails   int
+	workers   map[string]workerv1connect.WorkerServiceClient
+	planner   map[string]plannerv1connect.PlannerServiceClient
+	prev      cumulative
+	primed    bool
+	history   []Point
+	routers   map[string]routerCounts         // by router URL, the last poll's
+	phases    map[string]*workerv1.TtftPhases // by worker URL, the last poll's
+	breakdown *Phases                         // the last interval's, nil without requests
+	seq       uint64
+	fails     int
 
 	mu  sync.Mutex
 	cur *Frame
@@ -250,10 +252,12 @@ func (c *Collector) loads(ctx context.Context, s *Snapshot, ins []discovery.Inst
 	seen := make(map[string]bool, len(ins))
 	sem := make(chan struct{}, c.cfg.Concurrency)
 	var wg sync.WaitGroup
+	var mu sync.Mutex
+	phases := make(map[string]*workerv1.TtftPhases, len(ins))
 	for i, in := range ins {
 		s.Instances[i] = Instance{
 			ID: in.ID, Role: in.Role, Model: in.Model, Version: in.Version, Address: in.Address,
-			Canary: in.HasTag(discovery.TagCanary), Health: HealthPassing,
+			Canary: in.HasTag(discovery.TagCanary), Cordoned: in.Meta[discovery.MetaCordoned] == "1", Health: HealthPassing,
 		}
 		if !isWorker(in.Role) {
 			continue
@@ -277,14 +281,49 @@ func (c *Collector) loads(ctx context.Context, s *Snapshot, ins []discovery.Inst
 				return
 			}
 			out.Load = loadOf(resp.Msg, meta)
+			if p := resp.Msg.GetTtftPhases(); p != nil {
+				mu.Lock()
+				phases[url] = p
+				mu.Unlock()
+			}
 		})
 	}
 	wg.Wait()
+	c.breakdown = breakdown(phases, c.phases)
+	c.phases = phases
 	for url := range c.workers {
 		if !seen[url] {
 			delete(c.workers, url) // gone from discovery: drop its client
 		}
 	}
+}
+
+// breakdown is the mean TTFT phases, on the workers, of the requests
+// whose first token came between two polls, over every worker that
+// answered both (one that restarted counts from its restart); nil
+// without such a request.
+func breakdown(cur, prev map[string]*workerv1.TtftPhases) *Phases {
+	var n uint64
+	var q, p, t, f float64
+	for url, now := range cur {
+		was, ok := prev[url]
+		if !ok {
+			continue
+		}
+		if now.GetRequests() < was.GetRequests() {
+			was = &workerv1.TtftPhases{}
+		}
+		n += now.GetRequests() - was.GetRequests()
+		q += now.GetQueueSeconds() - was.GetQueueSeconds()
+		p += now.GetPrefillSeconds() - was.GetPrefillSeconds()
+		t += now.GetTransferSeconds() - was.GetTransferSeconds()
+		f += now.GetFirstDecodeSeconds() - was.GetFirstDecodeSeconds()
+	}
+	if n == 0 {
+		return nil
+	}
+	k := float64(n)
+	return &Phases{Requests: n, Queue: q / k, Prefill: p / k, Transfer: t / k, FirstDecode: f / k}
 }
 
 // loadOf is a GetLoad answer: the device pool and the lower tiers' use
@@ -398,7 +437,9 @@ func (c *Collector) latency(now time.Time) {
 		return
 	}
 	if c.primed {
-		c.history = append(c.history, point(now.UnixMilli(), cur, c.prev))
+		p := point(now.UnixMilli(), cur, c.prev)
+		p.Phases = c.breakdown
+		c.history = append(c.history, p)
 		if over := len(c.history) - c.cfg.History; over > 0 {
 			c.history = slices.Delete(c.history, 0, over)
 		}

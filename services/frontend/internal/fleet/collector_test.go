@@ -200,3 +200,33 @@ func TestPollShowsRollouts(t *testing.T) {
 		}
 	}
 }
+
+// TestTTFTBreakdown: the workers' phase sums, read twice, give each
+// phase's mean over the requests between the reads, summed over workers.
+func TestTTFTBreakdown(t *testing.T) {
+	t.Parallel()
+	m := fleettest.New()
+	a := fleettest.NewWorker(&workerv1.GetLoadResponse{TtftPhases: &workerv1.TtftPhases{Requests: 10, QueueSeconds: 1}})
+	b := fleettest.NewWorker(&workerv1.GetLoadResponse{TtftPhases: &workerv1.TtftPhases{Requests: 5}})
+	m.AddWorker(0, a)
+	m.AddWorker(1, b)
+	reg := prometheus.NewRegistry()
+	if _, err := metrics.New(reg); err != nil {
+		t.Fatal(err)
+	}
+	c := fleet.New(fleet.Config{Registry: m, HTTPClient: m.HTTPClient(), Gatherer: reg})
+	c.Poll(t.Context())
+	c.Poll(t.Context()) // no request between: no breakdown
+	a.SetLoad(&workerv1.GetLoadResponse{TtftPhases: &workerv1.TtftPhases{Requests: 13, QueueSeconds: 1.3, PrefillSeconds: 0.3}})
+	b.SetLoad(&workerv1.GetLoadResponse{TtftPhases: &workerv1.TtftPhases{Requests: 6, QueueSeconds: 0.1, PrefillSeconds: 0.1, TransferSeconds: 0.2, FirstDecodeSeconds: 0.04}})
+	c.Poll(t.Context())
+	s := decodeFrame(t, c.Latest())
+	if len(s.Latency) != 2 || s.Latency[0].Phases != nil {
+		t.Fatalf("latency %+v, want two points, the first without phases", s.Latency)
+	}
+	p := s.Latency[1].Phases
+	near := func(got, want float64) bool { return got > want-1e-9 && got < want+1e-9 }
+	if p == nil || p.Requests != 4 || !near(p.Queue, 0.1) || !near(p.Prefill, 0.1) || !near(p.Transfer, 0.05) || !near(p.FirstDecode, 0.01) {
+		t.Errorf("phases %+v, want 4 requests: queue 0.1, prefill 0.1, transfer 0.05, first decode 0.01", p)
+	}
+}

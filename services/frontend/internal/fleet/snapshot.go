@@ -45,7 +45,10 @@ type Instance struct {
 	Version string `json:"version"`
 	Address string `json:"address"`
 	Canary  bool   `json:"canary,omitempty"`
-	Health  string `json:"health"`
+	// Cordoned: an operator cordoned the worker; it is up but routers send
+	// it no new requests.
+	Cordoned bool   `json:"cordoned,omitempty"`
+	Health   string `json:"health"`
 	// Load is nil for roles that are not workers, and for a worker that
 	// did not answer.
 	Load *Load `json:"load,omitempty"`
@@ -128,4 +131,22 @@ type Point struct {
 	// HitRatio is the share of the interval's prompt tokens served from a
 	// KV cache (the router's placement at work), nil without prompts.
 	HitRatio *float64 `json:"hit_ratio,omitempty"`
+	// Phases break the workers' time to first token down, mean seconds a
+	// request over the interval (nil without requests, or from workers
+	// that report none).
+	Phases *Phases `json:"ttft_phases,omitempty"`
+}
+
+// Phases is a mean time to first token on the workers, by phase, in
+// seconds (WorkerService.GetLoad's ttft_phases): what the frontend's TTFT
+// spends in the worker's queue, computing the prompt, moving KV from a
+// prefill worker or a peer, and until the decode engine's first token
+// after a KV import. The rest of the frontend's TTFT is routing and the
+// network.
+type Phases struct {
+	Requests    uint64  `json:"requests"`
+	Queue       float64 `json:"queue"`
+	Prefill     float64 `json:"prefill"`
+	Transfer    float64 `json:"transfer"`
+	FirstDecode float64 `json:"first_decode"`
 }

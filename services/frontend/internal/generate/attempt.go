@@ -13,6 +13,7 @@ import (
 	commonv1 "switchyard.dev/gen/switchyard/common/v1"
 	routerv1 "switchyard.dev/gen/switchyard/router/v1"
 	workerv1 "switchyard.dev/gen/switchyard/worker/v1"
+	"switchyard.dev/services/frontend/internal/reqtrace"
 	"switchyard.dev/services/frontend/internal/upstream"
 )
 
@@ -28,8 +29,10 @@ func (g *Generator) attempt(ctx context.Context, st *state, n int, emit func(Del
 	routed, err := g.route(ctx, st, n, &routerv1.RouteRequest{RequestId: id, Model: st.req.Model, TokenIds: gen.TokenIds,
 		Hints: st.req.Hints, ExcludeInstanceIds: st.failed, ReportsPrefillDone: true, OmitCandidates: true, AffinityKey: st.req.AffinityKey})
 	if err != nil {
+		st.req.Trace.Event("route failed", "%v", err)
 		return true, routeError{err}
 	}
+	traceRouted(st.req.Trace, routed)
 	defer g.cfg.Router.Release(ctx, routed.Replica, id)
 	w := routed.Resp.GetDecode()
 	if w.GetAddress() == "" {
@@ -75,6 +78,7 @@ func (g *Generator) attempt(ctx context.Context, st *state, n int, emit func(Del
 			// done.
 			reported = true
 			g.cfg.Router.PrefillDone(ctx, routed.Replica, id)
+			st.req.Trace.Event("first token", "from %s", w.GetInstanceId())
 		}
 		done, err := st.consume(stream.Msg(), emit)
 		if done {
@@ -85,9 +89,34 @@ func (g *Generator) attempt(ctx context.Context, st *state, n int, emit func(Del
 		}
 	}
 	if err := stream.Err(); err != nil {
+		st.req.Trace.Event("worker failed", "%s: %v", w.GetInstanceId(), err)
 		return false, fmt.Errorf("worker %s: %w", w.GetInstanceId(), err)
 	}
 	return false, fmt.Errorf("worker %s: %w", w.GetInstanceId(), ErrIncomplete)
+}
+
+// traceRouted records a routing decision in a sampled request's
+// timeline: who decided, what it chose, and why.
+func traceRouted(rec *reqtrace.Recorder, r upstream.Routed) {
+	if rec == nil {
+		return
+	}
+	res := r.Resp
+	name := func(w *routerv1.Worker) string {
+		s := w.GetInstanceId() + " " + w.GetVersion()
+		if w.GetCanary() {
+			s += " (canary)"
+		}
+		return s
+	}
+	detail := fmt.Sprintf("router %s %s, mode %s, %d prompt blocks: decode %s", r.Replica, r.Version, res.GetMode(), res.GetRequestBlocks(), name(res.GetDecode()))
+	if p := res.GetPrefill(); p != nil {
+		detail += ", prefill " + name(p)
+	}
+	if p := res.GetPrefixSource(); p != nil {
+		detail += fmt.Sprintf(", prefix of %d blocks from %s", res.GetPrefixSourceBlocks(), p.GetInstanceId())
+	}
+	rec.Event("routed", "%s", detail)
 }
 
 // route asks the router for a worker: on the first attempt of a request

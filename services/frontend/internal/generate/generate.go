@@ -27,6 +27,7 @@ import (
 	"switchyard.dev/gen/switchyard/worker/v1/workerv1connect"
 	"switchyard.dev/libs/engine/tokenizer"
 	"switchyard.dev/libs/mesh/backoff"
+	"switchyard.dev/services/frontend/internal/reqtrace"
 	"switchyard.dev/services/frontend/internal/upstream"
 )
 
@@ -71,6 +72,9 @@ type Request struct {
 	// conversation's turns land in one group; 0 lets the router key the
 	// request by its prompt.
 	AffinityKey uint64
+	// Trace records the request's timeline when it is sampled for the
+	// console (nil: not sampled).
+	Trace *reqtrace.Recorder
 }
 
 // Served names the versions that served a generation's attempt: the
@@ -175,6 +179,7 @@ func (g *Generator) Run(ctx context.Context, req Request, emit func(Delta) error
 			if g.cfg.OnMigrate != nil {
 				g.cfg.OnMigrate(req.Model)
 			}
+			req.Trace.Event("migrate", "attempt %d after %d tokens, away from %v: %v", attempt, len(st.generated), st.failed, last)
 			wait := migrationBackoff.Delay(attempt, nil)
 			g.cfg.Logger.InfoContext(ctx, "migrating request", "generation_id", req.ID, "attempt", attempt,
 				"generated", len(st.generated), "in", wait, "err", last)

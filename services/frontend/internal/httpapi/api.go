@@ -28,6 +28,7 @@ import (
 	"switchyard.dev/services/frontend/internal/metrics"
 	"switchyard.dev/services/frontend/internal/openai"
 	"switchyard.dev/services/frontend/internal/openapi"
+	"switchyard.dev/services/frontend/internal/reqtrace"
 )
 
 // Catalog resolves models (catalog.Catalog).
@@ -48,7 +49,10 @@ type Config struct {
 	Metrics   *metrics.Metrics
 	Templates *chattmpl.Set
 	// Guard checks API keys and rate limits; nil lets everything through.
-	Guard  *auth.Guard
+	Guard *auth.Guard
+	// Traces keeps the timelines of sampled requests for the console;
+	// nil samples none.
+	Traces *reqtrace.Ring
 	Logger *slog.Logger
 	// MaxBodyBytes bounds a request body (default 4 MiB).
 	MaxBodyBytes int64

@@ -6,6 +6,9 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
+	"switchyard.dev/libs/mesh/reqid"
 	"switchyard.dev/services/frontend/internal/auth"
 	"switchyard.dev/services/frontend/internal/generate"
 	"switchyard.dev/services/frontend/internal/openai"
@@ -51,6 +54,8 @@ func (a *API) serve(w http.ResponseWriter, r *http.Request, endpoint string, g o
 	}
 	req.ID = c.id
 	g.N = max(g.N, 1)
+	req.Trace = a.cfg.Traces.Start(reqid.From(r.Context()), trace.SpanContextFromContext(r.Context()).TraceID().String(), endpoint, req.Model)
+	req.Trace.Event("accepted", "%d prompt tokens, up to %d new, n %d, stream %v", len(req.Prompt), req.MaxTokens, g.N, g.Stream)
 	reqs, fs := choiceRequests(req, g), forks(f, g.N)
 	tm := a.timing(endpoint, req.Model, start)
 	var res generate.Result
@@ -60,6 +65,8 @@ func (a *API) serve(w http.ResponseWriter, r *http.Request, endpoint string, g o
 	} else {
 		res, err = a.answer(ctx, w, r, reqs, g, c, fs, tm)
 	}
+	req.Trace.Event("ended", "%s: %d completion tokens, %d cached prompt tokens, %d migrations", res.Finish, res.CompletionTokens, res.CachedTokens, res.Migrations)
+	req.Trace.End(err)
 	// The key's token budget pays for what was computed, even for a
 	// request that failed or whose client left.
 	auth.TicketFrom(r.Context()).Charge(context.WithoutCancel(r.Context()), int64(res.PromptTokens+res.CompletionTokens))

@@ -117,7 +117,13 @@ func (p *pools) pool(model string) *modelPool {
 	return p.models[model]
 }
 
-// buildPools groups decode and prefill instances by model. A model's block
+// cordoned reports whether an operator cordoned the worker: it stays up
+// (and in the index, so its cache counts again once uncordoned) but takes
+// no new requests.
+func cordoned(in discovery.Instance) bool { return in.Meta[discovery.MetaCordoned] == "1" }
+
+// buildPools groups decode and prefill instances by model; cordoned
+// workers are left out. A model's block
 // size is its workers' "block_size" meta (the first valid one wins), else
 // def.
 func buildPools(decode, prefill []discovery.Instance, def int, prevKnown map[string]bool, credit func(discovery.Instance) *policy.TierWeights) *pools {
@@ -138,6 +144,9 @@ func buildPools(decode, prefill []discovery.Instance, def int, prevKnown map[str
 		return mp
 	}
 	for _, in := range decode {
+		if cordoned(in) {
+			continue
+		}
 		mp := get(in)
 		mp.decodePos[in.ID] = len(mp.decode)
 		mp.decode = append(mp.decode, Worker{ID: in.ID, URL: in.URL(),
@@ -147,6 +156,9 @@ func buildPools(decode, prefill []discovery.Instance, def int, prevKnown map[str
 		mp.decodeIDs = append(mp.decodeIDs, in.ID)
 	}
 	for _, in := range prefill {
+		if cordoned(in) {
+			continue
+		}
 		mp := get(in)
 		mp.prefillAt[in.ID] = len(mp.prefill)
 		mp.prefill = append(mp.prefill, Worker{ID: in.ID, URL: in.URL(), Shared: in.Meta[discovery.MetaKVSharedBlocks] != "", Weights: credit(in),

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"testing"
 
+	routerv1 "switchyard.dev/gen/switchyard/router/v1"
+	"switchyard.dev/libs/kvtier"
 	"switchyard.dev/libs/mesh/discovery"
 	"switchyard.dev/services/router/internal/policy"
 )
@@ -53,4 +55,30 @@ func ids(ws []Worker) []string {
 		out[i] = w.ID
 	}
 	return out
+}
+
+// TestCordonedWorkersTakeNoRequests: a cordoned worker is left out of its
+// pool, even when it holds the prompt's prefix; uncordoned, it wins again.
+func TestCordonedWorkersTakeNoRequests(t *testing.T) {
+	t.Parallel()
+	r := newRouter(t, nil)
+	ins := instances(discovery.RoleDecode, "m", "w1", "w2")
+	prompt := tokens(32, 7)
+	cache(t, r.cfg.Index, "w2", prompt, kvtier.Device)
+	ins[1].Meta[discovery.MetaCordoned] = "1"
+	r.SetWorkers(ins, nil)
+	for range 20 {
+		res, err := r.Decide(t.Context(), &routerv1.RouteRequest{Model: "m", TokenIds: prompt})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := res.GetDecode().GetInstanceId(); got != "w1" {
+			t.Fatalf("routed to %s while it is cordoned", got)
+		}
+	}
+	delete(ins[1].Meta, discovery.MetaCordoned)
+	r.SetWorkers(ins, nil)
+	if res, err := r.Decide(t.Context(), &routerv1.RouteRequest{Model: "m", TokenIds: prompt}); err != nil || res.GetDecode().GetInstanceId() != "w2" {
+		t.Errorf("uncordoned holder of the prefix: routed to %v, %v", res.GetDecode().GetInstanceId(), err)
+	}
 }

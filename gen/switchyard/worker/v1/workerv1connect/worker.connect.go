@@ -54,6 +54,8 @@ const (
 	// WorkerServiceClearPrefixCacheProcedure is the fully-qualified name of the WorkerService's
 	// ClearPrefixCache RPC.
 	WorkerServiceClearPrefixCacheProcedure = "/switchyard.worker.v1.WorkerService/ClearPrefixCache"
+	// WorkerServiceSetCordonProcedure is the fully-qualified name of the WorkerService's SetCordon RPC.
+	WorkerServiceSetCordonProcedure = "/switchyard.worker.v1.WorkerService/SetCordon"
 )
 
 // WorkerServiceClient is a client for the switchyard.worker.v1.WorkerService service.
@@ -84,6 +86,12 @@ type WorkerServiceClient interface {
 	// block of the engine's pool that no request is using; subscribers see
 	// a Cleared event. Unimplemented for an engine that cannot.
 	ClearPrefixCache(context.Context, *connect.Request[v1.ClearPrefixCacheRequest]) (*connect.Response[v1.ClearPrefixCacheResponse], error)
+	// SetCordon (an operator's action) stops or resumes new requests to the
+	// worker while it stays up: it publishes discovery meta "cordoned", and
+	// routers route around a cordoned worker. Running requests finish; the
+	// KV cache and the routers' index of it are kept, so an uncordoned
+	// worker serves its cached prefixes again at once.
+	SetCordon(context.Context, *connect.Request[v1.SetCordonRequest]) (*connect.Response[v1.SetCordonResponse], error)
 }
 
 // NewWorkerServiceClient constructs a client for the switchyard.worker.v1.WorkerService service. By
@@ -142,6 +150,13 @@ func NewWorkerServiceClient(httpClient connect.HTTPClient, baseURL string, opts 
 			connect.WithIdempotency(connect.IdempotencyIdempotent),
 			connect.WithClientOptions(opts...),
 		),
+		setCordon: connect.NewClient[v1.SetCordonRequest, v1.SetCordonResponse](
+			httpClient,
+			baseURL+WorkerServiceSetCordonProcedure,
+			connect.WithSchema(workerServiceMethods.ByName("SetCordon")),
+			connect.WithIdempotency(connect.IdempotencyIdempotent),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -154,6 +169,7 @@ type workerServiceClient struct {
 	remotePrefill     *connect.Client[v1.RemotePrefillRequest, v1.RemotePrefillResponse]
 	exportPrefix      *connect.Client[v1.ExportPrefixRequest, v1.ExportPrefixResponse]
 	clearPrefixCache  *connect.Client[v1.ClearPrefixCacheRequest, v1.ClearPrefixCacheResponse]
+	setCordon         *connect.Client[v1.SetCordonRequest, v1.SetCordonResponse]
 }
 
 // Generate calls switchyard.worker.v1.WorkerService.Generate.
@@ -191,6 +207,11 @@ func (c *workerServiceClient) ClearPrefixCache(ctx context.Context, req *connect
 	return c.clearPrefixCache.CallUnary(ctx, req)
 }
 
+// SetCordon calls switchyard.worker.v1.WorkerService.SetCordon.
+func (c *workerServiceClient) SetCordon(ctx context.Context, req *connect.Request[v1.SetCordonRequest]) (*connect.Response[v1.SetCordonResponse], error) {
+	return c.setCordon.CallUnary(ctx, req)
+}
+
 // WorkerServiceHandler is an implementation of the switchyard.worker.v1.WorkerService service.
 type WorkerServiceHandler interface {
 	// Generate streams the tokens of one request as they are decoded.
@@ -219,6 +240,12 @@ type WorkerServiceHandler interface {
 	// block of the engine's pool that no request is using; subscribers see
 	// a Cleared event. Unimplemented for an engine that cannot.
 	ClearPrefixCache(context.Context, *connect.Request[v1.ClearPrefixCacheRequest]) (*connect.Response[v1.ClearPrefixCacheResponse], error)
+	// SetCordon (an operator's action) stops or resumes new requests to the
+	// worker while it stays up: it publishes discovery meta "cordoned", and
+	// routers route around a cordoned worker. Running requests finish; the
+	// KV cache and the routers' index of it are kept, so an uncordoned
+	// worker serves its cached prefixes again at once.
+	SetCordon(context.Context, *connect.Request[v1.SetCordonRequest]) (*connect.Response[v1.SetCordonResponse], error)
 }
 
 // NewWorkerServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -273,6 +300,13 @@ func NewWorkerServiceHandler(svc WorkerServiceHandler, opts ...connect.HandlerOp
 		connect.WithIdempotency(connect.IdempotencyIdempotent),
 		connect.WithHandlerOptions(opts...),
 	)
+	workerServiceSetCordonHandler := connect.NewUnaryHandler(
+		WorkerServiceSetCordonProcedure,
+		svc.SetCordon,
+		connect.WithSchema(workerServiceMethods.ByName("SetCordon")),
+		connect.WithIdempotency(connect.IdempotencyIdempotent),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/switchyard.worker.v1.WorkerService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case WorkerServiceGenerateProcedure:
@@ -289,6 +323,8 @@ func NewWorkerServiceHandler(svc WorkerServiceHandler, opts ...connect.HandlerOp
 			workerServiceExportPrefixHandler.ServeHTTP(w, r)
 		case WorkerServiceClearPrefixCacheProcedure:
 			workerServiceClearPrefixCacheHandler.ServeHTTP(w, r)
+		case WorkerServiceSetCordonProcedure:
+			workerServiceSetCordonHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -324,4 +360,8 @@ func (UnimplementedWorkerServiceHandler) ExportPrefix(context.Context, *connect.
 
 func (UnimplementedWorkerServiceHandler) ClearPrefixCache(context.Context, *connect.Request[v1.ClearPrefixCacheRequest]) (*connect.Response[v1.ClearPrefixCacheResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("switchyard.worker.v1.WorkerService.ClearPrefixCache is not implemented"))
+}
+
+func (UnimplementedWorkerServiceHandler) SetCordon(context.Context, *connect.Request[v1.SetCordonRequest]) (*connect.Response[v1.SetCordonResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("switchyard.worker.v1.WorkerService.SetCordon is not implemented"))
 }

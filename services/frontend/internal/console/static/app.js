@@ -81,6 +81,17 @@
       " · canary share " + pct(r.canary_share);
   }
 
+  function cordonButton(inst) {
+    const td = el("td", undefined, "operator-only");
+    const b = el("button", inst.cordoned ? "uncordon" : "cordon");
+    b.dataset.cordon = inst.id;
+    b.onclick = async () => {
+      try { await post("cordon", { id: inst.id, cordoned: !inst.cordoned }); } catch (e) { alert("Failed: " + e.message); }
+    };
+    td.appendChild(b);
+    return td;
+  }
+
   function renderInstances(list) {
     const body = $("instances").tBodies[0];
     body.replaceChildren();
@@ -90,13 +101,14 @@
       tr.dataset.role = inst.role;
       const l = inst.load;
       tr.append(el("td", inst.id), el("td", inst.role), el("td", inst.model || ""), el("td", inst.version),
-        el("td", inst.canary ? "canary" : ""), el("td", inst.health, "health-" + inst.health),
+        el("td", inst.canary ? "canary" : ""), el("td", inst.cordoned ? inst.health + ", cordoned" : inst.health, "health-" + inst.health),
         el("td", l ? String(l.running) : "", "num running"), el("td", l ? String(l.waiting) : "", "num waiting"));
       const wr = routing && routing.workers && routing.workers[inst.id];
       tr.append(el("td", wr ? wr.decisions_per_second.toFixed(1) : "", "num routed"),
         el("td", wr ? wr.mean_overlap_blocks.toFixed(1) : "", "num overlap"), kvCell(l));
       const worker = inst.role === "decode" || inst.role === "prefill";
       tr.appendChild(worker ? drainButton(inst.id) : el("td", "", "admin-only"));
+      tr.appendChild(worker ? cordonButton(inst) : el("td", "", "operator-only"));
       body.appendChild(tr);
     }
     $("count").textContent = "(" + list.length + ")";
@@ -175,6 +187,9 @@
     const pts = s.latency || [];
     for (const n of ["ttft_p50", "ttft_p99", "itl_p50", "itl_p99"]) spark(n, pts, secs);
     spark("hit_ratio", pts, (v) => (v == null ? "–" : (v * 100).toFixed(0) + " %"));
+    const last = pts.length ? pts[pts.length - 1].ttft_phases : null;
+    $("phases").textContent = last ? "queue " + secs(last.queue) + " · prefill " + secs(last.prefill) + " · transfer " +
+      secs(last.transfer) + " · first decode " + secs(last.first_decode) + " (" + last.requests + " requests)" : "–";
     $("errors").textContent = (s.errors || []).join("; ");
   }
 
@@ -210,7 +225,34 @@
     }
   }
 
+  function renderTraces(list) {
+    const box = $("traces");
+    box.replaceChildren();
+    $("traces-none").hidden = list.length > 0;
+    for (const t of list.slice(0, 5)) {
+      const d = el("div", undefined, "trace");
+      d.dataset.request = t.request_id;
+      const head = t.endpoint + " " + t.model + " · " + t.request_id + (t.trace_id ? " · trace " + t.trace_id : "") +
+        (t.done ? " · " + t.duration_ms.toFixed(1) + " ms" : " · running");
+      d.appendChild(el("b", head));
+      if (t.error) d.appendChild(el("div", t.error, "err"));
+      const ol = el("ol");
+      for (const e of t.events) ol.appendChild(el("li", "+" + e.at_ms.toFixed(1) + " ms " + e.kind + (e.detail ? ": " + e.detail : "")));
+      d.appendChild(ol);
+      box.appendChild(d);
+    }
+  }
+
+  async function pollTraces() {
+    try {
+      const r = await fetch(api + "traces", { headers: headers() });
+      if (r.ok) renderTraces((await r.json()).traces || []);
+    } catch (e) { /* the snapshot's status shows the outage */ }
+  }
+  setInterval(pollTraces, 5000);
+
   async function start() {
+    pollTraces();
     if (stream) stream.abort();
     const ctl = new AbortController();
     stream = ctl;
