@@ -10,8 +10,12 @@
 # own validation (version, checksum, URL scheme) runs on the rendered
 # job, then the archive's URL, ARTIFACT_BASE/<archive>, must answer:
 # Nomad would accept the job and fail only later, on the client, at
-# download. Other flags (e.g. -var count=1, -detach) go to `nomad job
-# run`; NOMAD_ADDR says which Nomad.
+# download. With mutual TLS on (the job's default; -var tls=false turns
+# it off), the certificates must be in the Nomad Variables the job's
+# templates read (items tls_ca, tls_cert and tls_key of
+# nomad/jobs/<job> or nomad/jobs): without them the job would be
+# accepted and its tasks would fail to start. Other flags (e.g. -var
+# count=1, -detach) go to `nomad job run`; NOMAD_ADDR says which Nomad.
 #
 # -preserve-counts keeps a group's count as the planner (or an operator)
 # left it when a new version is deployed; a first run takes the file's.
@@ -53,6 +57,35 @@ url="$base/$svc-$version-linux-$arch.tar.gz"
 if ! err=$(curl -fsS -o /dev/null -I --max-time 10 "$url" 2>&1); then
   echo "nomad-deploy: artifact $url does not answer ($err); nothing deployed" >&2
   exit 1
+fi
+
+# tls: the last -var tls=... among the flags wins, as in nomad job run.
+tls=true
+prev=
+for a in "$@"; do
+  case $prev:$a in
+    -var:tls=* | --var:tls=*) tls=${a#tls=} ;;
+  esac
+  case $a in
+    -var=tls=* | --var=tls=*) tls=${a#*=tls=} ;;
+  esac
+  prev=$a
+done
+if [ "$tls" = true ]; then
+  jobvar=nomad/jobs/switchyard-$svc
+  missing=()
+  # has PATH ITEM: the Variable at PATH has a non-empty ITEM.
+  has() { local v; v=$("$nomad" var get -item "$2" "$1" 2>/dev/null) && [ -n "$v" ]; }
+  for item in tls_ca tls_cert tls_key; do
+    has "$jobvar" "$item" || has nomad/jobs "$item" || missing+=("$item")
+  done
+  if [ ${#missing[@]} -gt 0 ]; then
+    echo "nomad-deploy: $svc: TLS is on but the Nomad Variables $jobvar and nomad/jobs have no ${missing[*]}; nothing deployed." >&2
+    echo "  Store the mesh certificates first (deploy/nomad/README.md, TLS), e.g." >&2
+    echo "  nomad var put nomad/jobs tls_ca=@ca.crt tls_cert=@node.crt tls_key=@node.key" >&2
+    echo "  or deploy plaintext with -var tls=false." >&2
+    exit 1
+  fi
 fi
 
 exec "$nomad" job run -preserve-counts "${vars[@]}" "$@" "$job"

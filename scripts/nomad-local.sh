@@ -9,7 +9,8 @@
 #
 # Everything lives under NOMAD_LOCAL_DIR (default
 # ~/.cache/switchyard/nomad-local): the release in dist/, the agents' data
-# and logs, pid files, the frontend's API key in api-key. The agents are
+# and logs, pid files, the frontend's API key in api-key, the mesh
+# certificates in certs/. The agents are
 # dev agents (one node, state kept in memory), so `down` then `up` starts
 # from scratch. Settings (environment, all optional):
 #   MODEL, TOKENIZER  llama2.c checkpoint and tokenizer for prefill and
@@ -19,6 +20,9 @@
 #                +500, Nomad HTTP +646 (+647 RPC, +648 serf), the artifact
 #                server +80; Consul's other ports +300..+306
 #   NO_RELEASE=1 deploy the archives already in dist/
+#   TLS=false    the services talk plaintext h2c (default: mutual TLS, with
+#                a CA and one certificate for 127.0.0.1 made in certs/ and
+#                stored in the Nomad Variable nomad/jobs)
 #   NOMAD_BIN, CONSUL_BIN  the binaries (default: the cached builds of
 #                scripts/deps.sh)
 set -euo pipefail
@@ -157,9 +161,20 @@ EOF
   echo "$key" >"$dir/api-key"
   "$nomad" var put -force nomad/jobs/switchyard-frontend api_keys="$key name=local" >/dev/null
 
+  local tls=${TLS:-true} scheme=http curlca=()
+  if [ "$tls" = true ]; then
+    # One certificate for every service: in a dev agent they all
+    # advertise 127.0.0.1. The frontend's OpenAI API serves it too.
+    log "making the mesh certificates in $dir/certs"
+    (cd libs/mesh && go run ./cmd/switchyard-certs -dir "$dir/certs" -names mesh) >/dev/null
+    "$nomad" var put -force nomad/jobs tls_ca=@"$dir/certs/ca.crt" \
+      tls_cert=@"$dir/certs/mesh.crt" tls_key=@"$dir/certs/mesh.key" >/dev/null
+    scheme=https curlca=(--cacert "$dir/certs/ca.crt")
+  fi
+
   for svc in "${services[@]}"; do
     log "deploying $svc"
-    scripts/nomad-deploy.sh "$svc" "$art" "$dir/dist/SHA256SUMS" -detach \
+    scripts/nomad-deploy.sh "$svc" "$art" "$dir/dist/SHA256SUMS" -detach -var tls="$tls" \
       -var consul_addr="$consul_addr" -var count=1 -var cpu=100 -var memory=256 \
       -var min_healthy_time=2s -var model="$model" -var tokenizer="$tok" >/dev/null
   done
@@ -169,7 +184,7 @@ EOF
   for _ in $(seq 600); do
     front=$(curl -fsS "http://$consul_addr/v1/health/service/switchyard-frontend?passing" 2>/dev/null |
       python3 -c 'import json,sys; e=json.load(sys.stdin); print("%s:%d" % (e[0]["Service"]["Address"], e[0]["Service"]["Port"]) if e else "")' 2>/dev/null || true)
-    if [ -n "$front" ] && curl -fsS -H "Authorization: Bearer $key" "http://$front/v1/models" 2>/dev/null | grep -q '"id"'; then
+    if [ -n "$front" ] && curl -fsS "${curlca[@]}" -H "Authorization: Bearer $key" "$scheme://$front/v1/models" 2>/dev/null | grep -q '"id"'; then
       break
     fi
     front=""
@@ -177,16 +192,16 @@ EOF
   done
   [ -n "$front" ] || die "the frontend did not answer /v1/models within 120s: nomad job status; logs: nomad alloc logs -job switchyard-frontend"
   local models
-  models=$(curl -fsS -H "Authorization: Bearer $key" "http://$front/v1/models" | python3 -c 'import json,sys; print(json.load(sys.stdin)["data"][0]["id"])')
-  wait_for "a completion" 60 curl -fsS -H "Authorization: Bearer $key" -H 'Content-Type: application/json' \
-    -d "{\"model\":\"$models\",\"prompt\":\"Once upon a time\",\"max_tokens\":8}" "http://$front/v1/completions"
+  models=$(curl -fsS "${curlca[@]}" -H "Authorization: Bearer $key" "$scheme://$front/v1/models" | python3 -c 'import json,sys; print(json.load(sys.stdin)["data"][0]["id"])')
+  wait_for "a completion" 60 curl -fsS "${curlca[@]}" -H "Authorization: Bearer $key" -H 'Content-Type: application/json' \
+    -d "{\"model\":\"$models\",\"prompt\":\"Once upon a time\",\"max_tokens\":8}" "$scheme://$front/v1/completions"
   echo "$front" >"$dir/frontend"
   cat <<EOF
 Switchyard on Nomad: first completion answered $((SECONDS - t0))s after start ($((SECONDS - t1))s after the release).
-  frontend  http://$front/v1   (API key: $key, also in $dir/api-key)
+  frontend  $scheme://$front/v1   (API key: $key, also in $dir/api-key)
   nomad     $NOMAD_ADDR   (export NOMAD_ADDR=$NOMAD_ADDR; nomad job status)
   consul    http://$consul_addr
-  try: curl -H "Authorization: Bearer $key" http://$front/v1/models
+  try: curl ${curlca[*]} -H "Authorization: Bearer $key" $scheme://$front/v1/models
 EOF
 }
 

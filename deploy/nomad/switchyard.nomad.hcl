@@ -144,6 +144,12 @@ variable "nomad_addr" {
   description = "planner: Nomad HTTP API URL; set, the planner scales the prefill and decode jobs (-actuator nomad); empty: it plans and reports only"
 }
 
+variable "tls" {
+  type        = bool
+  default     = true
+  description = "mutual TLS between the services, with certificates from the Nomad Variables (tls_ca, tls_cert, tls_key items of nomad/jobs/switchyard-<service>, else of nomad/jobs); false: plaintext h2c"
+}
+
 variable "min_healthy_time" {
   type        = string
   default     = "10s"
@@ -190,6 +196,36 @@ locals {
 
   worker_args = ["-executor", "llama", "-model", var.model, "-tokenizer", var.tokenizer,
   "-kv-transfer-listen", "${NOMAD_ADDR_kv}"]
+  # Mutual TLS (docs/security.md): the files the templates below render
+  # from the Nomad Variables, and the health port, which serves /live and
+  # /ready over plain HTTP for Consul's checks (they hold no mesh
+  # certificate). The frontend's OpenAI API serves tls_public_cert if the
+  # Variables have one, else the mesh certificate, and asks its callers
+  # for none (API keys authenticate them there).
+  tls_args = concat([
+    "-tls-cert", "${NOMAD_SECRETS_DIR}/tls.crt",
+    "-tls-key", "${NOMAD_SECRETS_DIR}/tls.key",
+    "-tls-ca", "${NOMAD_SECRETS_DIR}/tls-ca.crt",
+    "-health-listen", "${NOMAD_ADDR_health}",
+    ], var.service != "frontend" ? [] : [
+    "-public-tls-cert", "${NOMAD_SECRETS_DIR}/public.crt",
+    "-public-tls-key", "${NOMAD_SECRETS_DIR}/public.key",
+  ])
+  # Each file and the Variable items it takes, least preferred first (a
+  # later one found wins); per item, the job's own Variable wins over the
+  # namespace-wide one.
+  tls_files = concat([
+    { file = "tls-ca.crt", items = ["tls_ca"], perms = "0644" },
+    { file = "tls.crt", items = ["tls_cert"], perms = "0644" },
+    { file = "tls.key", items = ["tls_key"], perms = "0600" },
+    ], var.service != "frontend" ? [] : [
+    { file = "public.crt", items = ["tls_cert", "tls_public_cert"], perms = "0644" },
+    { file = "public.key", items = ["tls_key", "tls_public_key"], perms = "0600" },
+  ])
+  # The Variables a task reads without an ACL policy: the namespace's
+  # nomad/jobs and its job's own. Least preferred first: later overrides.
+  tls_paths = ["nomad/jobs", "nomad/jobs/switchyard-${var.service}"]
+
   # Flags every service takes (libs/mesh/config). The instance id carries
   # the allocation, so a canary and the instance it replaces never share
   # one discovery record. kill_timeout below exceeds -deregister-grace
@@ -203,7 +239,10 @@ locals {
     "-deregister-grace", "2s",
     "-drain-timeout", "20s",
     "-log-format", "json",
-  ], local.svc.worker ? local.worker_args : [], local.svc.args, var.extra_args)
+  ], var.tls ? local.tls_args : [], local.svc.worker ? local.worker_args : [], local.svc.args, var.extra_args)
+  # With TLS the main port takes mesh callers only: checks go to the
+  # health port.
+  check_port = var.tls ? "health" : "http"
 }
 
 job "switchyard" {
@@ -254,7 +293,7 @@ job "switchyard" {
       network {
         port "http" {}
         dynamic "port" {
-          for_each = group.value.worker ? ["kv"] : []
+          for_each = concat(group.value.worker ? ["kv"] : [], var.tls ? ["health"] : [])
           labels   = [port.value]
           content {}
         }
@@ -274,6 +313,7 @@ job "switchyard" {
         check {
           name     = "ready"
           type     = "http"
+          port     = local.check_port
           path     = "/ready"
           interval = "5s"
           timeout  = "2s"
@@ -281,6 +321,7 @@ job "switchyard" {
         check {
           name     = "live"
           type     = "http"
+          port     = local.check_port
           path     = "/live"
           interval = "10s"
           timeout  = "2s"
@@ -337,6 +378,36 @@ job "switchyard" {
                 {{- end -}}
                 {{- end -}}
                 {{- if $keys -}}{{ $keys }}{{- else -}}${var.api_keys}{{- end }}
+              EOT
+            }
+          }
+
+          # The mesh certificates. Each item is looked up in the job's own
+          # Variable, then in nomad/jobs (one set for every job of the
+          # namespace); index yields an empty item, not nothing, for one
+          # a Variable lacks, hence the test of its Value. A missing one
+          # renders an empty file and the
+          # service refuses to start (scripts/nomad-deploy.sh checks
+          # first). The services re-read rotated files themselves
+          # (-tls-reload-interval), so a rotation restarts nothing.
+          dynamic "template" {
+            for_each = var.tls ? local.tls_files : []
+            content {
+              destination = "${NOMAD_SECRETS_DIR}/${template.value.file}"
+              change_mode = "noop"
+              perms       = template.value.perms
+              data        = <<-EOT
+                {{- $v := "" -}}
+                %{~for item in template.value.items~}
+                %{~for p in local.tls_paths~}
+                {{- range nomadVarList "${p}" -}}
+                {{- if eq .Path "${p}" -}}
+                {{- with nomadVar .Path -}}{{- with index . "${item}" -}}{{- with .Value -}}{{- $v = . -}}{{- end -}}{{- end -}}{{- end -}}
+                {{- end -}}
+                {{- end -}}
+                %{~endfor~}
+                %{~endfor~}
+                {{- $v -}}
               EOT
             }
           }

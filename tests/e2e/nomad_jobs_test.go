@@ -5,6 +5,8 @@ import (
 	"bytes"
 	"compress/gzip"
 	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/hex"
 	"fmt"
 	"io"
@@ -25,6 +27,8 @@ import (
 	"github.com/openai/openai-go/v3/option"
 
 	"switchyard.dev/libs/mesh/deptest"
+	"switchyard.dev/libs/mesh/discovery"
+	"switchyard.dev/libs/mesh/tlsconf/certgen"
 )
 
 // nomadJob is the one job file every service is deployed with.
@@ -33,9 +37,11 @@ const nomadJob = "../../deploy/nomad/switchyard.nomad.hcl"
 // The release as operators ship it: make release's archives, served over
 // HTTP, each service deployed with deploy/nomad/switchyard.nomad.hcl by
 // scripts/nomad-deploy.sh (version and checksum from SHA256SUMS) into a
-// real Nomad and Consul; a chat completion through the frontend, with an
-// API key from a Nomad Variable. Bad inputs are refused before anything
-// is submitted. Then the router rolls to a new version through a canary
+// real Nomad and Consul, with mutual TLS between the services
+// (certificates from a Nomad Variable, Consul's checks on the plain
+// health port); a chat completion through the frontend, with an API key
+// from a Nomad Variable. Bad inputs are refused before anything is
+// submitted. Then the router rolls to a new version through a canary
 // and `nomad deployment promote` while requests keep flowing, and none
 // fails.
 func TestNomadJobsDeployRelease(t *testing.T) {
@@ -58,6 +64,7 @@ func TestNomadJobsDeployRelease(t *testing.T) {
 		return
 	}
 
+	ca := putMeshCerts(t, nomad)
 	const key, fallbackKey = "sk-e2e-nomad", "sk-e2e-fallback"
 	if err := nomad.Do(t.Context(), http.MethodPut, "/v1/var/nomad/jobs/switchyard-frontend",
 		map[string]any{"Items": map[string]string{"api_keys": key + " name=e2e"}}, nil); err != nil {
@@ -79,8 +86,12 @@ func TestNomadJobsDeployRelease(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := openai.NewClient(option.WithBaseURL("http://"+passing(t, cc, "switchyard-frontend")+"/v1/"),
-		option.WithAPIKey(key), option.WithMaxRetries(0))
+	checkTLSRecords(t, cc)
+	// The OpenAI API serves the mesh certificate (no tls_public_cert in
+	// the Variables) and asks its callers for none.
+	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: ca}}}
+	c := openai.NewClient(option.WithBaseURL("https://"+passing(t, cc, "switchyard-frontend")+"/v1/"),
+		option.WithAPIKey(key), option.WithMaxRetries(0), option.WithHTTPClient(hc))
 	id := waitModel(t, c)
 	res, err := c.Chat.Completions.New(t.Context(), openai.ChatCompletionNewParams{
 		Model:     openai.ChatModel(id),
@@ -96,7 +107,50 @@ func TestNomadJobsDeployRelease(t *testing.T) {
 	t.Logf("chat completion (%s): %q", id, res.Choices[0].Message.Content)
 
 	t.Run("canary", func(t *testing.T) { d.canary(t, cc, c, id, dist) })
-	t.Run("keys", func(t *testing.T) { rotateKeys(t, nomad, passing(t, cc, "switchyard-frontend"), key, fallbackKey) })
+	t.Run("keys", func(t *testing.T) { rotateKeys(t, nomad, hc, passing(t, cc, "switchyard-frontend"), key, fallbackKey) })
+}
+
+// putMeshCerts stores a new mesh CA and a certificate for 127.0.0.1 (the
+// dev agent's address, which the services advertise) in the Nomad
+// Variable nomad/jobs, where every job's templates find them, and
+// returns the CA to trust.
+func putMeshCerts(t *testing.T, n *deptest.Nomad) *x509.CertPool {
+	t.Helper()
+	ca, err := certgen.NewCA("switchyard e2e nomad CA")
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaf, err := ca.Sign("mesh", certgen.LocalHosts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Do(t.Context(), http.MethodPut, "/v1/var/nomad/jobs", map[string]any{"Items": map[string]string{
+		"tls_ca": string(ca.PEM), "tls_cert": string(leaf.CertPEM), "tls_key": string(leaf.KeyPEM)}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	roots := x509.NewCertPool()
+	roots.AddCert(ca.Cert)
+	return roots
+}
+
+// checkTLSRecords: every process registered itself as serving TLS
+// (discovery.MetaTLS), so its peers dial it over https.
+func checkTLSRecords(t *testing.T, cc *api.Client) {
+	t.Helper()
+	for _, svc := range Services {
+		entries, _, err := cc.Health().Service("switchyard-"+svc, "", true, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(entries) == 0 {
+			t.Errorf("switchyard-%s: no passing record in Consul", svc)
+		}
+		for _, e := range entries {
+			if got := e.Service.Meta[discovery.MetaTLS]; got != "1" {
+				t.Errorf("switchyard-%s record %s: meta %s=%q, want \"1\" (mutual TLS)", svc, e.Service.ID, discovery.MetaTLS, got)
+			}
+		}
+	}
 }
 
 // rotateKeys: the Nomad Variable's key is accepted and the job
@@ -104,14 +158,14 @@ func TestNomadJobsDeployRelease(t *testing.T) {
 // deleted, the template renders the fallback and the frontend, which
 // re-reads its keys file, accepts the fallback key instead, without a
 // restart.
-func rotateKeys(t *testing.T, n *deptest.Nomad, frontend, key, fallback string) {
+func rotateKeys(t *testing.T, n *deptest.Nomad, hc *http.Client, frontend, key, fallback string) {
 	status := func(k string) int {
-		req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, "http://"+frontend+"/v1/models", nil)
+		req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, "https://"+frontend+"/v1/models", nil)
 		if err != nil {
 			t.Fatal(err)
 		}
 		req.Header.Set("Authorization", "Bearer "+k)
-		res, err := http.DefaultClient.Do(req)
+		res, err := hc.Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -184,6 +238,10 @@ func (d *deployer) refused(t *testing.T) {
 		{"unknown service", func() (string, error) {
 			return d.deploy("gateway", []string{"VERSION=0.1.0", "CHECKSUM=" + strings.Repeat("0", 64)})
 		}, "The service must be one of"},
+		// No certificates stored yet: TLS (the default) cannot work.
+		{"tls without certificates", func() (string, error) {
+			return d.deploy("router", nil)
+		}, "TLS is on but the Nomad Variables nomad/jobs/switchyard-router and nomad/jobs have no tls_ca tls_cert tls_key"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			out, err := tc.run()

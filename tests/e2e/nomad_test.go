@@ -2,8 +2,10 @@ package e2e
 
 import (
 	"encoding/json"
+	"fmt"
 	"os/exec"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -16,8 +18,14 @@ type renderedJob struct {
 	Job struct {
 		ID         string
 		TaskGroups []struct {
-			Name  string
-			Count int
+			Name     string
+			Count    int
+			Networks []struct {
+				DynamicPorts []struct{ Label string }
+			}
+			Services []struct {
+				Checks []struct{ Name, PortLabel string }
+			}
 			Tasks []struct {
 				Driver string
 				Config struct {
@@ -137,6 +145,63 @@ func TestNomadJobGPUs(t *testing.T) {
 			}
 			if got != tc.want {
 				t.Errorf("%s with gpus=%s: %d GPUs requested, want %d", tc.svc, tc.gpus, got, tc.want)
+			}
+		})
+	}
+}
+
+// Mutual TLS is the default: the certificate flags and their templates,
+// the health port the Consul checks use (the main port takes mesh callers
+// only) and, for the frontend, the public listener's files. With
+// tls=false none of that, and the checks on the main port as before.
+func TestNomadJobTLS(t *testing.T) {
+	nomad := deptest.Binary(t, "nomad", "NOMAD_BIN")
+	for _, tc := range []struct {
+		svc   string
+		tls   bool
+		files []string // templates besides the frontend's api-keys
+	}{
+		{"router", true, []string{"tls-ca.crt", "tls.crt", "tls.key"}},
+		{"decode", true, []string{"tls-ca.crt", "tls.crt", "tls.key"}},
+		{"frontend", true, []string{"tls-ca.crt", "tls.crt", "tls.key", "public.crt", "public.key"}},
+		{"router", false, nil},
+		{"frontend", false, nil},
+	} {
+		t.Run(fmt.Sprintf("%s-tls=%v", tc.svc, tc.tls), func(t *testing.T) {
+			t.Parallel()
+			g := renderJob(t, nomad, tc.svc, "-var", fmt.Sprintf("tls=%v", tc.tls)).Job.TaskGroups[0]
+			task := g.Tasks[0]
+			var files []string
+			for _, tp := range task.Templates {
+				if f := strings.TrimPrefix(tp.DestPath, "${NOMAD_SECRETS_DIR}/"); f != "api-keys" {
+					files = append(files, f)
+				}
+			}
+			if !slices.Equal(files, tc.files) {
+				t.Errorf("templates %q, want %q", files, tc.files)
+			}
+			args := strings.Join(task.Config.Args, " ")
+			for _, flag := range []string{"-tls-cert ${NOMAD_SECRETS_DIR}/tls.crt", "-tls-ca ${NOMAD_SECRETS_DIR}/tls-ca.crt",
+				"-health-listen ${NOMAD_ADDR_health}"} {
+				if strings.Contains(args, flag) != tc.tls {
+					t.Errorf("args %q: %q present %v, want %v", args, flag, !tc.tls, tc.tls)
+				}
+			}
+			if public := strings.Contains(args, "-public-tls-cert"); public != (tc.tls && tc.svc == "frontend") {
+				t.Errorf("args %q: -public-tls-cert present %v", args, public)
+			}
+			var ports []string
+			for _, p := range g.Networks[0].DynamicPorts {
+				ports = append(ports, p.Label)
+			}
+			if slices.Contains(ports, "health") != tc.tls {
+				t.Errorf("ports %q: a health port only with TLS", ports)
+			}
+			want := map[bool]string{true: "health", false: "http"}[tc.tls]
+			for _, c := range g.Services[0].Checks {
+				if c.PortLabel != want {
+					t.Errorf("check %s on port %q, want %q", c.Name, c.PortLabel, want)
+				}
 			}
 		})
 	}

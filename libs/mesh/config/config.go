@@ -50,6 +50,10 @@ type Common struct {
 	RPC rpclimit.Limits
 	// TLS is mutual TLS between services (off when TLS.Cert is empty).
 	TLS TLS
+	// HealthListen, if set, is a second host:port serving only /live,
+	// /ready and /health over plain HTTP: orchestrators' health checks
+	// cannot present a mesh certificate (package server).
+	HealthListen string
 }
 
 // TLS are the -tls-* settings: this instance's certificate and the CA that
@@ -120,6 +124,7 @@ func (c *Common) Register(fs *flag.FlagSet, defaultListen string, getenv func(st
 	fs.StringVar(&c.TLS.CA, "tls-ca", "", "CA certificates (PEM) that sign peers' certificates, servers' and callers' alike")
 	fs.BoolVar(&c.TLS.RequireClientCert, "tls-require-client-cert", true, "with -tls-cert, refuse callers without a certificate signed by -tls-ca")
 	fs.DurationVar(&c.TLS.ReloadInterval, "tls-reload-interval", tlsconf.DefaultReloadInterval, "how often the -tls-* files are checked for a rotation")
+	fs.StringVar(&c.HealthListen, "health-listen", "", "host:port also serving GET /live, /ready and /health (nothing else) over plain HTTP, without TLS or a client certificate, for an orchestrator's health checks; off when empty")
 }
 
 // Validate checks every shared setting.
@@ -173,7 +178,23 @@ func (c *Common) Validate() error {
 	if c.RPC.UnaryTimeout <= 0 {
 		return fmt.Errorf("-rpc-timeout=%v: must be positive", c.RPC.UnaryTimeout)
 	}
+	if err := c.validateHealthListen(); err != nil {
+		return err
+	}
 	return c.TLS.validate()
+}
+
+func (c *Common) validateHealthListen() error {
+	if c.HealthListen == "" {
+		return nil
+	}
+	if err := checkHostPort("-health-listen", c.HealthListen, true); err != nil {
+		return err
+	}
+	if c.HealthListen == c.Listen && !strings.HasSuffix(c.Listen, ":0") {
+		return fmt.Errorf("-health-listen=%q: the same address as -listen", c.HealthListen)
+	}
+	return nil
 }
 
 // minMessageBytes is the smallest -rpc-max-message-bytes: below it even

@@ -96,3 +96,31 @@ func TestTLSFlags(t *testing.T) {
 		}
 	}
 }
+
+func TestHealthListenFlag(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		args []string
+		want string // HealthListen
+		err  string
+	}{
+		{nil, "", ""},
+		{[]string{"-health-listen", "127.0.0.1:0"}, "127.0.0.1:0", ""},
+		{[]string{"-listen", "127.0.0.1:8001", "-health-listen", ":8002"}, ":8002", ""},
+		{[]string{"-health-listen", "8002"}, "", "-health-listen=\"8002\": want host:port"},
+		{[]string{"-health-listen", "127.0.0.1:99999"}, "", "bad port"},
+		{[]string{"-listen", "127.0.0.1:8001", "-health-listen", "127.0.0.1:8001"}, "", "the same address as -listen"},
+	}
+	for _, tt := range tests {
+		c, err := parse(t, tt.args...)
+		if tt.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tt.err) {
+				t.Errorf("%q: error %v, want one naming %q", tt.args, err, tt.err)
+			}
+			continue
+		}
+		if err != nil || c.HealthListen != tt.want {
+			t.Errorf("%q: HealthListen %q, err %v; want %q", tt.args, c.HealthListen, err, tt.want)
+		}
+	}
+}

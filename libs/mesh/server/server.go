@@ -70,6 +70,11 @@ type Config struct {
 	// callers dial https. Its ClientAuth decides whether callers need
 	// certificates (package tlsconf builds it).
 	TLS *tls.Config
+	// HealthListen, if set, is a second host:port serving only GET /live,
+	// /ready and /health over plain HTTP, whatever TLS says: for
+	// orchestrators' health checks, which hold no mesh certificate. It
+	// reports draining as the main listener does and closes after it.
+	HealthListen string
 }
 
 // Server is one instance's HTTP server.
@@ -83,6 +88,7 @@ type Server struct {
 
 	mu        sync.Mutex
 	ln        net.Listener
+	healthLn  net.Listener // with Config.HealthListen
 	draining  bool
 	unhealthy error                  // SetHealthy's latest report
 	reg       discovery.Registration // once registered
@@ -128,9 +134,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.Mount(meshv1connect.NewInfoServiceHandler(&infoService{s: s}, s.opts...))
 	s.mux.Handle("GET /metrics", cfg.Telemetry.MetricsHandler())
-	s.mux.HandleFunc("GET /live", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok\n")) })
-	s.mux.HandleFunc("GET /ready", s.ready)
-	s.mux.HandleFunc("GET /health", s.ready)
+	s.handleHealth(s.mux)
 	if cfg.Pprof {
 		s.mux.HandleFunc("GET /debug/pprof/", pprof.Index)
 		s.mux.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)
@@ -187,14 +191,22 @@ func (s *Server) tlsConfig() *tls.Config {
 	return s.cfg.TLS
 }
 
-// Listen binds the listener; Addr is valid afterwards.
+// Listen binds the listener, and the health listener if configured; Addr
+// is valid afterwards.
 func (s *Server) Listen() (net.Addr, error) {
 	ln, err := net.Listen("tcp", s.cfg.Listen)
 	if err != nil {
 		return nil, fmt.Errorf("listen %q: %w", s.cfg.Listen, err)
 	}
+	var hln net.Listener
+	if s.cfg.HealthListen != "" {
+		if hln, err = net.Listen("tcp", s.cfg.HealthListen); err != nil {
+			_ = ln.Close()
+			return nil, fmt.Errorf("health listen %q: %w", s.cfg.HealthListen, err)
+		}
+	}
 	s.mu.Lock()
-	s.ln = ln
+	s.ln, s.healthLn = ln, hln
 	s.mu.Unlock()
 	return ln.Addr(), nil
 }
@@ -285,7 +297,7 @@ func (s *Server) Serve(ctx context.Context) error {
 		// a line in the service's log, not on the process's stderr.
 		ErrorLog: slog.NewLogLogger(s.cfg.Logger.Handler(), slog.LevelWarn),
 	}
-	errc := make(chan error, 1)
+	errc := make(chan error, 2) // the main listener and the health one
 	go func() {
 		if tlsConf != nil {
 			errc <- hs.ServeTLS(s.ln, "", "")
@@ -293,6 +305,7 @@ func (s *Server) Serve(ctx context.Context) error {
 		}
 		errc <- hs.Serve(s.ln)
 	}()
+	health := s.serveHealth(ctx, errc)
 
 	var reg discovery.Registration
 	if s.cfg.Registry != nil {
@@ -312,11 +325,16 @@ func (s *Server) Serve(ctx context.Context) error {
 		s.metaMu.Unlock()
 		if err != nil {
 			_ = hs.Close()
+			closeHealth(health)
 			return fmt.Errorf("register %s: %w", s.cfg.Instance.ID, err)
 		}
 		reg = r
 	}
-	s.cfg.Logger.Info("serving", "role", s.cfg.Instance.Role, "id", s.cfg.Instance.ID, "addr", s.ln.Addr().String(), "version", s.cfg.Instance.Version)
+	log := s.cfg.Logger
+	if a := s.HealthAddr(); a != nil {
+		log = log.With("health_addr", a.String())
+	}
+	log.Info("serving", "role", s.cfg.Instance.Role, "id", s.cfg.Instance.ID, "addr", s.ln.Addr().String(), "version", s.cfg.Instance.Version)
 
 	select {
 	case err := <-errc:
@@ -324,10 +342,16 @@ func (s *Server) Serve(ctx context.Context) error {
 			_ = reg.Deregister(context.Background())
 		}
 		s.graceOver()
+		_ = hs.Close()
+		closeHealth(health)
 		return fmt.Errorf("serve: %w", err)
 	case <-ctx.Done():
 	}
-	return s.shutdown(hs, reg)
+	err := s.shutdown(hs, reg)
+	// Only now: the orchestrator's checks see "draining" for the whole
+	// drain, as the main listener's callers do.
+	closeHealth(health)
+	return err
 }
 
 func (s *Server) shutdown(hs *http.Server, reg discovery.Registration) error {

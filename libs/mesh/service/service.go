@@ -278,6 +278,7 @@ func run(ctx context.Context, spec Spec, env Env, common config.Common, log *slo
 		MaxMessageBytes: common.RPC.MaxMessageBytes,
 		Pprof:           common.Pprof,
 		TLS:             srvTLS,
+		HealthListen:    common.HealthListen,
 	})
 	if err != nil {
 		return err
