@@ -46,7 +46,7 @@ var tierNames = map[commonv1.StorageTier]string{
 func workerView(ctx context.Context, hc *http.Client, addr string) (cacheView, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	c := workerv1connect.NewWorkerServiceClient(hc, "http://"+addr)
+	c := workerv1connect.NewWorkerServiceClient(hc, mesh.url(addr))
 	st, err := c.SubscribeKvEvents(ctx, connect.NewRequest(&workerv1.SubscribeKvEventsRequest{Dump: true, OmitTokenIds: true}))
 	if err != nil {
 		return cacheView{}, err
@@ -82,7 +82,7 @@ func workerView(ctx context.Context, hc *http.Client, addr string) (cacheView, e
 func routerView(ctx context.Context, hc *http.Client, addr, worker string) (cacheView, bool, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	c := routerv1connect.NewRouterServiceClient(hc, "http://"+addr)
+	c := routerv1connect.NewRouterServiceClient(hc, mesh.url(addr))
 	res, err := c.GetWorkerIndex(ctx, connect.NewRequest(&routerv1.GetWorkerIndexRequest{WorkerId: worker, Limit: maxIndexHashes}))
 	if err != nil {
 		return cacheView{}, false, err
@@ -122,7 +122,7 @@ type IndexCheck struct {
 // worker's own dump, retrying for up to wait while events still flow (the
 // load is stopped first, so the caches settle).
 func CheckIndex(ctx context.Context, s *Stack, wait time.Duration) IndexCheck {
-	hc := h2cClient()
+	hc := mesh.client(0)
 	deadline := time.Now().Add(wait)
 	for {
 		var bad []string
@@ -152,11 +152,4 @@ func CheckIndex(ctx context.Context, s *Stack, wait time.Duration) IndexCheck {
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
-}
-
-// h2cClient speaks HTTP/2 without TLS, as the services' RPCs do.
-func h2cClient() *http.Client {
-	p := new(http.Protocols)
-	p.SetUnencryptedHTTP2(true)
-	return &http.Client{Transport: &http.Transport{Protocols: p}}
 }

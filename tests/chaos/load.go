@@ -111,7 +111,7 @@ type Load struct {
 // NewLoad returns a load over the frontends' addresses.
 func NewLoad(frontends []string, model string) *Load {
 	l := &Load{Frontends: frontends, Model: model, Attempts: 4,
-		client: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}}
+		client: mesh.client(0)}
 	l.phase.Store(&Phase{Name: "warm-up"})
 	return l
 }
@@ -141,8 +141,11 @@ func (l *Load) Reference(ctx context.Context) error {
 			}
 			l.refs[refKey(k, i)] = text
 			streamed, err := l.once(ctx, l.Frontends[0], k+1, i) // k's streamed kind follows it
-			if err != nil || streamed != text {
-				return fmt.Errorf("reference %s: streamed %q (err %v), not streamed %q", refKey(k, i), streamed, err, text)
+			if err != nil {
+				return fmt.Errorf("reference %s, streamed: %w", refKey(k, i), err)
+			}
+			if streamed != text {
+				return fmt.Errorf("reference %s: streamed %q, not streamed %q", refKey(k, i), streamed, text)
 			}
 		}
 	}
@@ -253,7 +256,7 @@ func (l *Load) attempt(ctx context.Context, fe string, k Kind, prompt int, cance
 	if k.chat() {
 		path = "/v1/chat/completions"
 	}
-	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+fe+path, bytes.NewReader(l.body(k, prompt)))
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, mesh.url(fe)+path, bytes.NewReader(l.body(k, prompt)))
 	req.Header.Set("Authorization", "Bearer "+APIKey)
 	req.Header.Set("Content-Type", "application/json")
 	res, err := l.client.Do(req)
@@ -356,7 +359,7 @@ func (l *Load) bad(ctx context.Context, p *Phase, n uint64) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	fe := l.Frontends[int(n)%len(l.Frontends)]
-	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+fe+"/v1/completions", strings.NewReader(fmt.Sprintf(b.body, l.Model)))
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, mesh.url(fe)+"/v1/completions", strings.NewReader(fmt.Sprintf(b.body, l.Model)))
 	if b.key {
 		req.Header.Set("Authorization", "Bearer "+APIKey)
 	}

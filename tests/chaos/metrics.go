@@ -16,7 +16,7 @@ import (
 func scrape(ctx context.Context, hc *http.Client, addr string, names ...string) (map[string]float64, error) {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/metrics", nil)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, mesh.url(addr)+"/metrics", nil)
 	res, err := hc.Do(req)
 	if err != nil {
 		return nil, err
@@ -77,7 +77,7 @@ type CounterWatch struct {
 // WatchCounters polls the stack's counters twice a second until ctx
 // ends.
 func WatchCounters(ctx context.Context, l *Load, s *Stack) *CounterWatch {
-	w := &CounterWatch{load: l, last: map[int]float64{}, hc: &http.Client{Timeout: 2 * time.Second}}
+	w := &CounterWatch{load: l, last: map[int]float64{}, hc: mesh.client(2 * time.Second)}
 	for _, f := range s.Frontends {
 		w.counters = append(w.counters, counter{f, migrationsMetric, func(p *Phase) *atomic.Int64 { return &p.Migrated }})
 	}

@@ -65,7 +65,7 @@ func (p *Proc) start(ctx context.Context) error {
 func (p *Proc) waitUp(ctx context.Context, done chan struct{}) error {
 	ctx, cancel := context.WithTimeout(ctx, 90*time.Second)
 	defer cancel()
-	hc := &http.Client{Timeout: time.Second}
+	hc := mesh.client(time.Second)
 	for {
 		if p.up(hc) {
 			return nil
@@ -84,7 +84,7 @@ func (p *Proc) up(hc *http.Client) bool {
 	if p.ready != nil {
 		return p.ready(hc)
 	}
-	res, err := hc.Get("http://" + p.Addr + "/health")
+	res, err := hc.Get(mesh.url(p.Addr) + "/health")
 	if err != nil {
 		return false
 	}

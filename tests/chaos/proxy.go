@@ -124,10 +124,13 @@ func (p *Proxy) handle(client net.Conn) {
 	p.track(server, true)
 	defer p.track(server, false)
 	defer server.Close()
-	errc := make(chan error, 2)
-	go func() { errc <- p.pipe(ctx, server, client) }()
-	go func() { errc <- p.pipe(ctx, client, server) }()
-	<-errc
+	// Either direction ending (a close, a reset, the partition's cut)
+	// ends both: the deferred closes stop the other copy. Why it ended
+	// is the peers' business, not the proxy's.
+	done := make(chan struct{}, 2)
+	go func() { _ = p.pipe(ctx, server, client); done <- struct{}{} }()
+	go func() { _ = p.pipe(ctx, client, server); done <- struct{}{} }()
+	<-done
 }
 
 // pipe copies src to dst, holding each chunk while partitioned.

@@ -57,7 +57,7 @@ func sampleProc(ctx context.Context, hc *http.Client, p *Proc, at time.Duration)
 func SampleEvery(ctx context.Context, s *Stack, interval time.Duration) <-chan []Sample {
 	out := make(chan []Sample, 1)
 	go func() {
-		hc := &http.Client{Timeout: 2 * time.Second}
+		hc := mesh.client(2 * time.Second)
 		start := time.Now()
 		var all []Sample
 		procs := append(s.Procs(), s.Consul, s.Redis)

@@ -80,9 +80,17 @@ func StartStack(t testing.TB, cfg Config) *Stack {
 		}
 		return p
 	}
+	mesh = plainMesh()
+	if tlsOn() {
+		m, err := tlsMesh(filepath.Join(s.Dir, "certs"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		mesh = m
+	}
 	s.Consul = must(consulProc(t, s.Dir))
 	s.Redis = must(redisProc(t, s.Dir))
-	common := []string{"-discovery", "consul", "-consul-addr", s.Consul.Addr, "-drain-timeout", "2s", "-log-level", "info"}
+	common := append([]string{"-discovery", "consul", "-consul-addr", s.Consul.Addr, "-drain-timeout", "2s", "-log-level", "info"}, mesh.args...)
 	svc := func(name, kind string, args ...string) *Proc {
 		a := addr(t)
 		return newProc(s.Dir, name, kind, a, filepath.Join(bin, kind), append(append([]string{"-id", name, "-listen", a}, common...), args...)...)
@@ -117,7 +125,7 @@ func StartStack(t testing.TB, cfg Config) *Stack {
 	}
 	for i := range cfg.Frontends {
 		s.Frontends = append(s.Frontends, must(svc(fmt.Sprintf("frontend-%d", i), "frontend",
-			"-api-keys-file", keys, "-limits-redis-addr", s.Redis.Addr, "-limits-namespace", "chaos")))
+			append([]string{"-api-keys-file", keys, "-limits-redis-addr", s.Redis.Addr, "-limits-namespace", "chaos"}, mesh.public...)...)))
 	}
 	s.Model = s.waitModel(t)
 	return s
@@ -156,9 +164,9 @@ func (s *Stack) waitModel(t testing.TB) string {
 func listModel(ctx context.Context, addr string) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/v1/models", nil)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, mesh.url(addr)+"/v1/models", nil)
 	req.Header.Set("Authorization", "Bearer "+APIKey)
-	res, err := http.DefaultClient.Do(req)
+	res, err := mesh.client(0).Do(req)
 	if err != nil {
 		return "", err
 	}

@@ -94,7 +94,7 @@ func TestNomadJobsDeployRelease(t *testing.T) {
 		option.WithAPIKey(key), option.WithMaxRetries(0), option.WithHTTPClient(hc))
 	id := waitModel(t, c)
 	res, err := c.Chat.Completions.New(t.Context(), openai.ChatCompletionNewParams{
-		Model:     openai.ChatModel(id),
+		Model:     id,
 		Messages:  []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Once upon a time")},
 		MaxTokens: openai.Int(16), Temperature: openai.Float(0),
 	})
@@ -321,7 +321,7 @@ func trickle(t *testing.T, c openai.Client, model string) (stop func() (int64, [
 			}
 			requests.Add(1)
 			_, err := c.Chat.Completions.New(t.Context(), openai.ChatCompletionNewParams{
-				Model:     openai.ChatModel(model),
+				Model:     model,
 				Messages:  []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Once upon a time")},
 				MaxTokens: openai.Int(8),
 			})

@@ -25,7 +25,7 @@ import (
 
 // buildVersion builds svc stamped with version into a directory of its
 // own: a second release of one service beside the test's others.
-func buildVersion(t *testing.T, svc, version string) string {
+func buildVersion(t testing.TB, svc, version string) string {
 	t.Helper()
 	dir := t.TempDir()
 	cmd := exec.Command("go", "build", "-ldflags", "-X switchyard.dev/services/"+svc+".Version="+version, "-o", dir+"/",

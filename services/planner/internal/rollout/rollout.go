@@ -105,9 +105,10 @@ type Criteria struct {
 	Steps []float64
 }
 
-// DefaultCriteria: a canary may be 50% slower at the median and twice at
-// the tail, or fail 2 more requests in 100, before it is aborted, judged
-// on at least 30 requests a side at 10%, 25% and 50% of the traffic.
+// DefaultCriteria returns the judge's defaults: a canary may be 50%
+// slower at the median and twice at the tail, or fail 2 more requests in
+// 100, before it is aborted, judged on at least 30 requests a side at
+// 10%, 25% and 50% of the traffic.
 func DefaultCriteria() Criteria {
 	return Criteria{MinRequests: 30, MaxErrorRate: 0.02, MaxLatencyRatio: 1.5, MaxTailRatio: 2,
 		LatencyFloor: 5 * time.Millisecond, Steps: []float64{0.1, 0.25, 0.5}}
@@ -332,8 +333,9 @@ func (c *Controller) judge(r *Rollout, versions map[observe.VersionKey]observe.S
 		return
 	}
 	r.Canary, r.Baseline = can, base
+	cs := r.canary
 	r.canary, r.baseline = observe.Side{}, observe.Side{}
-	if why := c.verdict(can, base); why != "" {
+	if why := c.verdict(can, base, cs); why != "" {
 		c.finish(r, false, why)
 		return
 	}
@@ -353,9 +355,23 @@ func (c *Controller) judge(r *Rollout, versions map[observe.VersionKey]observe.S
 	c.log.Info("rollout stepped", "role", r.Role, "version", r.Version, "weight", next)
 }
 
-// verdict is why the canary fails against base, or "" when it passes.
-func (c *Controller) verdict(can, base Stats) string {
-	if d := can.ErrorRate() - base.ErrorRate(); d > c.crit.MaxErrorRate {
+// zFail is how many standard deviations past what chance gives a
+// difference must be to fail a canary: a one-sided test at about 0.1%
+// for each check, so that an identical canary, judged on a few checks at
+// three steps, is aborted in well under one rollout in twenty.
+const zFail = 3
+
+// minErrors is the fewest failed canary requests that can fail it: one
+// error in thirty requests is three points, but it is also one error.
+const minErrors = 3
+
+// verdict is why the canary fails against base, or "" when it passes;
+// cs holds the canary's latency samples. A check fails only when the
+// difference is both large (past its threshold) and unlikely to be
+// chance at the samples each side has, so one slow request, or one
+// error, in thirty does not abort a canary.
+func (c *Controller) verdict(can, base Stats, cs observe.Side) string {
+	if d := can.ErrorRate() - base.ErrorRate(); d > c.crit.MaxErrorRate && can.Errors >= minErrors && errorZ(can, base) > zFail {
 		return fmt.Sprintf("error rate %.1f%% against the baseline's %.1f%%", 100*can.ErrorRate(), 100*base.ErrorRate())
 	}
 	floor := c.crit.LatencyFloor.Seconds()
@@ -363,17 +379,42 @@ func (c *Controller) verdict(can, base Stats) string {
 		name      string
 		can, base float64
 		max       float64
+		q         float64
+		h         observe.Histogram
 	}{
-		{"TTFT p50", can.TTFTP50, base.TTFTP50, c.crit.MaxLatencyRatio},
-		{"ITL p50", can.ITLP50, base.ITLP50, c.crit.MaxLatencyRatio},
-		{"TTFT p99", can.TTFTP99, base.TTFTP99, c.crit.MaxTailRatio},
-		{"ITL p99", can.ITLP99, base.ITLP99, c.crit.MaxTailRatio},
+		{"TTFT p50", can.TTFTP50, base.TTFTP50, c.crit.MaxLatencyRatio, 0.5, cs.TTFT},
+		{"ITL p50", can.ITLP50, base.ITLP50, c.crit.MaxLatencyRatio, 0.5, cs.ITL},
+		{"TTFT p99", can.TTFTP99, base.TTFTP99, c.crit.MaxTailRatio, 0.99, cs.TTFT},
+		{"ITL p99", can.ITLP99, base.ITLP99, c.crit.MaxTailRatio, 0.99, cs.ITL},
 	} {
-		if m.can-m.base > floor && m.can > m.max*m.base {
+		if m.can-m.base > floor && m.can > m.max*m.base && beyond(m.h, m.base, m.q) {
 			return fmt.Sprintf("%s %s against the baseline's %s", m.name, ms(m.can), ms(m.base))
 		}
 	}
 	return ""
+}
+
+// beyond reports whether more of h's samples lie above the baseline's
+// q-quantile x than chance would put there if both sides had one
+// distribution (a share 1-q of them, binomially spread).
+func beyond(h observe.Histogram, x, q float64) bool {
+	n := h.Total()
+	if n == 0 {
+		return false
+	}
+	above := h.FractionAbove(x) * n
+	return above > n*(1-q)+zFail*math.Sqrt(n*q*(1-q))
+}
+
+// errorZ is the two-proportion z statistic of the canary's error rate
+// over the baseline's.
+func errorZ(can, base Stats) float64 {
+	p := (can.Errors + base.Errors) / (can.Requests + base.Requests)
+	se := math.Sqrt(p * (1 - p) * (1/can.Requests + 1/base.Requests))
+	if se == 0 {
+		return 0
+	}
+	return (can.ErrorRate() - base.ErrorRate()) / se
 }
 
 func ms(s float64) string {

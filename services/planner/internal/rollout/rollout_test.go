@@ -35,6 +35,21 @@ func hist(n int, v float64) observe.Histogram {
 	return h
 }
 
+// withSlow moves n of s's TTFT samples to v seconds.
+func withSlow(s observe.Side, n int, v float64) observe.Side {
+	slow := hist(n, v)
+	for i := range s.TTFT.Counts {
+		if s.TTFT.Counts[i] > 0 {
+			s.TTFT.Counts[i] -= float64(n)
+			break
+		}
+	}
+	for i := range s.TTFT.Counts {
+		s.TTFT.Counts[i] += slow.Counts[i]
+	}
+	return s
+}
+
 type ender struct {
 	mu   sync.Mutex
 	ends []string
@@ -94,6 +109,15 @@ func TestJudge(t *testing.T) {
 		{name: "a difference under the floor passes",
 			intervals: []map[observe.VersionKey]observe.Side{interval("2", side(40, 0, 0.0008, 0.0008), side(400, 0, 0.0002, 0.0002))},
 			state:     Judging, weight: 0.25},
+		{name: "one slow request in forty is chance, not a regression",
+			intervals: []map[observe.VersionKey]observe.Side{interval("2", withSlow(side(40, 0, 0.2, 0.02), 1, 5), base)},
+			state:     Judging, weight: 0.25, reason: "stepped"},
+		{name: "one error in forty is chance, not a regression",
+			intervals: []map[observe.VersionKey]observe.Side{interval("2", side(40, 1, 0.2, 0.02), base)},
+			state:     Judging, weight: 0.25, reason: "stepped"},
+		{name: "a slow tail on many requests aborts",
+			intervals: []map[observe.VersionKey]observe.Side{interval("2", withSlow(side(400, 0, 0.2, 0.02), 40, 5), side(400, 0, 0.2, 0.02))},
+			state:     Aborted, weight: 0, reason: "TTFT p99", ends: []string{"abort decode 2"}},
 		{name: "no canary traffic waits",
 			intervals: []map[observe.VersionKey]observe.Side{interval("3", good, base)},
 			state:     Judging, weight: 0.1, reason: "canary 0"},
