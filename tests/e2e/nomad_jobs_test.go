@@ -10,12 +10,14 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -70,12 +72,9 @@ func TestNomadJobsDeployRelease(t *testing.T) {
 		map[string]any{"Items": map[string]string{"api_keys": key + " name=e2e"}}, nil); err != nil {
 		t.Fatal(err)
 	}
+	d.frontendVars = []string{"-var", "api_keys=" + fallbackKey + " name=fallback"}
 	for _, svc := range Services {
-		var extra []string
-		if svc == "frontend" {
-			extra = []string{"-var", "api_keys=" + fallbackKey + " name=fallback"}
-		}
-		if out, err := d.deploy(svc, nil, extra...); err != nil {
+		if out, err := d.deploy(svc, nil); err != nil {
 			t.Fatalf("deploy %s: %v\n%s", svc, err, out)
 		}
 	}
@@ -106,7 +105,21 @@ func TestNomadJobsDeployRelease(t *testing.T) {
 	}
 	t.Logf("chat completion (%s): %q", id, res.Choices[0].Message.Content)
 
-	t.Run("canary", func(t *testing.T) { d.canary(t, cc, c, id, dist) })
+	// Each service in turn rolls to a new version through a canary, while
+	// a client that finds a frontend in Consul, as one behind a load
+	// balancer would, keeps sending requests.
+	lb := func() openai.Client {
+		addr := "127.0.0.1:1" // none passing: the request fails, and counts
+		if entries, _, err := cc.Health().Service("switchyard-frontend", "", true, nil); err == nil && len(entries) > 0 {
+			e := entries[rand.IntN(len(entries))].Service
+			addr = fmt.Sprintf("%s:%d", e.Address, e.Port)
+		}
+		return openai.NewClient(option.WithBaseURL("https://"+addr+"/v1/"),
+			option.WithAPIKey(key), option.WithMaxRetries(0), option.WithHTTPClient(hc))
+	}
+	for _, svc := range Services {
+		t.Run("canary "+svc, func(t *testing.T) { d.canary(t, cc, lb, id, dist, svc) })
+	}
 	t.Run("keys", func(t *testing.T) { rotateKeys(t, nomad, hc, passing(t, cc, "switchyard-frontend"), key, fallbackKey) })
 }
 
@@ -195,11 +208,16 @@ type deployer struct {
 	base  string // artifact base URL
 	sums  string // SHA256SUMS path
 	vars  []string
+	// frontendVars are the frontend's own variables, on every deploy of it.
+	frontendVars []string
 }
 
 // deploy deploys svc's release with the deployer's variables; env (e.g.
 // VERSION=..., CHECKSUM=...) overrides what SHA256SUMS says.
 func (d *deployer) deploy(svc string, env []string, extra ...string) (string, error) {
+	if svc == "frontend" {
+		extra = append(slices.Clone(d.frontendVars), extra...)
+	}
 	args := append([]string{"../../scripts/nomad-deploy.sh", svc, d.base, d.sums, "-detach"}, d.vars...)
 	return d.run("bash", append(args, extra...), env)
 }
@@ -259,37 +277,37 @@ func (d *deployer) refused(t *testing.T) {
 	}
 }
 
-// canary rolls the router to a new version (the same binary in an
-// archive of another version: what Nomad sees is a new job version) under
-// a trickle of chat completions: one canary placed beside the running
-// router and tagged "canary" in Nomad's record, the deployment held until
-// promoted, then the old router stopped; no request fails.
-func (d *deployer) canary(t *testing.T, cc *api.Client, c openai.Client, model, dist string) {
-	version, sum := repackRelease(t, dist, "router", "0.99.0-canary")
-	stop := trickle(t, c, model)
+// canary rolls svc to a new version (the same binary in an archive of
+// another version: what Nomad sees is a new job version) under a trickle
+// of chat completions: one canary placed beside the running instance and
+// tagged "canary" in Nomad's record, the deployment held until promoted,
+// then the old instance stopped; no request fails.
+func (d *deployer) canary(t *testing.T, cc *api.Client, client func() openai.Client, model, dist, svc string) {
+	version, sum := repackRelease(t, dist, svc, "0.99.0-canary")
+	stop := trickle(t, client, model)
 	defer stop()
-	if out, err := d.deploy("router", []string{"VERSION=" + version, "CHECKSUM=" + sum}); err != nil {
-		t.Fatalf("deploy router %s: %v\n%s", version, err, out)
+	if out, err := d.deploy(svc, []string{"VERSION=" + version, "CHECKSUM=" + sum}); err != nil {
+		t.Fatalf("deploy %s %s: %v\n%s", svc, version, err, out)
 	}
 	var dep deployment
-	deptest.Eventually(t, 2*time.Minute, "a healthy router canary awaiting promotion", func() bool {
-		dep = latestDeployment(t, d.nomad, "router")
-		g := dep.TaskGroups["router"]
+	deptest.Eventually(t, 2*time.Minute, "a healthy "+svc+" canary awaiting promotion", func() bool {
+		dep = latestDeployment(t, d.nomad, svc)
+		g := dep.TaskGroups[svc]
 		return dep.JobVersion > 0 && len(g.PlacedCanaries) == 1 && g.HealthyAllocs >= 1 && !g.Promoted
 	})
 	if dep.Status != "running" {
 		t.Fatalf("deployment %s is %s before promotion, want running (auto_promote off)", dep.ID, dep.Status)
 	}
 	deptest.Eventually(t, 30*time.Second, "the canary tag on Nomad's record of the canary", func() bool {
-		entries, _, err := cc.Health().Service("switchyard-router-nomad", "canary", true, nil)
+		entries, _, err := cc.Health().Service("switchyard-"+svc+"-nomad", "canary", true, nil)
 		return err == nil && len(entries) == 1
 	})
 	if out, err := d.run(d.bin, []string{"deployment", "promote", dep.ID}, nil); err != nil {
 		t.Fatalf("nomad deployment promote: %v\n%s", err, out)
 	}
-	waitDeployment(t, d.nomad, "router")
-	deptest.Eventually(t, time.Minute, "one router instance left in Consul", func() bool {
-		entries, _, err := cc.Health().Service("switchyard-router", "", true, nil)
+	waitDeployment(t, d.nomad, svc)
+	deptest.Eventually(t, time.Minute, "one "+svc+" instance left in Consul", func() bool {
+		entries, _, err := cc.Health().Service("switchyard-"+svc, "", true, nil)
 		return err == nil && len(entries) == 1
 	})
 	time.Sleep(2 * time.Second) // a few requests through the promoted router alone
@@ -300,13 +318,13 @@ func (d *deployer) canary(t *testing.T, cc *api.Client, c openai.Client, model, 
 	if len(failed) > 0 {
 		t.Errorf("%d of %d requests failed during the canary rollout: %v", len(failed), n, failed)
 	}
-	t.Logf("%d requests during the router rollout, %d failed", n, len(failed))
+	t.Logf("%d requests during the %s rollout, %d failed", n, svc, len(failed))
 }
 
-// trickle sends one short chat completion after another until stop is
-// called; stop returns how many were sent and the errors of those that
-// failed.
-func trickle(t *testing.T, c openai.Client, model string) (stop func() (int64, []string)) {
+// trickle sends one short chat completion after another, each through
+// the client new returns then, until stop is called; stop returns how
+// many were sent and the errors of those that failed.
+func trickle(t *testing.T, newClient func() openai.Client, model string) (stop func() (int64, []string)) {
 	var requests atomic.Int64
 	done := make(chan struct{})
 	var wg sync.WaitGroup
@@ -320,6 +338,7 @@ func trickle(t *testing.T, c openai.Client, model string) (stop func() (int64, [
 			default:
 			}
 			requests.Add(1)
+			c := newClient()
 			_, err := c.Chat.Completions.New(t.Context(), openai.ChatCompletionNewParams{
 				Model:     model,
 				Messages:  []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Once upon a time")},
