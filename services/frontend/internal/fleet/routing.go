@@ -2,7 +2,6 @@ package fleet
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -165,10 +164,8 @@ func parseRouter(r io.Reader, at time.Time) (routerCounts, error) {
 	if err != nil {
 		return routerCounts{}, fmt.Errorf("metrics: %w", err)
 	}
+	// A router that has decided nothing yet exports none of these: zero.
 	rc := routerCounts{at: at, chosen: map[string]float64{}, overlapSums: map[string]float64{}}
-	if _, ok := fams[metricDecisions]; !ok {
-		return rc, errors.New("no " + metricDecisions + " (not a router?)")
-	}
 	for _, m := range fams[metricDecisions].GetMetric() {
 		v := m.GetCounter().GetValue()
 		rc.decisions += v

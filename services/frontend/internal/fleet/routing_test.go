@@ -87,3 +87,22 @@ func TestPollShowsRouting(t *testing.T) {
 		t.Errorf("after a router restart: %+v, want 2/s (its 4 decisions since)", r)
 	}
 }
+
+// TestIdleRouterIsNoError: a router that has decided nothing exports no
+// decision counters yet; that is zero decisions, not a failure.
+func TestIdleRouterIsNoError(t *testing.T) {
+	t.Parallel()
+	m := fleettest.New()
+	m.Add(discovery.Instance{ID: "router-0", Role: discovery.RoleRouter, Version: "v1", Address: "router-0:1"},
+		http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "# no decisions yet\n") }))
+	c := fleet.New(fleet.Config{Registry: m, HTTPClient: m.HTTPClient()})
+	c.Poll(t.Context())
+	c.Poll(t.Context())
+	s := decodeFrame(t, c.Latest())
+	if len(s.Errors) > 0 {
+		t.Errorf("errors %v, want none for an idle router", s.Errors)
+	}
+	if s.Routing == nil || s.Routing.DecisionsPerSecond != 0 {
+		t.Errorf("routing %+v, want 0 decisions a second", s.Routing)
+	}
+}

@@ -54,7 +54,7 @@ func (a *API) serve(w http.ResponseWriter, r *http.Request, endpoint string, g o
 	}
 	req.ID = c.id
 	g.N = max(g.N, 1)
-	req.Trace = a.cfg.Traces.Start(reqid.From(r.Context()), trace.SpanContextFromContext(r.Context()).TraceID().String(), endpoint, req.Model)
+	req.Trace = a.cfg.Traces.Start(reqid.From(r.Context()), traceID(r.Context()), endpoint, req.Model)
 	req.Trace.Event("accepted", "%d prompt tokens, up to %d new, n %d, stream %v", len(req.Prompt), req.MaxTokens, g.N, g.Stream)
 	reqs, fs := choiceRequests(req, g), forks(f, g.N)
 	tm := a.timing(endpoint, req.Model, start)
@@ -291,4 +291,13 @@ func (t *timing) observe(d generate.Delta) {
 		}
 	}
 	t.last = now
+}
+
+// traceID is the request's trace id, or "" when it is not traced (no
+// exporter, or not sampled).
+func traceID(ctx context.Context) string {
+	if sc := trace.SpanContextFromContext(ctx); sc.IsValid() {
+		return sc.TraceID().String()
+	}
+	return ""
 }
