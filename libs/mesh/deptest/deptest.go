@@ -15,9 +15,12 @@ package deptest
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -193,8 +196,26 @@ func StartConsul(t testing.TB) *Consul {
 			"-serf-lan-port", strconv.Itoa(ports["serf-lan"]), "-serf-wan-port", strconv.Itoa(ports["serf-wan"]),
 			"-server-port", strconv.Itoa(ports["server"]), "-dns-port", strconv.Itoa(ports["dns"])}
 	}
-	c.Process = startRetrying(t, bin, filepath.Join(dir, "consul.log"), args, func(*Process) bool { return leaderKnown(c.Addr) })
+	c.Process = startRetrying(t, bin, filepath.Join(dir, "consul.log"), args, func(*Process) bool { return consulReady(c.Addr) })
 	return c
+}
+
+// consulReady reports the agent has a raft leader and has registered its
+// own node in the catalog: until then, creating a session (a leader lock)
+// fails with "Missing node registration", on a loaded machine for a
+// second or more after the leader is known.
+func consulReady(addr string) bool {
+	if !leaderKnown(addr) {
+		return false
+	}
+	hc := &http.Client{Timeout: 2 * time.Second}
+	res, err := hc.Get("http://" + addr + "/v1/catalog/node/switchyard-test")
+	if err != nil {
+		return false
+	}
+	defer res.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(res.Body, 1<<16))
+	return err == nil && res.StatusCode == http.StatusOK && bytes.Contains(body, []byte(`"switchyard-test"`))
 }
 
 // WaitLeader waits until the agent reports a raft leader.
@@ -202,7 +223,7 @@ func (c *Consul) WaitLeader(t testing.TB) {
 	t.Helper()
 	deadline := time.Now().Add(60 * time.Second)
 	for time.Now().Before(deadline) {
-		if leaderKnown(c.Addr) {
+		if consulReady(c.Addr) {
 			return
 		}
 		time.Sleep(100 * time.Millisecond)
