@@ -159,11 +159,17 @@ func (s *Split) Rollouts() Rollouts { return maps.Clone(*s.cur.Load()) }
 
 // IsCanary reports whether in belongs to its role's canary group.
 func (s *Split) IsCanary(in discovery.Instance) bool {
-	if in.HasTag(discovery.TagCanary) {
+	return s.Member(in.Role, in.Version, in.HasTag(discovery.TagCanary))
+}
+
+// Member is IsCanary for an instance of role and version, tagged canary
+// or not, for callers that keep those fields and no Instance.
+func (s *Split) Member(role, version string, tagged bool) bool {
+	if tagged {
 		return true
 	}
-	r, ok := (*s.cur.Load())[in.Role]
-	return ok && r.Version == in.Version
+	r, ok := (*s.cur.Load())[role]
+	return ok && r.Version == version
 }
 
 // Weight is the share of role's requests its canaries take.

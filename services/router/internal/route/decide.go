@@ -28,6 +28,7 @@ type scratch struct {
 	cands  []policy.Candidate
 	loads  []load.Load
 	group  []int
+	member []bool
 	policy policy.Scratch
 }
 
@@ -145,16 +146,7 @@ func (r *Router) worker(role string, w Worker) *routerv1.Worker {
 
 // isCanary reports whether w is in its role's canary group now.
 func (r *Router) isCanary(role string, w Worker) bool {
-	return r.cfg.Split != nil && r.cfg.Split.IsCanary(discovery.Instance{Role: role, Version: w.Version, Tags: canaryTags(w.Tagged)})
-}
-
-var tagged = []string{discovery.TagCanary}
-
-func canaryTags(t bool) []string {
-	if t {
-		return tagged
-	}
-	return nil
+	return r.cfg.Split != nil && r.cfg.Split.Member(role, w.Version, w.Tagged)
 }
 
 // group narrows s.cands (one per ws, in order) to the request's canary
@@ -162,7 +154,12 @@ func canaryTags(t bool) []string {
 // is excluded: a request migrating away from a failing canary then goes
 // to the other group rather than back.
 func (r *Router) group(role string, key uint64, ws []Worker, exclude []string, s *scratch) {
-	s.group = r.cfg.Split.Choose(role, key, len(ws), func(i int) bool { return r.isCanary(role, ws[i]) }, s.group)
+	// Membership once per worker: Choose asks twice.
+	s.member = s.member[:0]
+	for i := range ws {
+		s.member = append(s.member, r.isCanary(role, ws[i]))
+	}
+	s.group = r.cfg.Split.Choose(role, key, len(ws), func(i int) bool { return s.member[i] }, s.group)
 	if len(s.group) == len(ws) {
 		return
 	}
