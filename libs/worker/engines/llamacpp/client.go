@@ -45,6 +45,14 @@ func (c *client) do(ctx context.Context, method, path string, body any) (*http.R
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
+	// Every call here is safe to send twice: GETs only read, and net/http
+	// resends only a request no byte of whose answer came back, so the
+	// caller still sees one generation and the slot ends up holding the
+	// same prompt. Saying so lets net/http resend a request that met a
+	// keep-alive connection llama-server (cpp-httplib) closed under it,
+	// which it does now and then at any load, rather than fail it with
+	// EOF. The nil value marks the request without sending a header.
+	req.Header["Idempotency-Key"] = nil
 	res, err := c.http.Do(req)
 	if err != nil {
 		return nil, err
@@ -76,10 +84,17 @@ func (c *client) getJSON(ctx context.Context, path string, v any) error {
 		return fmt.Errorf("GET %s%s: %w", c.base, path, err)
 	}
 	defer res.Body.Close()
+	defer drain(res.Body)
 	if err := json.NewDecoder(io.LimitReader(res.Body, 16<<20)).Decode(v); err != nil {
 		return fmt.Errorf("GET %s%s: %w", c.base, path, err)
 	}
 	return nil
+}
+
+// drain reads what is left of a small answer, so that closing it puts
+// its connection back in the pool instead of closing that too.
+func drain(body io.Reader) {
+	_, _ = io.Copy(io.Discard, io.LimitReader(body, 64<<10))
 }
 
 // health is nil once the model is loaded (503 while loading).
@@ -88,6 +103,7 @@ func (c *client) health(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("GET %s/health: %w", c.base, err)
 	}
+	drain(res.Body)
 	res.Body.Close()
 	return nil
 }
@@ -135,6 +151,7 @@ func (c *client) metrics(ctx context.Context) (serverMetrics, error) {
 		return serverMetrics{}, fmt.Errorf("GET %s/metrics: %w", c.base, err)
 	}
 	defer res.Body.Close()
+	defer drain(res.Body)
 	var m serverMetrics
 	dst := map[string]*float64{
 		"llamacpp:requests_processing":        &m.processing,
