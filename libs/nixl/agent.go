@@ -28,6 +28,9 @@ type Config struct {
 	// DefaultPreference. Backends not listed are tried last, by name.
 	Preference []string
 	Logger     *slog.Logger // nil discards
+	// OnChange is called when the agent's endpoints change while it runs
+	// (a backend failed for good): re-publish Endpoints and Metadata.
+	OnChange func()
 }
 
 // Agent is one worker's endpoint for KV transfers.
@@ -75,7 +78,13 @@ func NewAgent(cfg Config) (*Agent, error) {
 		epoch:   rand.Uint64() | 1, // never 0, which means "unordered" (version 1)
 	}
 	a.notifs.init(a.log)
-	env := Env{Agent: cfg.Name, Logger: a.log, Regions: a.regions, Notify: a.notifs.push}
+	env := Env{Agent: cfg.Name, Logger: a.log, Regions: a.regions, Notify: a.notifs.push, Lost: func(err error) {
+		a.log.Error("nixl: a transfer backend failed; falling back to the next one", "err", err)
+		a.gen.Add(1) // peers take the blob without it over the one they hold
+		if cfg.OnChange != nil {
+			cfg.OnChange()
+		}
+	}}
 	for _, f := range cfg.Backends {
 		b, err := f(env)
 		if err != nil {
@@ -174,10 +183,11 @@ func (a *Agent) DeregisterMemory(ctx context.Context, id RegionID) error {
 // after registering or deregistering memory. Blobs carry a generation:
 // a peer keeps the newest it was given, whatever order they arrive in.
 func (a *Agent) Metadata() ([]byte, error) {
-	// The generation is read before the regions: a blob lists every region
-	// registered up to its generation.
+	// The generation is read first: a blob lists every region registered,
+	// and leaves out every backend lost, up to its generation.
+	gen := a.gen.Load()
 	md := a.identity()
-	md.Gen = a.gen.Load()
+	md.Gen = gen
 	md.Regions = a.regions.snapshot()
 	return metadata.Encode(md)
 }
@@ -190,6 +200,9 @@ func (a *Agent) Endpoints() string { return a.identity().Endpoints() }
 func (a *Agent) identity() *metadata.Agent {
 	md := &metadata.Agent{Name: a.name, Epoch: a.epoch}
 	for _, b := range a.backends {
+		if failed(b) {
+			continue
+		}
 		md.Backends = append(md.Backends, metadata.Backend{Name: wireName(b), Address: b.Address()})
 	}
 	return md

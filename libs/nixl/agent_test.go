@@ -3,6 +3,7 @@ package nixl_test
 import (
 	"bytes"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 	"switchyard.dev/libs/nixl/arena"
 	"switchyard.dev/libs/nixl/backend/local"
 	"switchyard.dev/libs/nixl/backend/tcp"
+	"switchyard.dev/libs/nixl/metadata"
 )
 
 // versioned is a backend under another wire name: another version of its
@@ -343,4 +345,107 @@ func TestDialSurvivesMetadataReload(t *testing.T) {
 	if got := a.Backend("slow"); got != local.Name {
 		t.Fatalf("backend %q after the reload", got)
 	}
+}
+
+// failing is a backend that can be failed for good, as the UCX backend
+// is when its UCX process dies (nixl.Failer).
+type failing struct {
+	nixl.Backend
+	env  nixl.Env
+	dead atomic.Bool
+}
+
+func (f *failing) Failed() error {
+	if f.dead.Load() {
+		return errors.New("gone")
+	}
+	return nil
+}
+
+func (f *failing) fail() {
+	f.dead.Store(true)
+	f.env.Lost(errors.New("gone"))
+}
+
+// TestLostBackend: a backend that fails for good leaves the agent's
+// metadata in a newer generation, is not connected over again, and the
+// agent says its endpoints changed; transfers go over the next backend.
+func TestLostBackend(t *testing.T) {
+	t.Parallel()
+	reg := local.NewRegistry()
+	var lossy *failing
+	changed := make(chan struct{}, 1)
+	a, err := nixl.NewAgent(nixl.Config{Name: "a", Preference: []string{"local", "tcp"}, OnChange: func() { changed <- struct{}{} },
+		Backends: []nixl.BackendFactory{func(env nixl.Env) (nixl.Backend, error) {
+			b, err := local.New(reg)(env)
+			lossy = &failing{Backend: b, env: env}
+			return lossy, err
+		}, tcp.New(tcp.Config{})}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = a.Close() })
+	b, err := nixl.NewAgent(nixl.Config{Name: "b", Preference: []string{"local", "tcp"},
+		Backends: []nixl.BackendFactory{local.New(reg), tcp.New(tcp.Config{})}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.Close() })
+	ar, err := arena.Map(4096)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ar.Close() })
+	if _, err := b.RegisterMemory(ar.Bytes()); err != nil {
+		t.Fatal(err)
+	}
+	load := func(from, to *nixl.Agent) {
+		md, err := from.Metadata()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := to.LoadRemoteMetadata(md); err != nil {
+			t.Fatal(err)
+		}
+	}
+	load(b, a)
+	send := func() string {
+		x, err := a.Post(nixl.XferRequest{Op: nixl.Write, Peer: "b", Notif: []byte("hi")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := x.Wait(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		return a.Backend("b")
+	}
+	if got := send(); got != local.Name {
+		t.Fatalf("before the loss: %q, want local", got)
+	}
+	before, endpoints := mustDecode(t, a), a.Endpoints()
+	lossy.fail()
+	<-changed
+	after := mustDecode(t, a)
+	if _, ok := after.Backend(local.Name); ok || after.Gen <= before.Gen || a.Endpoints() == endpoints {
+		t.Fatalf("after the loss: local advertised %v, generation %d → %d, endpoints changed %v",
+			ok, before.Gen, after.Gen, a.Endpoints() != endpoints)
+	}
+	a.Invalidate("b") // the connection over local breaks as the backend dies
+	load(b, a)
+	if got := send(); got != tcp.Name {
+		t.Fatalf("after the loss: %q, want tcp", got)
+	}
+}
+
+func mustDecode(t *testing.T, a *nixl.Agent) *metadata.Agent {
+	t.Helper()
+	blob, err := a.Metadata()
+	if err != nil {
+		t.Fatal(err)
+	}
+	md, err := metadata.Decode(blob)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return md
 }

@@ -54,6 +54,24 @@ type Env struct {
 	// Notify delivers a notification received from peer "from". It copies
 	// msg, so a backend may reuse the buffer once it returns.
 	Notify func(from string, msg []byte)
+	// Lost is called, once, by a Failer backend that has stopped working
+	// for good (Failed is non-nil from then on).
+	Lost func(err error)
+}
+
+// Failer is a backend that can stop working for good while its agent
+// lives: the UCX backend whose UCX runs in a child process that died. The
+// agent then neither advertises a failed backend nor connects over it, so
+// its own next transfers, and peers' once they load its fresh metadata,
+// fall to the next backend both sides have.
+type Failer interface {
+	Failed() error
+}
+
+// failed reports whether b has failed for good.
+func failed(b Backend) bool {
+	f, ok := b.(Failer)
+	return ok && f.Failed() != nil
 }
 
 // RegionAccess lends a registered region's bytes to a backend. Acquire

@@ -174,7 +174,7 @@ func (a *Agent) connect(name string, p *peer) (Conn, Backend, error) {
 	var errs []error
 	for _, b := range a.backends {
 		addr, ok := p.md.Backend(wireName(b))
-		if !ok {
+		if !ok || failed(b) {
 			continue
 		}
 		c, err := b.Connect(PeerInfo{Name: name, Address: addr})

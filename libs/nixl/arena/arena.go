@@ -18,6 +18,7 @@ package arena
 
 import (
 	"fmt"
+	"os"
 	"sync"
 )
 
@@ -29,6 +30,7 @@ const HugePage = 2 << 20
 type Arena struct {
 	mem   []byte
 	huge  bool
+	file  *os.File // MapShared's memory file
 	unmap func() error
 	once  sync.Once
 	err   error

@@ -33,6 +33,11 @@ type Caps struct {
 	Backend string
 }
 
+// MapArena maps the suite's arenas: anonymous memory (arena.Map) unless a
+// backend's tests need it shared (arena.MapShared, for the UCX backend
+// that runs UCX in a child process); set it in TestMain.
+var MapArena = arena.Map
+
 // waitLimit bounds every wait in the suite: a hang fails, it doesn't stall.
 const waitLimit = 20 * time.Second
 
@@ -51,7 +56,7 @@ func newNode(tb testing.TB, name string, f nixl.BackendFactory, size int) *node 
 	if err != nil {
 		tb.Fatal(err)
 	}
-	ar, err := arena.Map(size)
+	ar, err := MapArena(size)
 	if err != nil {
 		tb.Fatal(err)
 	}

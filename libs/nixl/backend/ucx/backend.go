@@ -27,6 +27,9 @@ const notifTag = 0x4E49584C_00000001
 // New returns a factory for UCX backends.
 func New(cfg Config) nixl.BackendFactory {
 	return func(env nixl.Env) (nixl.Backend, error) {
+		if cfg.Isolate {
+			return newIsolated(cfg, env)
+		}
 		eagerMax := cfg.eagerMax()
 		amq := C.nx_am_queue_new(C.size_t(max(eagerMax, 0)), C.int(eagerPool(eagerMax)))
 		if amq == nil {

@@ -99,6 +99,15 @@ type Config struct {
 	// Negative: never force eager; at most 1 MiB (larger values are
 	// taken as 1 MiB).
 	EagerMax int
+	// Isolate runs UCX in a child process (this program, started again),
+	// so that an abort inside UCX ends the child instead of the program:
+	// UCX 1.13 aborts on internal assertions when a peer fails during
+	// wire-up. The child maps the registered memory from its memory file,
+	// so every region must lie in a shared arena (arena.MapShared). When
+	// the child dies, its transfers fail with nixl.ErrPeerGone and the
+	// backend reports itself Failed: the agent stops advertising it and
+	// falls back to its next backend.
+	Isolate bool
 }
 
 // defaultEagerMax is Config.EagerMax's default.
