@@ -54,6 +54,9 @@ type Config struct {
 	// Tiers are the KV tiers below the arena, fastest first (host memory,
 	// then disk; see tiers.go). None by default: an evicted block is gone.
 	Tiers []TierConfig
+	// SharedKV maps the KV arena as shared memory, which a transfer
+	// agent's child process maps too (kvcache.Config.Shared).
+	SharedKV bool
 }
 
 func (c *Config) fill(m executor.Model) error {
@@ -166,7 +169,7 @@ func NewCore(cfg Config, m executor.Model) (*Core, error) {
 	if err := cfg.fill(m); err != nil {
 		return nil, err
 	}
-	kv, err := kvcache.New(kvcache.Config{NumBlocks: cfg.NumBlocks, BlockSize: cfg.BlockSize, BlockBytes: cfg.BlockSize * m.KVBytesPerToken})
+	kv, err := kvcache.New(kvcache.Config{NumBlocks: cfg.NumBlocks, BlockSize: cfg.BlockSize, BlockBytes: cfg.BlockSize * m.KVBytesPerToken, Shared: cfg.SharedKV})
 	if err != nil {
 		return nil, fmt.Errorf("engine: %w", err)
 	}

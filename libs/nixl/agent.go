@@ -139,6 +139,9 @@ func (a *Agent) RegisterMemory(mem []byte) (RegionID, error) {
 	id := a.regions.add(mem)
 	var keys []metadata.Key
 	for i, b := range a.backends {
+		if failed(b) { // nothing reaches the region through it
+			continue
+		}
 		key, err := b.RegisterMemory(id, mem)
 		if err != nil {
 			for _, done := range a.backends[:i] {
@@ -172,6 +175,9 @@ func (a *Agent) DeregisterMemory(ctx context.Context, id RegionID) error {
 	a.gen.Add(1)
 	var errs []error
 	for _, b := range a.backends {
+		if failed(b) { // it holds nothing any more
+			continue
+		}
 		if err := b.DeregisterMemory(id); err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", b.Name(), err))
 		}

@@ -17,6 +17,7 @@ import (
 	"switchyard.dev/libs/engine/sched"
 	"switchyard.dev/libs/kvbm"
 	"switchyard.dev/libs/kvbm/s3tier"
+	"switchyard.dev/libs/nixl/backend/ucx"
 	"switchyard.dev/libs/worker/disagg"
 )
 
@@ -60,6 +61,7 @@ type Config struct {
 	DisaggTimeout   time.Duration // bound on one remote prefill
 	KVTransfer      string        // comma-separated nixl backends, or "none"
 	KVTransferAddr  string        // tcp backend listen address
+	UCXIsolate      bool          // run the ucx backend's UCX in a child process
 
 	SimSpeedup float64
 	SimProfile string
@@ -98,6 +100,7 @@ func (c *Config) Register(fs *flag.FlagSet) {
 	fs.IntVar(&c.DisaggThreshold, "disagg-threshold-tokens", 512, "uncached prompt tokens above which -disagg=auto prefills on a prefill worker")
 	fs.DurationVar(&c.DisaggTimeout, "disagg-timeout", 30*time.Second, "bound on one remote prefill (compute and KV transfer); past it the prompt is prefilled locally")
 	fs.StringVar(&c.KVTransfer, "kv-transfer", "tcp", `KV transfer backends in preference order (tcp, ucx with a -tags ucx build), or "none"`)
+	fs.BoolVar(&c.UCXIsolate, "kv-transfer-ucx-isolate", true, "run the ucx KV transfer backend's UCX in a child process, so that an abort inside UCX (libucx 1.13's assertions) ends only that process and the worker goes on over its next backend; the KV arena is then shared memory (docs/security.md)")
 	fs.StringVar(&c.KVTransferAddr, "kv-transfer-listen", "127.0.0.1:0", "listen address of the tcp KV transfer backend (peers learn it from the transfer metadata)")
 	fs.Float64Var(&c.SimSpeedup, "sim-speedup", 1, "sim: divide every step time by this; 0 or inf means steps take no time")
 	fs.StringVar(&c.SimProfile, "sim-profile", "", "sim: measured timing profile (JSON); default the built-in polynomial")
@@ -189,8 +192,22 @@ func (c *Config) validateDisagg() error {
 	case c.DisaggTimeout <= 0:
 		return fmt.Errorf("-disagg-timeout=%v: must be positive", c.DisaggTimeout)
 	}
-	_, err := transferBackends(c.KVTransfer, c.KVTransferAddr, nil)
+	_, err := transferBackends(c.KVTransfer, c.KVTransferAddr, nil, false)
 	return err
+}
+
+// sharedKV reports whether the KV arena must be shared memory: the ucx
+// backend runs UCX in a child process that maps it.
+func (c *Config) sharedKV() bool {
+	if !c.UCXIsolate || !ucx.Available {
+		return false
+	}
+	for name := range strings.SplitSeq(c.KVTransfer, ",") {
+		if strings.TrimSpace(name) == ucx.Name {
+			return true
+		}
+	}
+	return false
 }
 
 func (c *Config) validateLlama() error {

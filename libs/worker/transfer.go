@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	workerv1 "switchyard.dev/gen/switchyard/worker/v1"
@@ -25,7 +26,7 @@ import (
 // transferBackends parses -kv-transfer; nil means none. With tlsc the tcp
 // backend authenticates peers by the mesh certificates before it takes a
 // write; UCX has no such check (docs/security.md).
-func transferBackends(list, tcpAddr string, tlsc *tcp.TLS) ([]nixl.BackendFactory, error) {
+func transferBackends(list, tcpAddr string, tlsc *tcp.TLS, isolate bool) ([]nixl.BackendFactory, error) {
 	if list == "none" {
 		return nil, nil
 	}
@@ -35,7 +36,7 @@ func transferBackends(list, tcpAddr string, tlsc *tcp.TLS) ([]nixl.BackendFactor
 		case "tcp":
 			out = append(out, tcp.New(tcp.Config{Addr: tcpAddr, TLS: tlsc}))
 		case "ucx":
-			out = append(out, ucx.New(ucx.Config{}))
+			out = append(out, ucx.New(ucx.Config{Isolate: isolate}))
 		default:
 			return nil, fmt.Errorf("-kv-transfer=%q: unknown backend %q (want tcp, ucx, or none)", list, name)
 		}
@@ -62,10 +63,16 @@ func transferTLS(rt *service.Runtime) *tcp.TLS {
 type transfer struct {
 	agent  *nixl.Agent
 	region nixl.RegionID
+	// changed re-publishes the agent's endpoints (set by publish): a
+	// backend lost while the worker runs leaves them.
+	changed atomic.Pointer[func()]
 }
 
+// onChange sets what runs when the agent's endpoints change.
+func (t *transfer) onChange(f func()) { t.changed.Store(&f) }
+
 func newTransfer(cfg *Config, name string, arena []byte, tlsc *tcp.TLS, log *slog.Logger) (*transfer, error) {
-	backends, err := transferBackends(cfg.KVTransfer, cfg.KVTransferAddr, tlsc)
+	backends, err := transferBackends(cfg.KVTransfer, cfg.KVTransferAddr, tlsc, cfg.sharedKV())
 	if err != nil || backends == nil {
 		return nil, err
 	}
@@ -73,7 +80,13 @@ func newTransfer(cfg *Config, name string, arena []byte, tlsc *tcp.TLS, log *slo
 		log.Info("executor keeps no KV arena (simulator): no KV transfer, prompts are prefilled locally")
 		return nil, nil
 	}
-	a, err := nixl.NewAgent(nixl.Config{Name: name, Backends: backends, Preference: strings.Split(strings.ReplaceAll(cfg.KVTransfer, " ", ""), ","), Logger: log})
+	t := &transfer{}
+	a, err := nixl.NewAgent(nixl.Config{Name: name, Backends: backends, Preference: strings.Split(strings.ReplaceAll(cfg.KVTransfer, " ", ""), ","), Logger: log,
+		OnChange: func() {
+			if f := t.changed.Load(); f != nil {
+				(*f)()
+			}
+		}})
 	if err != nil {
 		return nil, fmt.Errorf("-kv-transfer=%q: %w", cfg.KVTransfer, err)
 	}
@@ -82,7 +95,8 @@ func newTransfer(cfg *Config, name string, arena []byte, tlsc *tcp.TLS, log *slo
 		_ = a.Close()
 		return nil, fmt.Errorf("registering the KV arena: %w", err)
 	}
-	return &transfer{agent: a, region: id}, nil
+	t.agent, t.region = a, id
+	return t, nil
 }
 
 // close deregisters the arena (waiting for in-flight accesses, bounded)

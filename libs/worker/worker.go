@@ -73,7 +73,7 @@ func Setup(ctx context.Context, rt *service.Runtime, cfg *Config) error {
 	eng, err := engine.New(engine.Config{
 		BlockSize: cfg.BlockSize, NumBlocks: cfg.NumBlocks, MaxRunning: cfg.MaxRunning,
 		MaxBatchTokens: cfg.MaxBatchTokens, LongPrefillTokens: cfg.LongPrefillTokens, PrefillOrder: cfg.PrefillOrder, EventBuffer: cfg.EventBuffer,
-		Tiers: cfg.tiers(rep),
+		Tiers: cfg.tiers(rep), SharedKV: cfg.sharedKV(),
 	}, m.exec, log.With("component", "engine"))
 	if err != nil {
 		return err
@@ -189,6 +189,10 @@ func publish(ctx context.Context, rt *service.Runtime, cfg *Config, mi engine.Mo
 	}
 	if tr != nil {
 		meta[MetaKVTransfer] = tr.agent.Endpoints()
+		tr.onChange(func() {
+			rt.Logger.Warn("KV transfer endpoints changed (a backend failed); re-publishing them", "endpoints", tr.agent.Endpoints())
+			rt.Server.UpdateInstance(func(in *discovery.Instance) { in.Meta[MetaKVTransfer] = tr.agent.Endpoints() })
+		})
 		if cfg.Disagg != disagg.ModeOff {
 			meta[discovery.MetaPrefixPull] = "1"
 		}

@@ -2,8 +2,13 @@
 
 package kvcache
 
+import "errors"
+
 // mapArena falls back to heap memory where mmap is unavailable; such a
 // build cannot hand the arena to a transfer library.
-func mapArena(size int) ([]byte, func() error, error) {
+func mapArena(size int, shared bool) ([]byte, func() error, error) {
+	if shared {
+		return nil, nil, errors.New("kvcache: shared KV memory needs Linux")
+	}
 	return make([]byte, size), func() error { return nil }, nil
 }

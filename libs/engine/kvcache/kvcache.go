@@ -32,6 +32,10 @@ type Config struct {
 	NumBlocks  int
 	BlockSize  int // tokens per block
 	BlockBytes int // KV bytes per block; 0 keeps no memory (simulation)
+	// Shared maps the arena as shared memory (arena.MapShared) that a
+	// transfer agent's child process can map too: the UCX backend's
+	// isolated mode.
+	Shared bool
 }
 
 type blockMeta struct {
@@ -88,7 +92,7 @@ func New(cfg Config) (*Manager, error) {
 		if size/cfg.NumBlocks != cfg.BlockBytes {
 			return nil, fmt.Errorf("kvcache: arena size overflows: %d blocks of %d bytes", cfg.NumBlocks, cfg.BlockBytes)
 		}
-		arena, unmap, err := mapArena(size)
+		arena, unmap, err := mapArena(size, cfg.Shared)
 		if err != nil {
 			return nil, err
 		}

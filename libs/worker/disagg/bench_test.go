@@ -26,8 +26,8 @@ func benchTransferShare(b *testing.B, backend func(testing.TB) nixl.BackendFacto
 		b.Run(strconv.Itoa(n), func(b *testing.B) {
 			pre := newEngine(b, c, 512)
 			dec := newEngine(b, c, 512)
-			da, dr := newAgent(b, b.Name()+"-d", backend(b), dec.KV().Arena)
-			pa, pr := newAgent(b, b.Name()+"-p", backend(b), pre.KV().Arena)
+			da, dr := newAgent(b, b.Name()+"-d", dec.KV().Arena, backend(b))
+			pa, pr := newAgent(b, b.Name()+"-p", pre.KV().Arena, backend(b))
 			x := NewExporter(ExportConfig{Engine: pre, Agent: pa, Region: pr})
 			md, err := da.Metadata()
 			if err != nil {

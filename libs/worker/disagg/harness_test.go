@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -37,7 +38,9 @@ func newEngineBlocks(t testing.TB, c llama.Config, batchTokens, numBlocks int) *
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, err := engine.New(engine.Config{BlockSize: 4, NumBlocks: numBlocks, MaxBatchTokens: batchTokens}, exec, nil)
+	// Shared KV memory, as a worker maps it for the ucx backend's UCX
+	// process; every backend moves it alike.
+	e, err := engine.New(engine.Config{BlockSize: 4, NumBlocks: numBlocks, MaxBatchTokens: batchTokens, SharedKV: runtime.GOOS == "linux"}, exec, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,9 +51,9 @@ func newEngineBlocks(t testing.TB, c llama.Config, batchTokens, numBlocks int) *
 	return e
 }
 
-func newAgent(t testing.TB, name string, f nixl.BackendFactory, arena []byte) (*nixl.Agent, nixl.RegionID) {
+func newAgent(t testing.TB, name string, arena []byte, fs ...nixl.BackendFactory) (*nixl.Agent, nixl.RegionID) {
 	t.Helper()
-	a, err := nixl.NewAgent(nixl.Config{Name: name, Backends: []nixl.BackendFactory{f}})
+	a, err := nixl.NewAgent(nixl.Config{Name: name, Backends: fs})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,6 +83,7 @@ type stack struct {
 
 type stackOpts struct {
 	backend   func(t testing.TB) nixl.BackendFactory
+	fallback  func(t testing.TB) nixl.BackendFactory // a second backend, if any
 	threshold int
 	timeout   time.Duration
 	wrap      func(Prefiller) Prefiller
@@ -90,8 +94,15 @@ type stackOpts struct {
 
 func newStack(t testing.TB, o stackOpts) *stack {
 	s := &stack{dec: newEngineBlocks(t, shape, 32, cmp.Or(o.decBlocks, 1024)), pre: newEngine(t, shape, 32), ref: newEngine(t, shape, 32), obs: &recorder{}}
-	da, _ := newAgent(t, t.Name()+"-decode", o.backend(t), s.dec.KV().Arena)
-	pa, pr := newAgent(t, t.Name()+"-prefill", o.backend(t), s.pre.KV().Arena)
+	backends := func() []nixl.BackendFactory {
+		fs := []nixl.BackendFactory{o.backend(t)}
+		if o.fallback != nil {
+			fs = append(fs, o.fallback(t))
+		}
+		return fs
+	}
+	da, _ := newAgent(t, t.Name()+"-decode", s.dec.KV().Arena, backends()...)
+	pa, pr := newAgent(t, t.Name()+"-prefill", s.pre.KV().Arena, backends()...)
 	s.preAgent = pa
 	s.decAgent = da
 	s.exporter = NewExporter(ExportConfig{Engine: s.pre, Agent: pa, Region: pr, CheckTarget: o.check})

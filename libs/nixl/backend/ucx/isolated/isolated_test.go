@@ -27,6 +27,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv("UCX_NET_DEVICES") == "" {
 		os.Setenv("UCX_NET_DEVICES", "lo")
 	}
+	if name := os.Getenv(peerEnv); name != "" {
+		os.Exit(runPeer(name))
+	}
 	nixltest.MapArena = arena.MapShared
 	os.Exit(m.Run())
 }
