@@ -29,5 +29,8 @@
 //
 // Backends implement the Backend and Conn interfaces in backend.go; the
 // agent picks one per peer from what both sides advertise, in the order of
-// Config.Preference (ucx, tcp, local by default).
+// Config.Preference (ucx, tcp, local by default). A backend that fails for
+// good while the agent runs (a Failer: the UCX backend whose child process
+// died) is dropped from the agent's metadata and choices, and the agent
+// calls Config.OnChange so that its owner re-publishes its endpoints.
 package nixl

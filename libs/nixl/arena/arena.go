@@ -14,6 +14,11 @@
 // of every transfer (cma), and 512 times fewer pages made 16 MiB WRITEs
 // over UCX sm about twice as fast here (libs/nixl/README.md). It also
 // spares the engine's attention loops TLB misses over a large KV arena.
+//
+// MapShared maps an arena backed by a memory file instead, which another
+// process can map too (MapFile): the UCX backend's child process reads
+// and writes a worker's KV arena in place that way. SharedFile finds the
+// file behind any slice of such an arena.
 package arena
 
 import (

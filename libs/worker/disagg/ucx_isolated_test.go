@@ -112,3 +112,12 @@ func childPIDs(t *testing.T) map[int]bool {
 	}
 	return out
 }
+
+// BenchmarkUCXIsolatedTransferShare is BenchmarkTransferShare over UCX in
+// child processes.
+func BenchmarkUCXIsolatedTransferShare(b *testing.B) {
+	if os.Getenv("UCX_NET_DEVICES") == "" {
+		b.Setenv("UCX_NET_DEVICES", "lo")
+	}
+	benchTransferShare(b, isolatedUCX)
+}

@@ -32,6 +32,16 @@
 // computing beside it, yet it still serves incoming WRITEs and emulated
 // RMA.
 //
+// Isolation: with Config.Isolate (workers' default) UCX runs in a child
+// process, this program started again and taken over by this package's
+// init (child.go), which maps the agent's shared arenas from their memory
+// files and serves the backend over a socket pair (proc.go, wire.go).
+// libucx 1.13 aborts on internal assertions when a peer fails during
+// wire-up or mid-rendezvous, and an abort inside a cgo call cannot be
+// recovered; in the child it ends only the child. Its transfers then fail
+// with nixl.ErrPeerGone, and the backend reports itself failed
+// (nixl.Failer) so that the agent falls back to its next backend.
+//
 // Trust model: the initiator validates descriptors against the target's
 // published metadata; a WRITE is also checked by the target (errors
 // come back as ErrRemote); one-sided READ and put are not (as with RDMA),

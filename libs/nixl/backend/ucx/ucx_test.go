@@ -27,6 +27,11 @@ func TestMain(m *testing.M) {
 	if size := os.Getenv(targetEnv); size != "" {
 		os.Exit(runTarget(size))
 	}
+	// Shared arenas, as isolated UCX needs, measure what shared memory
+	// costs apart from the process boundary (package isolated).
+	if os.Getenv("NIXL_BENCH_SHARED_ARENAS") == "1" {
+		nixltest.MapArena = arena.MapShared
+	}
 	os.Exit(m.Run())
 }
 
