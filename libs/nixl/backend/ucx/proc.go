@@ -101,9 +101,10 @@ func newIsolated(cfg Config, env nixl.Env) (nixl.Backend, error) {
 	cmd.Env = append(os.Environ(), childEnv+"="+string(conf))
 	cmd.ExtraFiles = []*os.File{ctlC, fdC} // fds 3 and 4
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
-	// The child also exits when its control socket closes; the signal
-	// covers a parent killed outright.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	// The child exits when its control socket reads EOF, which the kernel
+	// gives it when this process dies, however it dies. (Not Pdeathsig:
+	// that fires when the thread that started the child exits, which a
+	// Go program's threads may do long before the program.)
 	err = cmd.Start()
 	_, _ = ctlC.Close(), fdC.Close()
 	if err != nil {

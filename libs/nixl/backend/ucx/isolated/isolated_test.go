@@ -45,14 +45,26 @@ func TestContract(t *testing.T) {
 func BenchmarkIsolated(b *testing.B) { nixltest.Bench(b, setup) }
 
 // children lists the processes this one started that are still running.
-func children(t *testing.T) map[int]bool {
+func children(t *testing.T) map[int]bool { return childrenOf(t, os.Getpid()) }
+
+// alive reports whether pid is running (not gone, not a zombie).
+func alive(pid int) bool {
+	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+	return len(f) > 0 && f[0] != "Z"
+}
+
+// childrenOf lists the running processes whose parent is self.
+func childrenOf(t *testing.T, self int) map[int]bool {
 	t.Helper()
 	out := map[int]bool{}
 	ents, err := os.ReadDir("/proc")
 	if err != nil {
 		t.Fatal(err)
 	}
-	self := os.Getpid()
 	for _, e := range ents {
 		pid, err := strconv.Atoi(e.Name())
 		if err != nil {

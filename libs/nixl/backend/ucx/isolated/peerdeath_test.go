@@ -28,6 +28,9 @@ import (
 // running tests: the process TestPeerDiesMidTransfer kills.
 const peerEnv = "NIXL_ISOLATED_TEST_PEER"
 
+// isolateEnv=1 runs the peer's UCX in a UCX process of its own.
+const isolateEnv = "NIXL_ISOLATED_TEST_ISOLATE"
+
 // writeToEnv, when set, holds an agent's metadata (hex) that the peer
 // writes to without pause, from 4 goroutines, until it is killed.
 const writeToEnv = "NIXL_ISOLATED_TEST_WRITE_TO"
@@ -35,13 +38,18 @@ const writeToEnv = "NIXL_ISOLATED_TEST_WRITE_TO"
 // runPeer runs an agent with in-process UCX and tcp over an arena, prints
 // its metadata as one hex line and serves until killed or stdin closes.
 func runPeer(name string) int {
-	a, err := nixl.NewAgent(nixl.Config{Name: name, Backends: []nixl.BackendFactory{ucx.New(ucx.Config{}), tcp.New(tcp.Config{})}})
+	isolate := os.Getenv(isolateEnv) == "1"
+	a, err := nixl.NewAgent(nixl.Config{Name: name, Backends: []nixl.BackendFactory{ucx.New(ucx.Config{Isolate: isolate}), tcp.New(tcp.Config{})}})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
 	defer a.Close()
-	ar, err := arena.Map(4 << 20)
+	mapArena := arena.Map
+	if isolate {
+		mapArena = arena.MapShared
+	}
+	ar, err := mapArena(4 << 20)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -233,4 +241,36 @@ func roundTrip(ctx context.Context, a *agent, peer string) error {
 		return errors.New("the bytes read back differ from those written")
 	}
 	return nil
+}
+
+// A UCX process ends with its program, however the program ends: killed
+// outright, it leaves no UCX process behind.
+func TestUCXProcessEndsWithItsProgram(t *testing.T) {
+	a := newAgent(t, "observer")
+	t.Setenv(isolateEnv, "1")
+	peer := startPeer(t, a, "isolated-peer", false)
+	var ucxProc int
+	for deadline := time.Now().Add(10 * time.Second); ucxProc == 0; time.Sleep(10 * time.Millisecond) {
+		for pid := range childrenOf(t, peer.Process.Pid) {
+			ucxProc = pid
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the peer started no UCX process")
+		}
+	}
+	if err := roundTrip(t.Context(), a, "isolated-peer"); err != nil {
+		t.Fatalf("to a peer with isolated UCX: %v", err)
+	}
+	if err := peer.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = peer.Wait()
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if !alive(ucxProc) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the UCX process %d outlived its program by 20 s", ucxProc)
+		}
+	}
 }
