@@ -1,12 +1,10 @@
 package e2e
 
 import (
-	"bufio"
 	"fmt"
 	"net/http"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -143,14 +141,14 @@ func checkMixedMesh(t *testing.T, bins map[string]string, model, tok, oldSvc, ol
 	// A prompt past the disaggregation threshold: prefilled remotely, the
 	// KV moved from the prefill worker to the decode worker.
 	long := strings.Repeat("Once upon a time there was a little dog. ", 8)
-	before := promCounter(t, "http://"+procs["decode"].Addr+"/metrics", "switchyard_worker_prefill_requests_total", `path="remote"`)
+	before := promSum(t, "http://"+procs["decode"].Addr+"/metrics", "switchyard_worker_prefill_requests_total", `path="remote"`)
 	if _, err := c.Completions.New(t.Context(), openai.CompletionNewParams{
 		Model:  openai.CompletionNewParamsModel(id),
 		Prompt: openai.CompletionNewParamsPromptUnion{OfString: openai.String(long)}, MaxTokens: openai.Int(8), Temperature: openai.Float(0),
 	}); err != nil {
 		t.Fatalf("long prompt with %s %s: %v", oldSvc, oldVersion, err)
 	}
-	if after := promCounter(t, "http://"+procs["decode"].Addr+"/metrics", "switchyard_worker_prefill_requests_total", `path="remote"`); after != before+1 {
+	if after := promSum(t, "http://"+procs["decode"].Addr+"/metrics", "switchyard_worker_prefill_requests_total", `path="remote"`); after != before+1 {
 		t.Errorf("with %s %s the long prompt was not prefilled remotely (remote prefills %v → %v)", oldSvc, oldVersion, before, after)
 	}
 
@@ -180,26 +178,4 @@ func checkMixedMesh(t *testing.T, bins map[string]string, model, tok, oldSvc, ol
 	if !found {
 		t.Errorf("the console does not list %s-0 at version %s: %+v", oldSvc, oldVersion, snap.Instances)
 	}
-}
-
-// promCounter sums the series of a counter whose labels contain match.
-func promCounter(t *testing.T, url, name, match string) float64 {
-	t.Helper()
-	res, err := http.Get(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	sum := 0.0
-	sc := bufio.NewScanner(res.Body)
-	sc.Buffer(nil, 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if strings.HasPrefix(line, name+"{") && strings.Contains(line, match) {
-			f := strings.Fields(line)
-			v, _ := strconv.ParseFloat(f[len(f)-1], 64)
-			sum += v
-		}
-	}
-	return sum
 }

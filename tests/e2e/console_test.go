@@ -308,7 +308,7 @@ func TestConsoleCordonsAWorker(t *testing.T) {
 	model := waitModel(t, c)
 	waitServing(t, c, model)
 	served := func() float64 {
-		return promCounter(t, "http://"+workers[0].Addr+"/metrics", "switchyard_worker_prefill_requests_total", "")
+		return promSum(t, "http://"+workers[0].Addr+"/metrics", "switchyard_worker_prefill_requests_total", "")
 	}
 	batch := func() float64 {
 		before := served()

@@ -174,8 +174,8 @@ func BenchmarkLlamaCppHitRatio(b *testing.B) {
 					cached += k
 				}
 				b.ReportMetric(float64(cached)/float64(prompt), "engine-hit-ratio")
-				b.ReportMetric(promSum(b, "http://"+m.Router.Addr+"/metrics", "switchyard_router_hit_ratio_sum")/
-					promSum(b, "http://"+m.Router.Addr+"/metrics", "switchyard_router_hit_ratio_count"), "router-hit-ratio")
+				b.ReportMetric(promSum(b, "http://"+m.Router.Addr+"/metrics", "switchyard_router_hit_ratio_sum", "")/
+					promSum(b, "http://"+m.Router.Addr+"/metrics", "switchyard_router_hit_ratio_count", ""), "router-hit-ratio")
 			})
 		}
 	}
@@ -239,27 +239,4 @@ func sharedPrefixWorkload(b *testing.B, c openai.Client, model string, prefixes,
 	close(jobs)
 	wg.Wait()
 	return p.Load(), k.Load()
-}
-
-// promSum adds up every sample of a Prometheus metric.
-func promSum(tb testing.TB, url, name string) float64 {
-	tb.Helper()
-	res, err := http.Get(url)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer res.Body.Close()
-	var sum float64
-	sc := bufio.NewScanner(res.Body)
-	for sc.Scan() {
-		line := sc.Text()
-		if strings.HasPrefix(line, name+"{") || strings.HasPrefix(line, name+" ") {
-			f := strings.Fields(line)
-			var v float64
-			if _, err := fmt.Sscan(f[len(f)-1], &v); err == nil {
-				sum += v
-			}
-		}
-	}
-	return sum
 }

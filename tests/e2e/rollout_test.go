@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"fmt"
@@ -9,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -40,24 +38,9 @@ func buildVersion(t testing.TB, svc, version string) string {
 // servedBy sums the frontend's finished generations per worker version.
 func servedBy(t *testing.T, frontend string) map[string]float64 {
 	t.Helper()
-	res, err := http.Get("http://" + frontend + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
 	out := map[string]float64{}
-	sc := bufio.NewScanner(res.Body)
-	sc.Buffer(nil, 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if !strings.HasPrefix(line, "switchyard_frontend_generations_total{") {
-			continue
-		}
-		_, rest, _ := strings.Cut(line, `worker_version="`)
-		v, _, _ := strings.Cut(rest, `"`)
-		f := strings.Fields(line)
-		n, _ := strconv.ParseFloat(f[len(f)-1], 64)
-		out[v] += n
+	for _, s := range samples(t, "http://"+frontend+"/metrics", "switchyard_frontend_generations_total") {
+		out[s.label("worker_version")] += s.value
 	}
 	return out
 }

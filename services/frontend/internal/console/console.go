@@ -173,28 +173,16 @@ func (c *console) drain(w http.ResponseWriter, r *http.Request) {
 }
 
 func (c *console) clearCache(w http.ResponseWriter, r *http.Request) {
-	if !c.admin(r) {
-		writeJSON(w, http.StatusForbidden, &openai.Error{Status: http.StatusForbidden, Type: "permission_error",
-			Message: "Clearing a prefix cache needs an admin API key."})
-		return
-	}
-	if c.cfg.Operator == nil {
-		writeJSON(w, http.StatusNotImplemented, &openai.Error{Status: http.StatusNotImplemented, Type: "unsupported",
-			Message: "This frontend runs without discovery: it cannot reach workers by id."})
-		return
-	}
 	var req drainRequest
-	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 4096)).Decode(&req); err != nil || req.ID == "" {
-		writeJSON(w, http.StatusBadRequest, openai.Invalid("id", "Want a JSON body {\"id\": \"<worker id>\"}."))
+	if !c.operate(w, r, "Clearing a prefix cache", &req) {
+		return
+	}
+	if req.ID == "" {
+		writeJSON(w, http.StatusBadRequest, openai.Invalid("id", `Want a JSON body {"id": "<worker id>"}.`))
 		return
 	}
 	res, err := c.cfg.Operator.ClearPrefixCache(r.Context(), req.ID)
-	switch {
-	case errors.Is(err, ErrNoWorker):
-		writeJSON(w, http.StatusNotFound, &openai.Error{Status: http.StatusNotFound, Type: "not_found", Message: err.Error()})
-		return
-	case err != nil:
-		writeJSON(w, http.StatusBadGateway, &openai.Error{Status: http.StatusBadGateway, Type: "upstream_error", Message: err.Error()})
+	if c.operateError(w, err) {
 		return
 	}
 	c.cfg.Logger.Info("console clear prefix cache", "instance", res.ID, "kv_blocks_freed", res.BlocksFreed, "remote", r.RemoteAddr)
@@ -280,7 +268,7 @@ func (c *console) operate(w http.ResponseWriter, r *http.Request, what string, r
 	}
 	if c.cfg.Operator == nil {
 		writeJSON(w, http.StatusNotImplemented, &openai.Error{Status: http.StatusNotImplemented, Type: "unsupported",
-			Message: "This frontend runs without discovery: it cannot reach the planner."})
+			Message: "This frontend runs without discovery: it cannot reach the planner or the workers."})
 		return false
 	}
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 4096))
@@ -299,6 +287,8 @@ func (c *console) operateError(w http.ResponseWriter, err error) bool {
 		return false
 	case errors.Is(err, ErrRefused):
 		writeJSON(w, http.StatusBadRequest, &openai.Error{Status: http.StatusBadRequest, Type: "invalid_request_error", Message: err.Error()})
+	case errors.Is(err, ErrNoWorker):
+		writeJSON(w, http.StatusNotFound, &openai.Error{Status: http.StatusNotFound, Type: "not_found", Message: err.Error()})
 	default:
 		writeJSON(w, http.StatusBadGateway, &openai.Error{Status: http.StatusBadGateway, Type: "upstream_error", Message: err.Error()})
 	}
@@ -321,10 +311,6 @@ func (c *console) cordon(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	res, err := c.cfg.Operator.Cordon(r.Context(), req.ID, req.Cordoned)
-	if errors.Is(err, ErrNoWorker) {
-		writeJSON(w, http.StatusNotFound, &openai.Error{Status: http.StatusNotFound, Type: "not_found", Message: err.Error()})
-		return
-	}
 	if c.operateError(w, err) {
 		return
 	}

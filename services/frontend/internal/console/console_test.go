@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -229,5 +230,81 @@ func TestStopEndsEvents(t *testing.T) {
 	close(stop)
 	if _, err := io.ReadAll(r); err != nil {
 		t.Errorf("stream after stop: %v, want a clean end", err)
+	}
+}
+
+// fakeOperator knows one worker, "decode-0000", and refuses rollouts of
+// version "bad".
+type fakeOperator struct{ cleared, cordoned []string }
+
+func (f *fakeOperator) ClearPrefixCache(_ context.Context, id string) (console.Cleared, error) {
+	if id != "decode-0000" {
+		return console.Cleared{}, console.ErrNoWorker
+	}
+	f.cleared = append(f.cleared, id)
+	return console.Cleared{ID: id}, nil
+}
+
+func (f *fakeOperator) WorkerIndex(context.Context, string, uint32) ([]console.RouterIndex, error) {
+	return nil, nil
+}
+
+func (f *fakeOperator) SetRollout(_ context.Context, c console.RolloutChange) (fleet.Rollout, error) {
+	if c.Version == "bad" {
+		return fleet.Rollout{}, fmt.Errorf("%w: version bad", console.ErrRefused)
+	}
+	return fleet.Rollout{Role: c.Role, Version: c.Version}, nil
+}
+
+func (f *fakeOperator) Cordon(_ context.Context, id string, cordoned bool) (console.Cordoned, error) {
+	if id != "decode-0000" {
+		return console.Cordoned{}, console.ErrNoWorker
+	}
+	f.cordoned = append(f.cordoned, id)
+	return console.Cordoned{ID: id, Cordoned: cordoned}, nil
+}
+
+func (f *fakeOperator) EndRollout(context.Context, console.RolloutEnd) (fleet.Rollout, error) {
+	return fleet.Rollout{}, errors.New("planner unreachable")
+}
+
+// The admin actions on workers and rollouts answer alike: 403 without an
+// admin key, 400 for a body they do not take, 404 for an unknown worker,
+// 400 for what the planner refuses, 502 when it fails, and 501 without
+// an operator.
+func TestOperatorActions(t *testing.T) {
+	t.Parallel()
+	g := auth.New(auth.Config{Keys: []string{"user"}, AdminKeys: []string{"root"}})
+	op := &fakeOperator{}
+	srv, _ := newServer(t, console.Config{Guard: g, Operator: op})
+	bare, _ := newServer(t, console.Config{Guard: g})
+	for _, tc := range []struct {
+		name, path, key, body string
+		want                  int
+		noOperator            bool
+	}{
+		{"clear needs admin", "clear-cache", "user", `{"id":"decode-0000"}`, http.StatusForbidden, false},
+		{"clear without an id", "clear-cache", "root", `{}`, http.StatusBadRequest, false},
+		{"clear with an unknown field", "clear-cache", "root", `{"id":"decode-0000","all":true}`, http.StatusBadRequest, false},
+		{"clear an unknown worker", "clear-cache", "root", `{"id":"nope"}`, http.StatusNotFound, false},
+		{"clear", "clear-cache", "root", `{"id":"decode-0000"}`, http.StatusOK, false},
+		{"clear without an operator", "clear-cache", "root", `{"id":"decode-0000"}`, http.StatusNotImplemented, true},
+		{"cordon needs admin", "cordon", "user", `{"id":"decode-0000","cordoned":true}`, http.StatusForbidden, false},
+		{"cordon an unknown worker", "cordon", "root", `{"id":"nope","cordoned":true}`, http.StatusNotFound, false},
+		{"cordon", "cordon", "root", `{"id":"decode-0000","cordoned":true}`, http.StatusOK, false},
+		{"rollout refused", "rollout", "root", `{"role":"decode","version":"bad","weight":0.1}`, http.StatusBadRequest, false},
+		{"rollout", "rollout", "root", `{"role":"decode","version":"1.2.3","weight":0.1}`, http.StatusOK, false},
+		{"end with the planner down", "rollout/end", "root", `{"role":"decode","promote":true}`, http.StatusBadGateway, false},
+	} {
+		url := srv.URL
+		if tc.noOperator {
+			url = bare.URL
+		}
+		if code, body := do(t, http.MethodPost, url+"/console/api/"+tc.path, tc.key, tc.body); code != tc.want {
+			t.Errorf("%s: POST %s = %d %s, want %d", tc.name, tc.path, code, body, tc.want)
+		}
+	}
+	if len(op.cleared) != 1 || len(op.cordoned) != 1 {
+		t.Errorf("cleared %v, cordoned %v; want decode-0000 once each", op.cleared, op.cordoned)
 	}
 }
