@@ -3,11 +3,8 @@
 package disagg
 
 import (
-	"bytes"
 	"os"
 	"slices"
-	"strconv"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -15,6 +12,7 @@ import (
 	"switchyard.dev/libs/engine"
 	"switchyard.dev/libs/nixl"
 	"switchyard.dev/libs/nixl/backend/ucx"
+	"switchyard.dev/libs/nixl/nixltest"
 )
 
 func isolatedUCX(testing.TB) nixl.BackendFactory { return ucx.New(ucx.Config{Isolate: true}) }
@@ -89,29 +87,7 @@ func TestUCXAbortFallsBackToTCP(t *testing.T) {
 }
 
 // childPIDs lists this process's children that are still running.
-func childPIDs(t *testing.T) map[int]bool {
-	t.Helper()
-	ents, err := os.ReadDir("/proc")
-	if err != nil {
-		t.Fatal(err)
-	}
-	self, out := strconv.Itoa(os.Getpid()), map[int]bool{}
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		stat, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
-		if len(f) > 1 && f[0] != "Z" && f[1] == self {
-			out[pid] = true
-		}
-	}
-	return out
-}
+func childPIDs(t *testing.T) map[int]bool { return nixltest.Children(t, os.Getpid()) }
 
 // BenchmarkUCXIsolatedTransferShare is BenchmarkTransferShare over UCX in
 // child processes.

@@ -3,13 +3,9 @@
 package ucx_test
 
 import (
-	"bufio"
 	"context"
-	"encoding/hex"
 	"fmt"
-	"io"
 	"os"
-	"os/exec"
 	"strconv"
 	"testing"
 	"time"
@@ -58,8 +54,7 @@ func runTarget(size string) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	fmt.Println(hex.EncodeToString(md))
-	_, _ = io.Copy(io.Discard, os.Stdin)
+	nixltest.ServePeer(md)
 	return 0
 }
 
@@ -74,32 +69,11 @@ func BenchmarkUCXTwoProcess(b *testing.B) {
 }
 
 func benchTwoProcess(b *testing.B, size int) {
-	cmd := exec.Command(os.Args[0])
+	var prefix []string
 	if cpus := os.Getenv(targetCPUsEnv); cpus != "" {
-		cmd = exec.Command("taskset", "-c", cpus, os.Args[0])
+		prefix = []string{"taskset", "-c", cpus}
 	}
-	cmd.Env = append(os.Environ(), targetEnv+"="+strconv.Itoa(size))
-	cmd.Stderr = os.Stderr
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		b.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		b.Fatal(err)
-	}
-	defer func() { _ = stdin.Close(); _ = cmd.Wait() }()
-	line, err := bufio.NewReader(stdout).ReadString('\n')
-	if err != nil {
-		b.Fatalf("target metadata: %v", err)
-	}
-	md, err := hex.DecodeString(line[:len(line)-1])
-	if err != nil {
-		b.Fatal(err)
-	}
+	md := nixltest.StartPeer(b, prefix, targetEnv+"="+strconv.Itoa(size)).Metadata
 	init, err := nixl.NewAgent(nixl.Config{Name: "init", Backends: []nixl.BackendFactory{ucx.New(benchConfig())}})
 	if err != nil {
 		b.Fatal(err)

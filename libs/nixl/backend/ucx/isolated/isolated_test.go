@@ -7,8 +7,6 @@ import (
 	"context"
 	"errors"
 	"os"
-	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -45,43 +43,7 @@ func TestContract(t *testing.T) {
 func BenchmarkIsolated(b *testing.B) { nixltest.Bench(b, setup) }
 
 // children lists the processes this one started that are still running.
-func children(t *testing.T) map[int]bool { return childrenOf(t, os.Getpid()) }
-
-// alive reports whether pid is running (not gone, not a zombie).
-func alive(pid int) bool {
-	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return false
-	}
-	f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
-	return len(f) > 0 && f[0] != "Z"
-}
-
-// childrenOf lists the running processes whose parent is self.
-func childrenOf(t *testing.T, self int) map[int]bool {
-	t.Helper()
-	out := map[int]bool{}
-	ents, err := os.ReadDir("/proc")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		stat, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		// pid (comm) state ppid ...: comm may hold spaces, so split after ')'.
-		f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
-		if len(f) > 1 && f[0] != "Z" && f[1] == strconv.Itoa(self) {
-			out[pid] = true
-		}
-	}
-	return out
-}
+func children(t *testing.T) map[int]bool { return nixltest.Children(t, os.Getpid()) }
 
 // agent is a test agent with ucx (isolated) then tcp, and an arena.
 type agent struct {

@@ -3,15 +3,12 @@
 package isolated_test
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"os"
-	"os/exec"
 	"strconv"
 	"sync"
 	"syscall"
@@ -22,6 +19,7 @@ import (
 	"switchyard.dev/libs/nixl/arena"
 	"switchyard.dev/libs/nixl/backend/tcp"
 	"switchyard.dev/libs/nixl/backend/ucx"
+	"switchyard.dev/libs/nixl/nixltest"
 )
 
 // peerEnv makes the test binary a bare peer agent (runPeer) instead of
@@ -90,48 +88,27 @@ func runPeer(name string) int {
 			}()
 		}
 	}
-	fmt.Println(hex.EncodeToString(md))
-	_, _ = io.Copy(io.Discard, os.Stdin)
+	nixltest.ServePeer(md)
 	return 0
 }
 
 // startPeer starts a peer process and loads its metadata into a; with
 // writer, the peer writes into a's arena until it is killed.
-func startPeer(t *testing.T, a *agent, name string, writer bool) *exec.Cmd {
+func startPeer(t *testing.T, a *agent, name string, writer bool) *nixltest.PeerProcess {
 	t.Helper()
-	cmd := exec.Command(os.Args[0])
-	cmd.Env = append(os.Environ(), peerEnv+"="+name)
+	env := []string{peerEnv + "=" + name}
 	if writer {
 		md, err := a.Metadata()
 		if err != nil {
 			t.Fatal(err)
 		}
-		cmd.Env = append(cmd.Env, writeToEnv+"="+hex.EncodeToString(md))
+		env = append(env, writeToEnv+"="+hex.EncodeToString(md))
 	}
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
+	p := nixltest.StartPeer(t, nil, env...)
+	if _, err := a.LoadRemoteMetadata(p.Metadata); err != nil {
 		t.Fatal(err)
 	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = stdin.Close(); _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	line, err := bufio.NewReader(stdout).ReadString('\n')
-	if err != nil {
-		t.Fatalf("peer metadata: %v", err)
-	}
-	md, err := hex.DecodeString(line[:len(line)-1])
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := a.LoadRemoteMetadata(md); err != nil {
-		t.Fatal(err)
-	}
-	return cmd
+	return p
 }
 
 // A peer killed while transfers between it and this side are in flight
@@ -185,11 +162,11 @@ func TestPeerDiesMidTransfer(t *testing.T) {
 		}
 		// Kill it during wire-up in some rounds, mid-stream in others.
 		time.Sleep(time.Duration(r%4) * 15 * time.Millisecond)
-		_ = peer.Process.Signal(syscall.SIGKILL)
+		_ = peer.Cmd.Process.Signal(syscall.SIGKILL)
 		wg.Wait()
 		cancel()
 		a.Invalidate(name)
-		if syscall.Kill(a.pid, 0) != nil {
+		if !nixltest.Alive(a.pid) {
 			aborted++
 		}
 		// A live peer is still served, over ucx or, after an abort, tcp.
@@ -198,9 +175,9 @@ func TestPeerDiesMidTransfer(t *testing.T) {
 		if err := roundTrip(t.Context(), a, live); err != nil {
 			t.Fatalf("round %d: a live peer: %v", r, err)
 		}
-		_ = lp.Process.Kill()
+		lp.Stop()
 		a.Invalidate(live)
-		if aborted > 0 && syscall.Kill(a.pid, 0) != nil {
+		if aborted > 0 && !nixltest.Alive(a.pid) {
 			// Carry on with UCX: a new agent, with a UCX process of its own.
 			a = newAgent(t, fmt.Sprintf("survivor-%d", r))
 			fill(a.mem, 5)
@@ -251,7 +228,7 @@ func TestUCXProcessEndsWithItsProgram(t *testing.T) {
 	peer := startPeer(t, a, "isolated-peer", false)
 	var ucxProc int
 	for deadline := time.Now().Add(10 * time.Second); ucxProc == 0; time.Sleep(10 * time.Millisecond) {
-		for pid := range childrenOf(t, peer.Process.Pid) {
+		for pid := range nixltest.Children(t, peer.Cmd.Process.Pid) {
 			ucxProc = pid
 		}
 		if time.Now().After(deadline) {
@@ -261,12 +238,9 @@ func TestUCXProcessEndsWithItsProgram(t *testing.T) {
 	if err := roundTrip(t.Context(), a, "isolated-peer"); err != nil {
 		t.Fatalf("to a peer with isolated UCX: %v", err)
 	}
-	if err := peer.Process.Kill(); err != nil {
-		t.Fatal(err)
-	}
-	_ = peer.Wait()
+	peer.Stop()
 	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if !alive(ucxProc) {
+		if !nixltest.Alive(ucxProc) {
 			return
 		}
 		if time.Now().After(deadline) {
