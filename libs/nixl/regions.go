@@ -41,6 +41,17 @@ func (t *regionTable) add(mem []byte) RegionID {
 	return id
 }
 
+// addAt adds mem under an id its caller chose; false if id is taken.
+func (t *regionTable) addAt(id RegionID, mem []byte) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if _, ok := t.m[id]; ok {
+		return false
+	}
+	t.m[id] = &region{mem: mem}
+	return true
+}
+
 // reserve takes an id for a storage region that its backend registers
 // before insert makes it visible.
 func (t *regionTable) reserve() RegionID {
@@ -169,4 +180,34 @@ func (t *regionTable) snapshot() []metadata.Region {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out
+}
+
+// Regions is a table of memory regions under ids its owner chooses, with
+// the agent's own accounting of accesses: Acquire holds a region until
+// released, and Remove waits for the holds to end. A backend that serves
+// an agent's regions from another process (the UCX backend's UCX
+// process) mirrors them in one.
+type Regions struct{ t *regionTable }
+
+// NewRegions returns an empty table.
+func NewRegions() *Regions { return &Regions{t: newRegionTable()} }
+
+// Add makes mem region id; an id in use is an error.
+func (r *Regions) Add(id RegionID, mem []byte) error {
+	if !r.t.addAt(id, mem) {
+		return fmt.Errorf("nixl: region %d is registered already", id)
+	}
+	return nil
+}
+
+// Acquire implements RegionAccess.
+func (r *Regions) Acquire(id RegionID, off, n uint64) ([]byte, func(), error) {
+	return r.t.Acquire(id, off, n)
+}
+
+// Remove refuses new accesses to id and waits, bounded by ctx, for the
+// current ones to end (see DeregisterMemory for a call that gives up).
+func (r *Regions) Remove(ctx context.Context, id RegionID) error {
+	_, err := r.t.remove(ctx, id)
+	return err
 }

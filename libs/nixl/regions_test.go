@@ -47,3 +47,35 @@ func TestRemoveAfterTimeoutWaits(t *testing.T) {
 		t.Fatalf("remove of a removed region: %v, want ErrUnknownRegion", err)
 	}
 }
+
+// Regions takes its owner's ids, refuses one in use, and serves and
+// removes them as the agent's table does.
+func TestRegionsUnderChosenIDs(t *testing.T) {
+	t.Parallel()
+	r := NewRegions()
+	if err := r.Add(7, make([]byte, 64)); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Add(7, make([]byte, 64)); err == nil {
+		t.Fatal("a second region 7 was taken")
+	}
+	if _, _, err := r.Acquire(7, 60, 8); !errors.Is(err, ErrOutOfRange) {
+		t.Fatalf("past the end: %v, want ErrOutOfRange", err)
+	}
+	_, release, err := r.Acquire(7, 0, 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Millisecond)
+	defer cancel()
+	if err := r.Remove(ctx, 7); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("remove with an access in flight: %v, want a deadline error", err)
+	}
+	release()
+	if err := r.Remove(t.Context(), 7); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := r.Acquire(7, 0, 8); !errors.Is(err, ErrUnknownRegion) {
+		t.Fatalf("after removal: %v, want ErrUnknownRegion", err)
+	}
+}

@@ -3,8 +3,10 @@
 package ucx
 
 import (
+	"context"
 	"encoding/gob"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -37,7 +39,7 @@ type child struct {
 	fds  *net.UnixConn
 	wmu  sync.Mutex
 	enc  *gob.Encoder
-	regs childRegions
+	regs *nixl.Regions // the parent's registered regions, as mapped here
 
 	files map[uint32]*arena.Arena // the parent's memory files, mapped for good
 	conns map[uint64]nixl.Conn
@@ -64,10 +66,9 @@ func serveChild(conf string) int {
 		return 2
 	}
 	c := &child{log: log, fds: fc.(*net.UnixConn), enc: gob.NewEncoder(ctl),
-		files: map[uint32]*arena.Arena{}, conns: map[uint64]nixl.Conn{}, cancels: map[uint64]chan struct{}{}}
-	c.regs.init()
+		files: map[uint32]*arena.Arena{}, conns: map[uint64]nixl.Conn{}, cancels: map[uint64]chan struct{}{}, regs: nixl.NewRegions()}
 	cfg.Config.Isolate = false
-	env := nixl.Env{Agent: cfg.Agent, Logger: log, Regions: &c.regs, Notify: func(from string, msg []byte) {
+	env := nixl.Env{Agent: cfg.Agent, Logger: log, Regions: c.regs, Notify: func(from string, msg []byte) {
 		c.send(&wmsg{Op: opNotify, Peer: from, Data: append([]byte(nil), msg...)})
 	}}
 	b, err := New(cfg.Config)(env)
@@ -131,22 +132,30 @@ func (c *child) handle(m *wmsg) error {
 			return nil
 		}
 		mem := f.Bytes()[m.Off : m.Off+m.Len : m.Off+m.Len]
+		if err := c.regs.Add(m.Region, mem); err != nil {
+			c.reply(m.Seq, nil, err)
+			return nil
+		}
 		key, err := c.b.RegisterMemory(m.Region, mem)
-		if err == nil {
-			c.regs.add(m.Region, mem)
+		if err != nil {
+			_ = c.regs.Remove(context.Background(), m.Region) // nothing holds it yet
 		}
 		c.reply(m.Seq, key, err)
 	case opDeregister:
 		// Waiting for WRITEs that are landing must not hold up the
 		// messages behind it.
-		ok := c.regs.remove(m.Region)
 		go func(seq uint64, id nixl.RegionID) {
-			err := fmt.Errorf("ucx: %w: %d", nixl.ErrUnknownRegion, id)
-			if ok {
-				c.regs.wait(id, deregisterWait)
-				err = c.b.DeregisterMemory(id)
+			ctx, cancel := context.WithTimeout(context.Background(), deregisterWait)
+			defer cancel()
+			err := c.regs.Remove(ctx, id)
+			switch {
+			case errors.Is(err, nixl.ErrUnknownRegion):
+				c.reply(seq, nil, err)
+				return
+			case err != nil: // UCX may still write there; the parent's deregistration goes on
+				c.log.Warn("deregistering a region with accesses in flight", "region", id, "err", err)
 			}
-			c.reply(seq, nil, err)
+			c.reply(seq, nil, c.b.DeregisterMemory(id))
 		}(m.Seq, m.Region)
 	case opConnect:
 		conn, err := c.b.Connect(nixl.PeerInfo{Name: m.Peer, Address: m.Data})
@@ -179,7 +188,11 @@ func (c *child) post(m *wmsg) {
 	c.cmu.Lock()
 	c.cancels[seq] = canceled
 	c.cmu.Unlock()
+	var releases []func()
 	done := func(err error) {
+		for _, r := range releases {
+			r()
+		}
 		c.cmu.Lock()
 		delete(c.cancels, seq)
 		c.cmu.Unlock()
@@ -200,11 +213,12 @@ func (c *child) post(m *wmsg) {
 		}
 	}
 	for i, p := range m.Pairs {
-		mem, ok := c.regs.slice(p.Region, p.Off, p.Len)
-		if !ok {
-			done(fmt.Errorf("ucx: %w: local buffer %d: region %d [%d,+%d)", nixl.ErrOutOfRange, i, p.Region, p.Off, p.Len))
+		mem, release, err := c.regs.Acquire(p.Region, p.Off, p.Len)
+		if err != nil {
+			done(fmt.Errorf("ucx: local buffer %d: %w", i, err))
 			return
 		}
+		releases = append(releases, release)
 		req.Pairs[i] = nixl.Pair{Local: mem, LocalRegion: p.Region, Remote: p.Remote}
 	}
 	conn.Post(req)
@@ -232,91 +246,4 @@ func (c *child) recvFile() (*os.File, error) {
 		return nil, fmt.Errorf("%d files in the message, want 1", len(fds))
 	}
 	return os.NewFile(uintptr(fds[0]), "memfd"), nil
-}
-
-// childRegions is the UCX process's nixl.RegionAccess: the parent's
-// registered regions, as mapped here, with the accesses in flight so that
-// a region is not deregistered under a WRITE that is landing.
-type childRegions struct {
-	mu    sync.Mutex
-	cond  *sync.Cond
-	regs  map[nixl.RegionID]*childRegion
-	going map[nixl.RegionID]*childRegion // removed, accesses still in flight
-}
-
-type childRegion struct {
-	mem  []byte
-	refs int
-}
-
-func (r *childRegions) init() {
-	r.cond = sync.NewCond(&r.mu)
-	r.regs = map[nixl.RegionID]*childRegion{}
-	r.going = map[nixl.RegionID]*childRegion{}
-}
-
-func (r *childRegions) add(id nixl.RegionID, mem []byte) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.regs[id] = &childRegion{mem: mem}
-}
-
-// slice is a range of a registered region.
-func (r *childRegions) slice(id nixl.RegionID, off, n uint64) ([]byte, bool) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	g := r.regs[id]
-	if g == nil || off > uint64(len(g.mem)) || n > uint64(len(g.mem))-off {
-		return nil, false
-	}
-	return g.mem[off : off+n : off+n], true
-}
-
-// Acquire implements nixl.RegionAccess.
-func (r *childRegions) Acquire(id nixl.RegionID, off, n uint64) ([]byte, func(), error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	g := r.regs[id]
-	if g == nil {
-		return nil, nil, fmt.Errorf("%w: %d", nixl.ErrUnknownRegion, id)
-	}
-	if off > uint64(len(g.mem)) || n > uint64(len(g.mem))-off {
-		return nil, nil, fmt.Errorf("%w: [%d,+%d) of %d", nixl.ErrOutOfRange, off, n, len(g.mem))
-	}
-	g.refs++
-	var once sync.Once
-	return g.mem[off : off+n : off+n], func() {
-		once.Do(func() {
-			r.mu.Lock()
-			g.refs--
-			r.mu.Unlock()
-			r.cond.Broadcast()
-		})
-	}, nil
-}
-
-// remove takes id out of service: Acquire refuses it from now on.
-func (r *childRegions) remove(id nixl.RegionID) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	g := r.regs[id]
-	if g == nil {
-		return false
-	}
-	delete(r.regs, id)
-	r.going[id] = g
-	return true
-}
-
-// wait waits, at most d, for the accesses to removed region id to end.
-func (r *childRegions) wait(id nixl.RegionID, d time.Duration) {
-	t := time.AfterFunc(d, r.cond.Broadcast)
-	defer t.Stop()
-	deadline := time.Now().Add(d)
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for g := r.going[id]; g != nil && g.refs > 0 && time.Now().Before(deadline); {
-		r.cond.Wait()
-	}
-	delete(r.going, id)
 }
